@@ -1,0 +1,81 @@
+"""The one way tokendist is random.
+
+Every stochastic routine takes a ``seed`` (None, an int, or a ``numpy.random.Generator``) and turns
+it into a generator with :func:`make_rng`. A run derives independent sub-streams (topology, initial
+loads, speeds, protocol, network dynamics) from one ``SeedSequence`` with :func:`stream`, so that
+changing, say, the protocol does not change the graph that the same seed builds.
+
+For randomised rules that must give the same draws whether they run as a vectorised kernel, as
+per-node code, or on separate processes, :func:`counter_uniform` is a counter-based generator: the
+draw for (key, step, index) is a pure function of those three integers (SplitMix64 finaliser).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["make_rng", "stream", "STREAMS", "counter_uniform", "counter_uniform_scalar", "stream_key"]
+
+#: Named sub-streams of one run; the position is part of the seed derivation, never reorder.
+STREAMS = ("topology", "init", "speeds", "protocol", "dynamics", "executor")
+
+_MASK64 = (1 << 64) - 1
+
+
+def make_rng(seed=None) -> np.random.Generator:
+    """Return a ``numpy.random.Generator`` for ``seed`` (None, int or Generator)."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    return np.random.default_rng(seed)
+
+
+def stream(seed, name: str) -> np.random.Generator:
+    """The independent sub-stream ``name`` (one of :data:`STREAMS`) of the run seeded by ``seed``.
+
+    ``seed=None`` gives fresh OS entropy; an int gives the same stream in every process.
+    """
+    if name not in STREAMS:
+        raise ValueError(f"unknown random stream {name!r}; known: {', '.join(STREAMS)}")
+    if isinstance(seed, np.random.Generator):
+        # A caller-made generator: derive children deterministically from it.
+        entropy = int(seed.integers(0, 2**63))
+        return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(STREAMS.index(name),)))
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(STREAMS.index(name),)))
+
+
+def stream_key(rng: np.random.Generator) -> int:
+    """A 63-bit key drawn from ``rng`` for :func:`counter_uniform`."""
+    return int(rng.integers(0, 2**63))
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    x = (x + np.uint64(0x9E3779B97F4A7C15)) & np.uint64(_MASK64)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def counter_uniform(key: int, step: int, index) -> np.ndarray:
+    """Uniform draws in [0, 1) that depend only on ``(key, step, index)``.
+
+    Vectorised over ``index``. Used where the same random choice must be reproduced by a
+    vectorised kernel and by per-node code (for example the candidate edges of a random matching).
+    """
+    with np.errstate(over="ignore"):
+        idx = np.asarray(index, dtype=np.uint64)
+        base = _splitmix64(np.uint64(key & _MASK64) ^ _splitmix64(np.uint64(step & _MASK64)))
+        x = _splitmix64(base ^ _splitmix64(idx))
+    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+def counter_uniform_scalar(key: int, step: int, index: int) -> float:
+    """The scalar form of :func:`counter_uniform` in plain Python (for per-node rules)."""
+
+    def mix(x: int) -> int:
+        x = (x + 0x9E3779B97F4A7C15) & _MASK64
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+        return x ^ (x >> 31)
+
+    base = mix((key & _MASK64) ^ mix(step & _MASK64))
+    return (mix(base ^ mix(index & _MASK64)) >> 11) * (1.0 / (1 << 53))

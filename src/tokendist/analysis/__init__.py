@@ -1,0 +1,14 @@
+"""Theory made computable: stable gaps and MSD of trees, diffusion and conductance bounds, the
+expansion bounds and off-line optimum of Ghosh et al."""
+
+from ._bounds import BOUNDS, predict, register_bounds
+from . import _stable_gaps, _diffusion_bounds, _heterogeneous_bounds, _ghosh_bounds  # noqa: F401
+from ._stable_gaps import *  # noqa: F401,F403
+from ._diffusion_bounds import *  # noqa: F401,F403
+from ._heterogeneous_bounds import *  # noqa: F401,F403
+from ._ghosh_bounds import *  # noqa: F401,F403
+
+__all__ = ["BOUNDS", "predict", "register_bounds"]
+for _m in (_stable_gaps, _diffusion_bounds, _heterogeneous_bounds, _ghosh_bounds):
+    __all__ += list(getattr(_m, "__all__", []))
+del _m

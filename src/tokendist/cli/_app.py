@@ -1,0 +1,94 @@
+"""The CLI shell: one small class per command, gathered into one argparse parser.
+
+The CLI adds parsing, progress bars, tables and files, never logic of its own: every command calls
+the Python API. A user error is one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import ClassVar
+
+from ..errors import TokendistError
+
+__all__ = ["Command", "COMMANDS", "command", "build_parser", "main", "UsageError"]
+
+
+class UsageError(TokendistError):
+    """Bad command-line usage."""
+
+
+class Command:
+    """A CLI command. ``name`` may have two words (``"graph info"``) for a command group."""
+
+    name: ClassVar[str] = ""
+    help: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        pass
+
+    def run(self, args: argparse.Namespace) -> int | None:
+        raise NotImplementedError
+
+
+COMMANDS: list[type[Command]] = []
+
+
+def command(cls: type[Command]) -> type[Command]:
+    """Class decorator registering a command."""
+    if any(c.name == cls.name for c in COMMANDS):
+        raise ValueError(f"duplicate command {cls.name!r}")
+    COMMANDS.append(cls)
+    return cls
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit code 2
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import _modules  # noqa: F401  (imports every command module)
+
+    parser = _Parser(prog="tokendist", description="Token distribution (discrete load balancing) on networks.")
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"tokendist {__version__}")
+    top = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    groups: dict[str, argparse._SubParsersAction] = {}
+    for cls in sorted(COMMANDS, key=lambda c: c.name):
+        words = cls.name.split()
+        if len(words) == 1:
+            sub = top.add_parser(words[0], help=cls.help, description=cls.description or cls.help)
+        else:
+            if words[0] not in groups:
+                gp = top.add_parser(words[0], help=f"{words[0]} commands")
+                groups[words[0]] = gp.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
+                gp.set_defaults(_group=gp)
+            sub = groups[words[0]].add_parser(words[1], help=cls.help, description=cls.description or cls.help)
+        instance = cls()
+        instance.add_arguments(sub)
+        sub.set_defaults(_command=instance)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``tokendist`` command."""
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        cmd = getattr(args, "_command", None)
+        if cmd is None:
+            (getattr(args, "_group", None) or parser).print_help()
+            return 2
+        return int(cmd.run(args) or 0)
+    except TokendistError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

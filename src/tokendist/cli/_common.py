@@ -1,0 +1,79 @@
+"""Arguments shared by the commands that run protocols (run, compare, bounds)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..engine import DYNAMICS, EdgeFailures
+from ..errors import TokendistError
+from ._output import parse_key_values
+
+__all__ = ["add_run_arguments", "dynamics_from_args", "nonneg_int", "probability"]
+
+
+def nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return v
+
+
+def positive_int(text: str) -> int:
+    v = nonneg_int(text)
+    if v == 0:
+        raise argparse.ArgumentTypeError("expected a positive integer")
+    return v
+
+
+def probability(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability, got {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}")
+    return v
+
+
+def number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def add_run_arguments(p: argparse.ArgumentParser, *, graph_default=None, init_default=None) -> None:
+    p.add_argument("--graph", default=graph_default, required=graph_default is None,
+                   help="topology spec, e.g. torus:16x16 (see 'tokendist graphs')")
+    p.add_argument("--init", default=init_default, required=init_default is None,
+                   help="initial loads: point:T[@V], uniform:T, random:A..B, ramp:A..B, file:PATH, ...")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="the one seed of the run (default 0)")
+    p.add_argument("--max-steps", type=nonneg_int, default=None, help="step limit (default 10000)")
+    p.add_argument("--until-discrepancy", type=number, default=None, help="stop when max - min <= K")
+    p.add_argument("--until-local-discrepancy", type=number, default=None,
+                   help="stop when every edge's load difference is <= K")
+    p.add_argument("--speeds", default=None, help="node speeds: uniform:A..B or file:PATH")
+    p.add_argument("--edge-failure", type=probability, default=None,
+                   help="each edge fails independently with this probability each step")
+    p.add_argument("--mobility", default=None, metavar="KEY=VALUE,...",
+                   help="random-waypoint mobility, e.g. radius=0.1,speed=0.001..0.005,pause=3,wrap=true")
+    p.add_argument("--allow-infeasible", action="store_true",
+                   help="record steps where a node sends more than it holds and continue with negative loads")
+    p.add_argument("--check", action="store_true", help="verify the communication model on every step")
+    p.add_argument("--record-every", type=positive_int, default=1, help="record metrics every K steps")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+
+
+def dynamics_from_args(args):
+    if args.edge_failure is not None and args.mobility is not None:
+        raise TokendistError("choose --edge-failure or --mobility, not both")
+    if args.edge_failure is not None:
+        return EdgeFailures(args.edge_failure)
+    if args.mobility is not None:
+        if "random-waypoint" not in DYNAMICS:
+            raise TokendistError("random-waypoint mobility is not available")
+        return DYNAMICS.get("random-waypoint").from_options(parse_key_values([args.mobility], "--mobility"))
+    return None

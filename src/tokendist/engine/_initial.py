@@ -1,0 +1,168 @@
+"""Initial load distributions as spec strings (``point:1000``, ``uniform:5000``, ``file:loads.txt``).
+
+Each family registers ``build(argument_string, graph, rng) -> int64 array``; :func:`make_loads`
+parses a spec and draws from the run's ``init`` sub-stream. Protocol families register their
+worst-case distributions here too (for example the stable distributions of Houle et al.).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .._random import stream
+from ..errors import SpecError, TokendistError
+from ..registry import Registry
+
+__all__ = ["InitialDistribution", "INITIAL", "initial", "make_loads", "read_loads_file", "parse_range"]
+
+
+@dataclass(frozen=True)
+class InitialDistribution:
+    name: str
+    syntax: str
+    summary: str
+    build: Callable
+    randomized: bool = False
+
+
+INITIAL: Registry[InitialDistribution] = Registry("initial distribution")
+
+
+def initial(name: str, syntax: str, summary: str, *, randomized: bool = False):
+    """Register ``build(arg, graph, rng) -> ndarray`` as initial distribution ``name``."""
+
+    def deco(build):
+        INITIAL.add(name, InitialDistribution(name, syntax, summary, build, randomized))
+        return build
+
+    return deco
+
+
+_NUM = re.compile(r"^[+]?\d+$")
+
+
+def _int(spec: str, text: str) -> int:
+    text = text.strip()
+    if not _NUM.match(text):
+        raise SpecError(f"bad initial distribution {spec!r}: {text!r} is not a non-negative integer")
+    return int(text)
+
+
+def parse_range(spec: str, text: str, cast=int) -> tuple:
+    """Parse ``"A..B"`` (A <= B)."""
+    lo, sep, hi = text.partition("..")
+    if not sep:
+        raise SpecError(f"bad spec {spec!r}: expected a range A..B")
+    try:
+        a, b = cast(lo), cast(hi)
+    except ValueError:
+        raise SpecError(f"bad spec {spec!r}: {text!r} is not a range A..B") from None
+    if cast is int and (a < 0 or b < 0):
+        raise SpecError(f"bad spec {spec!r}: loads cannot be negative")
+    if a > b:
+        raise SpecError(f"bad spec {spec!r}: empty range {text}")
+    return a, b
+
+
+def make_loads(spec, graph, seed=None) -> np.ndarray:
+    """Initial loads for ``graph`` from a spec string, or from an array (validated and copied).
+
+    Examples
+    --------
+    >>> from tokendist.graphs import make_graph
+    >>> make_loads("point:7@2", make_graph("path:4")).tolist()
+    [0, 0, 7, 0]
+    """
+    if not isinstance(spec, str):
+        loads = np.array(spec)
+        if loads.shape != (graph.n,):
+            raise TokendistError(f"expected {graph.n} initial loads, got shape {loads.shape}")
+        if loads.dtype.kind == "f" and np.all(loads == np.round(loads)):
+            loads = loads.astype(np.int64)
+        if loads.dtype.kind in "iu":
+            loads = loads.astype(np.int64)
+            if loads.size and loads.min() < 0:
+                raise TokendistError("initial loads must be non-negative")
+        return loads
+    name, _, arg = spec.strip().partition(":")
+    entry = INITIAL.get(name.strip().lower())
+    loads = entry.build(arg.strip(), graph, stream(seed, "init"))
+    loads = np.asarray(loads)
+    assert loads.shape == (graph.n,), f"{name} built {loads.shape} loads for {graph.n} nodes"
+    return loads
+
+
+@initial("point", "point:T or point:T@V", "all T tokens on node 0 (or on node V)")
+def _point(arg, graph, rng):
+    spec = f"point:{arg}"
+    total, _, node = arg.partition("@")
+    t = _int(spec, total)
+    v = _int(spec, node) if node else 0
+    if v >= graph.n:
+        raise SpecError(f"bad initial distribution {spec!r}: node {v} does not exist (n={graph.n})")
+    loads = np.zeros(graph.n, dtype=np.int64)
+    loads[v] = t
+    return loads
+
+
+@initial("uniform", "uniform:T", "T tokens, each placed on a node chosen uniformly at random", randomized=True)
+def _uniform(arg, graph, rng):
+    t = _int(f"uniform:{arg}", arg)
+    return rng.multinomial(t, np.full(graph.n, 1.0 / graph.n)).astype(np.int64)
+
+
+@initial("random", "random:A..B", "each node's load uniform in [A, B], independently", randomized=True)
+def _random(arg, graph, rng):
+    a, b = parse_range(f"random:{arg}", arg)
+    return rng.integers(a, b + 1, size=graph.n, dtype=np.int64)
+
+
+@initial("ramp", "ramp:A..B", "loads rising linearly from A on node 0 to B on node n-1 (rounded down)")
+def _ramp(arg, graph, rng):
+    a, b = parse_range(f"ramp:{arg}", arg)
+    if graph.n == 1:
+        return np.array([a], dtype=np.int64)
+    return a + (np.arange(graph.n, dtype=np.int64) * (b - a)) // (graph.n - 1)
+
+
+@initial("constant", "constant:K", "K tokens on every node (already balanced)")
+def _constant(arg, graph, rng):
+    return np.full(graph.n, _int(f"constant:{arg}", arg), dtype=np.int64)
+
+
+@initial("file", "file:PATH", "one non-negative integer per line, one line per node ('#' comments)")
+def _file(arg, graph, rng):
+    return read_loads_file(arg, graph.n)
+
+
+def read_loads_file(path: str, n: int | None = None) -> np.ndarray:
+    """Read one non-negative integer per line; blank lines and ``#`` comments are skipped.
+
+    Raises
+    ------
+    TokendistError
+        Naming the file and line for a malformed or negative value, or a wrong line count.
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError as exc:
+        raise TokendistError(f"{path}: cannot read loads file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise TokendistError(f"{path}: not a text file") from None
+    values = []
+    for lineno, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        if not _NUM.match(text):
+            kind = "negative load" if re.match(r"^-\d+$", text) else "not a non-negative integer"
+            raise TokendistError(f"{path}:{lineno}: {kind}: {text[:40]!r}")
+        values.append(int(text))
+    if n is not None and len(values) != n:
+        raise TokendistError(f"{path}: {len(values)} loads for a graph of {n} nodes")
+    return np.array(values, dtype=np.int64)

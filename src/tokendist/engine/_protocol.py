@@ -1,0 +1,249 @@
+"""The protocol contract: what every token-distribution algorithm tells the engine and does per step.
+
+A protocol is a small class (PeerSim's *Protocol*): class attributes declare what it is (paper,
+communication model, requirements, whether it is randomised, whether loads are real-valued), and
+two methods run it on whole arrays:
+
+* :meth:`Protocol.reset` prepares per-run state (a colouring, estimates, a spanning tree) from the
+  graph, the initial loads and the protocol's random generator;
+* :meth:`Protocol.step` performs one synchronous step: every node decides from the loads at the
+  start of the step, then all transfers happen at once. It returns a :class:`Step`.
+
+Where a paper gives a per-node rule, the protocol also implements the node form
+(:meth:`Protocol.publish` / :meth:`Protocol.decide`), which :mod:`tokendist.engine._local` runs with
+real messages on the message-passing executor; a test checks that both give the same trace.
+
+Protocols register under one name with :func:`register_protocol`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+from ..errors import TokendistError
+from ..registry import Registry
+
+__all__ = ["Protocol", "Param", "Step", "PROTOCOLS", "register_protocol", "make_protocol", "MODELS",
+           "REQUIREMENTS", "parse_param_value"]
+
+#: Communication models: single-port (at most one neighbour per node per step), multi-port (at most
+#: one token per edge and direction per step), flow (any amount per edge: diffusion), message
+#: (asynchronous message passing; the protocol runs on the executor, not in synchronous steps).
+MODELS = ("single-port", "multi-port", "flow", "message")
+#: What a protocol may require of the graph.
+REQUIREMENTS = ("connected", "tree", "biconnected", "colouring")
+
+
+@dataclass(frozen=True)
+class Param:
+    """A protocol parameter: name, type, default, help, and optional choices."""
+
+    name: str
+    type: Callable[[str], Any]
+    default: Any
+    help: str
+    choices: tuple | None = None
+
+
+@dataclass
+class Step:
+    """The outcome of one synchronous step.
+
+    Attributes
+    ----------
+    loads : ndarray
+        The loads after the step (a new array or the protocol's own buffer; the engine copies
+        what it keeps).
+    in_transit : int
+        Tokens sent but not yet delivered (message-passing protocols whose step is one time unit
+        of the executor); conservation counts them.
+    moved : int or float
+        Tokens (or load) that crossed an edge during the step.
+    messages : int
+        Messages sent during the step, as the protocol's per-node rule would send them.
+    flows : ndarray or None
+        Signed per-edge flows on the step's graph (positive from ``u`` to ``v``). When given, the
+        engine checks feasibility (no node sends more than it holds) and the communication model.
+    outflow : ndarray or None
+        Tokens each node sent during the step, when the protocol computes it (used for the
+        feasibility check when ``flows`` is not given).
+    """
+
+    loads: np.ndarray
+    moved: float = 0
+    messages: int = 0
+    flows: np.ndarray | None = None
+    outflow: np.ndarray | None = None
+    in_transit: float = 0
+    info: dict = field(default_factory=dict)
+
+
+class Protocol:
+    """Base class of every registered protocol.
+
+    Subclasses set the class attributes and implement :meth:`reset` and :meth:`step`.
+
+    Attributes
+    ----------
+    name : str
+        Registry name (``threshold2``, ``diffusion``, ...).
+    title : str
+        Human name, e.g. ``"THRESHOLD-2 (dimension exchange)"``.
+    paper : str
+        Citation with section, e.g. ``"Houle, Symvonis, Wood 2004, Sec. 3"``.
+    model : str
+        One of :data:`MODELS`.
+    requires : frozenset of str
+        Subset of :data:`REQUIREMENTS`.
+    randomized : bool
+        Whether the rule draws random numbers (from the run's ``protocol`` sub-stream).
+    divisible : bool
+        Real-valued (float64) loads: the idealised continuous schemes.
+    may_go_negative : bool
+        Whether the rule as published can send more than a node holds (the engine then reports
+        infeasible steps instead of stopping only with ``allow_infeasible``).
+    dynamic : bool
+        Whether the protocol supports a graph that changes every step (edge failures, mobility).
+    period : int
+        Steps after which the schedule repeats (1; the number of colours for dimension exchange).
+        The engine detects fixed points and cycles of states at multiples of the period.
+    params : tuple of Param
+        The parameters ``--param key=value`` accepts.
+    """
+
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    model: ClassVar[str] = "flow"
+    requires: ClassVar[frozenset] = frozenset({"connected"})
+    randomized: ClassVar[bool] = False
+    divisible: ClassVar[bool] = False
+    may_go_negative: ClassVar[bool] = False
+    dynamic: ClassVar[bool] = False
+    params: ClassVar[tuple[Param, ...]] = ()
+
+    def __init__(self, **params):
+        known = {p.name: p for p in self.params}
+        for key in params:
+            if key not in known:
+                names = ", ".join(known) or "none"
+                raise TokendistError(f"{self.name}: unknown parameter {key!r} (parameters: {names})")
+        self.options: dict[str, Any] = {}
+        for p in self.params:
+            value = params.get(p.name, p.default)
+            if isinstance(value, str) and p.type is not str:
+                value = parse_param_value(self.name, p, value)
+            if p.choices is not None and value not in p.choices:
+                raise TokendistError(f"{self.name}: parameter {p.name} must be one of {', '.join(map(str, p.choices))}")
+            self.options[p.name] = value
+        self.period = 1
+
+    # ------------------------------------------------------------------ vectorised form
+    def check_graph(self, graph) -> None:
+        """Raise a clear :class:`TokendistError` when the protocol does not apply to ``graph``."""
+        if "tree" in self.requires and not graph.is_tree:
+            raise TokendistError(f"{self.name} needs a tree; {graph.spec or 'this graph'} is not one"
+                                 " (see the protocol's parameters for a spanning-tree option)")
+        if "connected" in self.requires and not graph.is_connected:
+            raise TokendistError(f"{self.name} needs a connected graph; {graph.spec or 'this graph'} is not connected")
+
+    def reset(self, graph, loads: np.ndarray, rng: np.random.Generator) -> None:
+        """Prepare per-run state. Called once before the first step."""
+
+    def step(self, t: int, graph, loads: np.ndarray) -> Step:
+        """Perform synchronous step ``t`` (0-based) on ``graph`` from ``loads``; do not modify ``loads``."""
+        raise NotImplementedError
+
+    def is_stable(self, graph, loads: np.ndarray) -> bool | None:
+        """True when no future step can move a token (a fixed point of the rule); None if unknown."""
+        return None
+
+    def state_key(self) -> bytes:
+        """Bytes identifying the protocol's internal state, for cycle detection (stateless: b"")."""
+        return b""
+
+    def report(self) -> dict:
+        """Protocol-specific figures for the run's JSON (IOUs, marked tokens, phase times, ...)."""
+        return {}
+
+    # ------------------------------------------------------------------ per-node form
+    #: Number of exchange rounds before a node decides (0: the protocol has no node form).
+    exchange_rounds: ClassVar[int] = 0
+
+    def contacts(self, t: int, node: int, neighbours: np.ndarray) -> np.ndarray:
+        """The neighbours ``node`` talks to in step ``t`` (all of them by default)."""
+        return neighbours
+
+    def publish(self, rnd: int, t: int, node: int, view) -> Any:
+        """The value ``node`` sends to each contact in exchange round ``rnd`` of step ``t``."""
+        raise NotImplementedError
+
+    def decide(self, t: int, node: int, view) -> dict:
+        """Tokens ``node`` sends to each contact in step ``t``: ``{neighbour: count}``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ description
+    @classmethod
+    def describe(cls) -> dict:
+        return {
+            "name": cls.name,
+            "title": cls.title,
+            "paper": cls.paper,
+            "model": cls.model,
+            "requires": sorted(cls.requires),
+            "randomized": cls.randomized,
+            "divisible": cls.divisible,
+            "may_go_negative": cls.may_go_negative,
+            "dynamic": cls.dynamic,
+            "node_rule": cls.exchange_rounds > 0,
+            "summary": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else "",
+            "params": [{"name": p.name, "default": p.default, "help": p.help,
+                        **({"choices": list(p.choices)} if p.choices else {})} for p in cls.params],
+        }
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+        return f"{type(self).__name__}({opts})"
+
+
+PROTOCOLS: Registry[type[Protocol]] = Registry("algorithm")
+
+
+def register_protocol(cls: type[Protocol]) -> type[Protocol]:
+    """Class decorator: register ``cls`` under ``cls.name``."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    if cls.model not in MODELS:
+        raise ValueError(f"{cls.__name__}: unknown model {cls.model!r}")
+    unknown = set(cls.requires) - set(REQUIREMENTS)
+    if unknown:
+        raise ValueError(f"{cls.__name__}: unknown requirements {unknown}")
+    PROTOCOLS.add(cls.name, cls)
+    return cls
+
+
+def parse_param_value(algo: str, p: Param, text: str):
+    if p.type is bool:
+        low = text.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise TokendistError(f"{algo}: parameter {p.name} expects true or false, got {text!r}")
+    try:
+        return p.type(text)
+    except (TypeError, ValueError):
+        raise TokendistError(f"{algo}: parameter {p.name} expects {getattr(p.type, '__name__', 'a value')}, got {text!r}") from None
+
+
+def make_protocol(algo, params: dict | None = None) -> Protocol:
+    """A protocol instance from a registry name (or an instance, returned as is)."""
+    if isinstance(algo, Protocol):
+        if params:
+            raise TokendistError("pass parameters to the protocol's constructor, not with an instance")
+        return algo
+    cls = PROTOCOLS.get(algo)
+    return cls(**(params or {}))

@@ -1,0 +1,334 @@
+"""The synchronous executor: run a protocol step by step, check the model, record the metrics.
+
+:func:`simulate` is the engine behind ``tokendist run`` and ``tokendist compare``. Each step every
+node decides from the loads at the start of the step and all transfers happen at once (the model
+of every synchronous algorithm in the five papers). The engine, not the protocol, guarantees:
+
+* tokens are conserved (checked every step; a violation is a :class:`ConservationError`);
+* no node sends more tokens than it holds: by default such a step stops the run with an
+  :class:`InfeasibleStepError` naming step, node and rule; with ``allow_infeasible=True`` it is
+  counted in ``infeasible_steps`` and the run goes on with negative loads;
+* with ``check=True``, the communication model (single-port: the edges used form a matching;
+  multi-port: at most one token per edge per step) on every step where the protocol reports flows.
+
+Stopping: ``max_steps``, ``until_discrepancy``, ``until_local_discrepancy``, the protocol's own
+fixed point (``is_stable``) and, for deterministic protocols on static networks, a repeated state at
+a period boundary, reported as ``fixed-point`` or ``cycle`` (never looped on forever).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .._random import stream
+from ..errors import ConservationError, InfeasibleStepError, TokendistError
+from ..graphs import Graph, make_graph
+from ._initial import make_loads, parse_range
+from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy
+from ._protocol import Protocol, make_protocol
+
+__all__ = ["simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS", "TRACE_METRICS"]
+
+DEFAULT_MAX_STEPS = 10_000
+#: Metrics recorded in the per-step trace.
+TRACE_METRICS = ("discrepancy", "max", "min", "local_discrepancy", "l1_error", "l2_error", "linf_error",
+                 "max_weighted_load", "potential")
+# Cycle detection hashes the whole state at each period boundary; beyond this size the O(n) hash
+# would cost as much as the step itself, so large runs rely on is_stable and the stopping rules.
+_CYCLE_DETECTION_MAX_N = 200_000
+
+
+@dataclass
+class RunResult:
+    """Everything one run produced.
+
+    ``trace`` maps column names (``step``, ``tokens_moved``, ``messages`` and each of
+    :data:`TRACE_METRICS`) to arrays, one entry per recorded step (step 0 is the initial state).
+    """
+
+    graph: Graph
+    algorithm: str
+    params: dict
+    seed: int | None
+    steps: int
+    stop_reason: str
+    tokens: float
+    initial: dict
+    final: dict
+    tokens_moved: float
+    messages: int
+    infeasible_steps: int
+    loads: np.ndarray
+    initial_loads: np.ndarray
+    trace: dict
+    report: dict = field(default_factory=dict)
+    dynamics: dict | None = None
+    seconds: float = 0.0
+    cycle_length: int | None = None
+    load_history: np.ndarray | None = None
+
+    def steps_to(self, metric: str, level: float) -> int | None:
+        """First recorded step at which ``metric <= level`` (None if never)."""
+        col = self.trace[metric]
+        hit = np.flatnonzero(col <= level)
+        return int(self.trace["step"][hit[0]]) if hit.size else None
+
+    def to_json(self) -> dict:
+        """The run summary as plain JSON-able data (the ``--json`` output of ``tokendist run``)."""
+        g = self.graph
+        return {
+            "graph": {"spec": g.spec, "n": g.n, "m": g.m, "heterogeneous": g.speeds is not None},
+            "algorithm": self.algorithm,
+            "params": {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
+                       for k, v in self.params.items()},
+            "seed": self.seed,
+            "steps": self.steps,
+            "stop_reason": self.stop_reason,
+            "cycle_length": self.cycle_length,
+            "tokens": _plain(self.tokens),
+            "initial": self.initial,
+            "final": self.final,
+            "tokens_moved": _plain(self.tokens_moved),
+            "messages": int(self.messages),
+            "infeasible_steps": int(self.infeasible_steps),
+            "dynamics": self.dynamics,
+            "report": self.report,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+def _plain(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, float) and x.is_integer() and abs(x) < 2**53:
+        return int(x)
+    return x
+
+
+def make_speeds(spec, graph, seed=None) -> np.ndarray:
+    """Node speeds from ``uniform:A..B`` (drawn from the run's ``speeds`` stream) or ``file:PATH``."""
+    if not isinstance(spec, str):
+        return np.asarray(spec, dtype=np.float64)
+    name, _, arg = spec.partition(":")
+    if name == "uniform":
+        lo, hi = parse_range(spec, arg, float)
+        if lo <= 0:
+            raise TokendistError(f"bad speeds {spec!r}: speeds must be positive")
+        return stream(seed, "speeds").uniform(lo, hi, size=graph.n)
+    if name == "file":
+        try:
+            values = np.loadtxt(arg, dtype=np.float64, comments="#", ndmin=1)
+        except (OSError, ValueError) as exc:
+            raise TokendistError(f"{arg}: cannot read speeds ({exc})") from None
+        if values.shape != (graph.n,):
+            raise TokendistError(f"{arg}: {values.size} speeds for a graph of {graph.n} nodes")
+        return values
+    raise TokendistError(f"bad speeds {spec!r}: expected uniform:A..B or file:PATH")
+
+
+def _outflow(graph: Graph, flows: np.ndarray) -> np.ndarray:
+    pos = np.maximum(flows, 0)
+    neg = np.maximum(-flows, 0)
+    return (np.bincount(graph.u, weights=pos, minlength=graph.n)
+            + np.bincount(graph.v, weights=neg, minlength=graph.n))
+
+
+def _check_model(protocol: Protocol, graph: Graph, flows: np.ndarray, t: int) -> None:
+    used = flows != 0
+    if protocol.model == "single-port":
+        deg = np.bincount(np.concatenate([graph.u[used], graph.v[used]]), minlength=graph.n)
+        if deg.size and deg.max() > 1:
+            node = int(np.argmax(deg))
+            raise ConservationError(f"{protocol.name} broke the single-port model at step {t}: node {node} "
+                                    f"exchanged with {int(deg[node])} neighbours")
+    elif protocol.model == "multi-port":
+        if np.abs(flows).max(initial=0) > 1:
+            e = int(np.argmax(np.abs(flows)))
+            raise ConservationError(f"{protocol.name} broke the multi-port model at step {t}: "
+                                    f"{flows[e]} tokens on edge ({graph.u[e]}, {graph.v[e]})")
+
+
+def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None = None,
+             max_steps: int | None = None, until_discrepancy: float | None = None,
+             until_local_discrepancy: float | None = None, record_every: int = 1,
+             allow_infeasible: bool = False, check: bool = False, dynamics=None, injection=None,
+             speeds=None, progress: Callable[[int, int], None] | None = None,
+             detect_cycles: bool = True, keep_loads_every: int | None = None) -> RunResult:
+    """Run one protocol on one graph from one initial distribution.
+
+    Parameters
+    ----------
+    graph : str or Graph
+        A topology spec (built with the run's seed) or a graph.
+    algo : str or Protocol
+        A registered algorithm name (see ``tokendist algos``) or an instance.
+    init : str or array_like
+        An initial-distribution spec (``point:1000``) or the loads.
+    seed : int, optional
+        The one seed of the run; sub-streams for topology, loads, speeds, protocol, dynamics.
+    params : dict, optional
+        Protocol parameters (values may be strings, parsed by the protocol).
+    max_steps : int, optional
+        Step limit (default :data:`DEFAULT_MAX_STEPS`).
+    until_discrepancy, until_local_discrepancy : float, optional
+        Stop as soon as the (local) discrepancy is at most this.
+    record_every : int
+        Record the trace every k steps (and always the first and the last).
+    allow_infeasible : bool
+        Record steps where a node sends more than it holds and go on (loads may go negative).
+    check : bool
+        Verify the communication model on every step that reports flows.
+    dynamics : Dynamics, optional
+        Changes the network every step (edge failures, mobility, a graph sequence).
+    injection : optional
+        Token injection/consumption (an object with ``reset(graph, rng)`` and
+        ``apply(t, loads) -> (loads, injected, consumed)``).
+    speeds : str or array_like, optional
+        Node speeds (``uniform:0.8..1.2``, ``file:PATH`` or an array).
+    progress : callable, optional
+        ``progress(step, max_steps)`` called now and then.
+    keep_loads_every : int, optional
+        Keep a copy of the loads every k steps in ``RunResult.load_history`` (row 0: initial).
+
+    Returns
+    -------
+    RunResult
+
+    Examples
+    --------
+    >>> r = simulate("ring:8", "diffusion", "point:80", max_steps=200)
+    >>> r.tokens, round(r.final["discrepancy"], 6) < 1e-3
+    (80, True)
+    """
+    started = time.perf_counter()
+    graph = make_graph(graph, seed=seed)
+    if speeds is not None:
+        graph = graph.with_speeds(make_speeds(speeds, graph, seed))
+    protocol = make_protocol(algo, params)
+    protocol.check_graph(graph)
+    if dynamics is not None and not protocol.dynamic:
+        raise TokendistError(f"{protocol.name} does not run on dynamic networks")
+    loads = make_loads(init, graph, seed)
+    if protocol.divisible:
+        loads = loads.astype(np.float64)
+    elif loads.dtype.kind == "f":
+        raise TokendistError(f"{protocol.name} moves indivisible tokens; initial loads must be integers")
+    if max_steps is None:
+        max_steps = DEFAULT_MAX_STEPS
+    if max_steps < 0 or record_every < 1:
+        raise TokendistError("max_steps must be >= 0 and record_every >= 1")
+
+    initial_loads = loads.copy()
+    protocol.reset(graph, loads.copy(), stream(seed, "protocol"))
+    if dynamics is not None:
+        dynamics.reset(graph, stream(seed, "dynamics"))
+    if injection is not None:
+        injection.reset(graph, stream(seed, "dynamics"))
+
+    total = loads.sum()
+    tol = 1e-9 * (abs(float(total)) + graph.n) if protocol.divisible else 0
+    trace = {k: [] for k in ("step", "tokens_moved", "messages", *TRACE_METRICS)}
+    moved_total, messages_total, infeasible = 0, 0, 0
+
+    def record(t, g, w):
+        trace["step"].append(t)
+        trace["tokens_moved"].append(moved_total)
+        trace["messages"].append(messages_total)
+        for k, v in measure(g, w, TRACE_METRICS).items():
+            trace[k].append(v)
+
+    def reached(g, w) -> bool:
+        if until_discrepancy is not None and discrepancy(g, w) <= until_discrepancy:
+            return True
+        if until_local_discrepancy is not None and local_discrepancy(g, w) <= until_local_discrepancy:
+            return True
+        return False
+
+    cycles = (detect_cycles and not protocol.randomized and dynamics is None and injection is None
+              and graph.n <= _CYCLE_DETECTION_MAX_N)
+    seen: dict[bytes, tuple[int, float]] = {}
+    record(0, graph, loads)
+    history = [loads.copy()] if keep_loads_every else None
+    stop_reason, cycle_length, t = "max-steps", None, 0
+    current_graph = graph
+    if reached(graph, loads):
+        stop_reason = "target-reached"
+    else:
+        for t in range(max_steps):
+            g = dynamics.graph_at(t) if dynamics is not None else graph
+            current_graph = g
+            if cycles and t % protocol.period == 0:
+                key = hashlib.blake2b(loads.tobytes() + protocol.state_key(), digest_size=16).digest()
+                if key in seen:
+                    first, moved_then = seen[key]
+                    cycle_length = t - first
+                    stop_reason = "fixed-point" if moved_total == moved_then else "cycle"
+                    break
+                seen[key] = (t, moved_total)
+            out = protocol.step(t, g, loads)
+            new = out.loads
+            # Feasibility: nobody may send more than it held at the start of the step.
+            sent = out.outflow
+            if sent is None and out.flows is not None:
+                sent = _outflow(g, out.flows)
+                if check:
+                    _check_model(protocol, g, out.flows, t)
+            if sent is not None:
+                bad = np.flatnonzero(sent > loads + tol)
+            else:
+                bad = np.flatnonzero(new < -tol) if new.min() < -tol else np.zeros(0, dtype=np.int64)
+            if bad.size:
+                if not allow_infeasible:
+                    node = int(bad[0])
+                    raise InfeasibleStepError(t, node, _plain(loads[node]),
+                                              _plain(sent[node]) if sent is not None else "more", protocol.name)
+                infeasible += 1
+            if injection is not None:
+                new, added, removed = injection.apply(t, new)
+                total = total + added - removed
+            held = new.sum() + out.in_transit
+            if (abs(held - total) > tol) if protocol.divisible else held != total:
+                raise ConservationError(f"{protocol.name} broke token conservation at step {t}: "
+                                        f"{total} tokens became {held}")
+            loads = new if new is not loads else new.copy()
+            moved_total += out.moved
+            messages_total += out.messages
+            step_no = t + 1
+            done = reached(g, loads)
+            if not done and out.moved == 0 and out.in_transit == 0 and dynamics is None:
+                if protocol.is_stable(g, loads):
+                    stop_reason = "stable"
+                    done = True
+            elif done:
+                stop_reason = "target-reached"
+            if history is not None and step_no % keep_loads_every == 0:
+                history.append(loads.copy())
+            if step_no % record_every == 0 or done or step_no == max_steps:
+                record(step_no, g, loads)
+            if progress is not None and (step_no & 63) == 0:
+                progress(step_no, max_steps)
+            if done:
+                t = step_no
+                break
+        else:
+            t = max_steps
+        if stop_reason == "max-steps" and protocol.is_stable(current_graph, loads):
+            stop_reason = "stable"
+    if progress is not None:
+        progress(t, max_steps)
+    steps = t
+    trace_arrays = {k: np.asarray(v) for k, v in trace.items()}
+    return RunResult(
+        graph=graph, algorithm=protocol.name, params=dict(protocol.options), seed=seed, steps=steps,
+        stop_reason=stop_reason, tokens=_plain(total), initial=measure(graph, initial_loads),
+        final=measure(graph, loads), tokens_moved=moved_total, messages=messages_total,
+        infeasible_steps=infeasible, loads=loads, initial_loads=initial_loads, trace=trace_arrays,
+        report=protocol.report(), dynamics=None if dynamics is None else dynamics.describe(),
+        seconds=time.perf_counter() - started, cycle_length=cycle_length,
+        load_history=None if history is None else np.array(history),
+    )

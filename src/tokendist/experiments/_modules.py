@@ -1,0 +1,3 @@
+"""Imports every reproduction module so that their entries register (one module per paper)."""
+
+from . import _repro_table1, _repro_houle, _repro_margara, _repro_subramanian, _repro_elsasser, _repro_ghosh  # noqa: F401

@@ -1,0 +1,253 @@
+"""The one graph representation of tokendist: an immutable undirected simple graph on arrays.
+
+A :class:`Graph` holds ``n``, the edge endpoint arrays ``u < v`` (sorted, no self-loops, no
+parallel edges), and derives the CSR adjacency and degrees once. It is built and validated once,
+at the boundary (:meth:`Graph.from_edges`, :func:`tokendist.graphs.from_networkx`, a spec string or a
+file); nothing downstream validates again. Node speeds and edge capacities (the heterogeneous
+networks of Elsässer, Monien and Schamberger 2006, Section 2) are optional arrays.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import TokendistError
+
+__all__ = ["Graph"]
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+class Graph:
+    """An immutable undirected simple graph.
+
+    Attributes
+    ----------
+    n : int
+        Number of nodes, labelled ``0 .. n-1``.
+    u, v : ndarray of int64, shape (m,)
+        Edge endpoints with ``u[e] < v[e]``, sorted by ``(u, v)``. Edge ``e`` is the pair
+        ``(u[e], v[e])``; a signed per-edge flow is positive from ``u`` to ``v``.
+    spec : str
+        The spec the graph was built from (``"torus:16x16"``, ``"file:g.txt"``, ...).
+    speeds : ndarray of float64 or None
+        Node speeds ``s_i > 0`` (None: homogeneous, every speed 1).
+    capacities : ndarray of float64 or None
+        Edge capacities ``c_e > 0`` (None: every capacity 1).
+    positions : ndarray of float64 or None, shape (n, k)
+        Coordinates for geometric graphs and plots.
+    base_edges : ndarray of int64 or None
+        For a subgraph made by :meth:`edge_subgraph`, the index of each edge in the parent graph.
+
+    Examples
+    --------
+    >>> g = Graph.from_edges(3, [(0, 1), (1, 2)], spec="path:3")
+    >>> g.n, g.m, g.degrees.tolist()
+    (3, 2, [1, 2, 1])
+    """
+
+    __slots__ = ("n", "u", "v", "spec", "speeds", "capacities", "positions", "base_edges", "__dict__")
+
+    def __init__(self, n, u, v, *, spec="", speeds=None, capacities=None, positions=None, base_edges=None):
+        # Trusted constructor: callers guarantee u < v, sorted, unique. Use from_edges otherwise.
+        self.n = int(n)
+        self.u = _readonly(np.ascontiguousarray(u, dtype=np.int64))
+        self.v = _readonly(np.ascontiguousarray(v, dtype=np.int64))
+        self.spec = spec
+        self.speeds = None if speeds is None else _readonly(np.asarray(speeds, dtype=np.float64).copy())
+        self.capacities = None if capacities is None else _readonly(np.asarray(capacities, dtype=np.float64).copy())
+        self.positions = None if positions is None else _readonly(np.asarray(positions, dtype=np.float64).copy())
+        self.base_edges = None if base_edges is None else _readonly(np.asarray(base_edges, dtype=np.int64))
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_edges(cls, n, edges, *, spec="", speeds=None, capacities=None, positions=None,
+                   drop_loops=False, merge_parallel=False) -> "Graph":
+        """Build and validate a graph from an edge list (any iterable of pairs or an (m, 2) array).
+
+        Parameters
+        ----------
+        n : int
+            Number of nodes.
+        edges : array_like, shape (m, 2)
+            Undirected edges; orientation does not matter.
+        drop_loops, merge_parallel : bool
+            Generators whose definition produces self-loops or parallel edges (de Bruijn,
+            shuffle-exchange) drop and merge them; otherwise they are an error.
+
+        Raises
+        ------
+        TokendistError
+            Negative or out-of-range node ids, self-loops, duplicate edges, bad speeds.
+        """
+        n = int(n)
+        if n < 1:
+            raise TokendistError(f"a graph needs at least one node (n={n})")
+        e = np.asarray(edges, dtype=np.int64)
+        if e.size == 0:
+            e = e.reshape(0, 2)
+        if e.ndim != 2 or e.shape[1] != 2:
+            raise TokendistError("edges must be pairs (u, v)")
+        if e.size and (e.min() < 0 or e.max() >= n):
+            bad = e[(e < 0) | (e >= n)][0]
+            raise TokendistError(f"node id {bad} out of range 0..{n - 1}")
+        a, b = np.minimum(e[:, 0], e[:, 1]), np.maximum(e[:, 0], e[:, 1])
+        loops = a == b
+        if loops.any():
+            if not drop_loops:
+                raise TokendistError(f"self-loop at node {a[loops][0]}")
+            a, b = a[~loops], b[~loops]
+        key = a * n + b
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        dup = np.flatnonzero(key[1:] == key[:-1])
+        if dup.size:
+            if not merge_parallel:
+                k = key[dup[0]]
+                raise TokendistError(f"duplicate edge ({k // n}, {k % n})")
+            key = np.unique(key)
+            if capacities is not None:
+                raise TokendistError("cannot merge parallel edges that carry capacities")
+        elif capacities is not None:
+            capacities = np.asarray(capacities, dtype=np.float64)[~loops][order]
+        g = cls(n, key // n, key % n, spec=spec, speeds=speeds, capacities=capacities, positions=positions)
+        g._validate_attributes()
+        return g
+
+    def _validate_attributes(self) -> None:
+        if self.speeds is not None:
+            if self.speeds.shape != (self.n,):
+                raise TokendistError(f"expected {self.n} speeds, got {self.speeds.shape[0]}")
+            if not np.all(np.isfinite(self.speeds)) or self.speeds.min() <= 0:
+                raise TokendistError("node speeds must be finite and positive")
+        if self.capacities is not None:
+            if self.capacities.shape != (self.m,):
+                raise TokendistError(f"expected {self.m} edge capacities, got {self.capacities.shape[0]}")
+            if not np.all(np.isfinite(self.capacities)) or self.capacities.min() <= 0:
+                raise TokendistError("edge capacities must be finite and positive")
+
+    def with_speeds(self, speeds) -> "Graph":
+        """The same graph with node speeds (validated)."""
+        g = Graph(self.n, self.u, self.v, spec=self.spec, speeds=speeds, capacities=self.capacities,
+                  positions=self.positions)
+        g._validate_attributes()
+        return g
+
+    def with_capacities(self, capacities) -> "Graph":
+        """The same graph with edge capacities (validated)."""
+        g = Graph(self.n, self.u, self.v, spec=self.spec, speeds=self.speeds, capacities=capacities,
+                  positions=self.positions)
+        g._validate_attributes()
+        return g
+
+    def edge_subgraph(self, mask: np.ndarray) -> "Graph":
+        """The spanning subgraph keeping the edges where ``mask`` is True (same nodes, speeds)."""
+        idx = np.flatnonzero(mask)
+        caps = None if self.capacities is None else self.capacities[idx]
+        return Graph(self.n, self.u[idx], self.v[idx], spec=self.spec, speeds=self.speeds, capacities=caps,
+                     positions=self.positions, base_edges=idx)
+
+    # ------------------------------------------------------------------ derived arrays
+    @property
+    def m(self) -> int:
+        """Number of edges."""
+        return int(self.u.shape[0])
+
+    @cached_property
+    def degrees(self) -> np.ndarray:
+        """Node degrees, int64."""
+        return _readonly(np.bincount(np.concatenate([self.u, self.v]), minlength=self.n).astype(np.int64))
+
+    @property
+    def max_degree(self) -> int:
+        return int(self.degrees.max()) if self.n else 0
+
+    @cached_property
+    def _csr(self):
+        # One pass builds the CSR structure and, for each CSR slot, the edge it belongs to.
+        src = np.concatenate([self.u, self.v])
+        dst = np.concatenate([self.v, self.u])
+        eid = np.concatenate([np.arange(self.m), np.arange(self.m)])
+        order = np.lexsort((dst, src))
+        indptr = np.zeros(self.n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=self.n), out=indptr[1:])
+        idx_dtype = np.int32 if self.n < 2**31 else np.int64
+        return (_readonly(indptr), _readonly(dst[order].astype(idx_dtype)), _readonly(eid[order].astype(np.int64)))
+
+    @property
+    def indptr(self) -> np.ndarray:
+        """CSR row pointer: the neighbours of ``i`` are ``indices[indptr[i]:indptr[i+1]]``, sorted."""
+        return self._csr[0]
+
+    @property
+    def indices(self) -> np.ndarray:
+        """CSR column indices (int32 when n < 2**31)."""
+        return self._csr[1]
+
+    @property
+    def csr_edges(self) -> np.ndarray:
+        """For each CSR slot, the index of its edge in ``u``/``v``."""
+        return self._csr[2]
+
+    def neighbours(self, i: int) -> np.ndarray:
+        return self.indices[self.indptr[i]:self.indptr[i + 1]]
+
+    @cached_property
+    def adjacency(self) -> sp.csr_array:
+        """The adjacency matrix as ``scipy.sparse.csr_array`` (weights: capacities, or 1)."""
+        data = np.ones(2 * self.m) if self.capacities is None else np.concatenate([self.capacities] * 2)
+        # Build from COO so that scipy sorts indices; then it matches indptr/indices above.
+        a = sp.coo_array((data, (np.concatenate([self.u, self.v]), np.concatenate([self.v, self.u]))),
+                         shape=(self.n, self.n)).tocsr()
+        a.sort_indices()
+        return a
+
+    def edge_index(self, a, b) -> np.ndarray:
+        """Index of edge {a, b} (vectorised); -1 where there is no such edge."""
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        keys = self.u * self.n + self.v
+        k = lo * self.n + hi
+        pos = np.searchsorted(keys, k)
+        pos = np.minimum(pos, max(self.m - 1, 0))
+        found = (self.m > 0) & (keys[pos] == k) if self.m else np.zeros_like(k, dtype=bool)
+        return np.where(found, pos, -1)
+
+    def to_networkx(self):
+        """A ``networkx.Graph`` copy (for analysis at the boundary; never inside a run)."""
+        import networkx as nx
+
+        g = nx.Graph()
+        g.add_nodes_from(range(self.n))
+        g.add_edges_from(zip(self.u.tolist(), self.v.tolist()))
+        return g
+
+    @cached_property
+    def is_connected(self) -> bool:
+        from scipy.sparse.csgraph import connected_components
+
+        return connected_components(self.adjacency, directed=False, return_labels=False) == 1
+
+    @cached_property
+    def is_tree(self) -> bool:
+        return self.m == self.n - 1 and self.is_connected
+
+    def __repr__(self) -> str:
+        extra = []
+        if self.speeds is not None:
+            extra.append("speeds")
+        if self.capacities is not None:
+            extra.append("capacities")
+        return f"Graph({self.spec or 'unnamed'!s}, n={self.n}, m={self.m}{', ' + ', '.join(extra) if extra else ''})"
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, Graph) and self.n == other.n and np.array_equal(self.u, other.u)
+                and np.array_equal(self.v, other.v))
+
+    __hash__ = object.__hash__

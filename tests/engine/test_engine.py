@@ -1,0 +1,114 @@
+"""The engine's own guarantees: infeasible steps, stopping rules, cycles, dynamics, seeds."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tokendist.engine import EdgeFailures, GraphSequence, Protocol, Step, simulate
+from tokendist.errors import ConservationError, InfeasibleStepError, TokendistError
+from tokendist.graphs import make_graph
+
+
+class _Greedy(Protocol):
+    """Test-only rule: every node sends 3 tokens to each neighbour, whatever it holds."""
+
+    name = "test-greedy"
+    model = "flow"
+
+    def step(self, t, graph, loads):
+        flows = np.full(graph.m, 3, dtype=np.int64)
+        flows[graph.u % 2 == 1] = -3
+        new = loads - np.bincount(graph.u, weights=flows, minlength=graph.n).astype(np.int64) \
+            + np.bincount(graph.v, weights=flows, minlength=graph.n).astype(np.int64)
+        return Step(new, moved=3 * graph.m, flows=flows)
+
+
+class _Leaky(Protocol):
+    name = "test-leaky"
+
+    def step(self, t, graph, loads):
+        new = loads.copy()
+        new[0] -= 1
+        return Step(new)
+
+
+class _Swap(Protocol):
+    """Test-only deterministic rule whose states cycle: the ends of a path swap all their tokens."""
+
+    name = "test-swap"
+
+    def step(self, t, graph, loads):
+        return Step(loads[::-1].copy(), moved=int(abs(loads[0] - loads[-1])))
+
+
+def test_infeasible_step_stops_with_clear_report():
+    with pytest.raises(InfeasibleStepError, match=r"infeasible step 0: node \d+ holds"):
+        simulate("path:4", _Greedy(), "constant:1", max_steps=3)
+
+
+def test_allow_infeasible_records_and_continues():
+    r = simulate("path:4", _Greedy(), "constant:1", max_steps=3, allow_infeasible=True)
+    assert r.infeasible_steps == 3 and r.loads.sum() == 4 and r.loads.min() < 0
+
+
+def test_conservation_violation_is_an_error():
+    with pytest.raises(ConservationError):
+        simulate("path:3", _Leaky(), "constant:2", max_steps=2)
+
+
+def test_cycle_detected_and_reported():
+    r = simulate("path:2", _Swap(), [5, 0], max_steps=100)
+    assert r.stop_reason == "cycle" and r.cycle_length == 2 and r.steps == 2
+
+
+def test_fixed_point_detected():
+    r = simulate("path:3", _Swap(), [4, 1, 4], max_steps=100)
+    assert r.stop_reason == "fixed-point"
+
+
+def test_until_discrepancy_stops():
+    r = simulate("ring:16", "diffusion", "point:1600", until_discrepancy=10.0, max_steps=10_000)
+    assert r.stop_reason == "target-reached" and r.final["discrepancy"] <= 10
+    assert r.trace["discrepancy"][-2] > 10
+
+
+def test_edge_failures_change_graph_each_step():
+    g = make_graph("torus:4x4")
+    dyn = EdgeFailures(0.5)
+    dyn.reset(g, np.random.default_rng(0))
+    a, b = dyn.graph_at(0), dyn.graph_at(1)
+    assert a.m < g.m and not np.array_equal(a.base_edges, b.base_edges)
+    assert set(a.base_edges.tolist()) <= set(range(g.m))
+
+
+def test_static_protocol_refuses_dynamics():
+    with pytest.raises(TokendistError, match="dynamic"):
+        simulate("ring:8", "multi-port", "point:10", dynamics=EdgeFailures(0.1))
+
+
+def test_graph_sequence_checks_sizes():
+    with pytest.raises(TokendistError):
+        GraphSequence([make_graph("ring:5")]).reset(make_graph("ring:6"), None)
+
+
+def test_speeds_spec_is_seeded_and_validated():
+    from tokendist.engine import make_speeds
+
+    g = make_graph("ring:10")
+    a, b = make_speeds("uniform:0.8..1.2", g, 3), make_speeds("uniform:0.8..1.2", g, 3)
+    np.testing.assert_array_equal(a, b)
+    assert a.min() >= 0.8 and a.max() <= 1.2
+    with pytest.raises(TokendistError):
+        make_speeds("uniform:-1..2", g, 3)
+
+
+def test_same_seed_same_result_in_a_fresh_process():
+    code = ("import tokendist as td, json; r = td.simulate('random-tree:30', 'multi-port', 'uniform:500', seed=9);"
+            "print(json.dumps(r.loads.tolist()))")
+    outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    assert outs[0] == outs[1]
+    import tokendist as td
+    assert outs[0].strip() == str(td.simulate("random-tree:30", "multi-port", "uniform:500", seed=9).loads.tolist()).replace(" ", "").replace(",", ", ")
