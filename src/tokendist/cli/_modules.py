@@ -1,3 +1,3 @@
 """Imports every command module so that their ``@command`` classes register (one module per area)."""
 
-from . import _graph, _graph_info, _run, _reproduce, _tree, _offline, _bounds  # noqa: F401
+from . import _graph, _graph_info, _run, _compare, _bench, _reproduce, _tree, _offline, _bounds  # noqa: F401

@@ -37,7 +37,8 @@ def print_json(obj) -> None:
 def console():
     from rich.console import Console
 
-    return Console()
+    # Piped output (a report, a CI log) gets wide tables instead of rich's 80-column default.
+    return Console() if sys.stdout.isatty() else Console(width=200)
 
 
 def fmt(x) -> str:

@@ -116,7 +116,10 @@ def make_speeds(spec, graph, seed=None) -> np.ndarray:
         return np.asarray(spec, dtype=np.float64)
     name, _, arg = spec.partition(":")
     if name == "uniform":
-        lo, hi = parse_range(spec, arg, float)
+        try:
+            lo, hi = parse_range(spec, arg, float)
+        except TokendistError as exc:
+            raise TokendistError(f"bad speeds {spec!r}: expected uniform:A..B with numbers A <= B") from exc
         if lo <= 0:
             raise TokendistError(f"bad speeds {spec!r}: speeds must be positive")
         return stream(seed, "speeds").uniform(lo, hi, size=graph.n)

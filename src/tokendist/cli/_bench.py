@@ -1,0 +1,42 @@
+"""``tokendist bench``: nanoseconds per edge-step of each vectorised protocol, against a naive loop."""
+
+from __future__ import annotations
+
+from ..experiments._bench import DEFAULT_BENCH_GRAPHS, bench
+from ._app import Command, command
+from ._common import positive_int
+from ._output import print_json, progress_bar, table
+
+__all__ = ["BenchCommand"]
+
+
+@command
+class BenchCommand(Command):
+    name = "bench"
+    help = "time one synchronous step per edge for each vectorised protocol, with the ratio to a naive loop"
+
+    def add_arguments(self, p):
+        p.add_argument("--graphs", default=",".join(DEFAULT_BENCH_GRAPHS).replace(",1000000", ";1000000"),
+                       help="graph specs separated by ';' (default: torus:1000x1000;hypercube:20;random-regular:1000000,4)")
+        p.add_argument("--algos", default=None, help="comma-separated algorithms (default: every synchronous one)")
+        p.add_argument("--steps", type=positive_int, default=5, help="timed steps per case (median reported)")
+        p.add_argument("--naive-graph", default="torus:100x100", help="graph for the naive networkx reference")
+        p.add_argument("--json", action="store_true")
+
+    def run(self, args):
+        graphs = [g.strip() for g in args.graphs.replace(",1000000", ";1000000").split(";") if g.strip()]
+        # Split "a;b" and also "a,b" where a comma separates whole specs (spec arguments use commas too).
+        algos = [a.strip() for a in args.algos.split(",")] if args.algos else None
+        with progress_bar("bench", None, enabled=not args.json) as update:
+            rows, naive = bench(graphs, algos, steps=args.steps, naive_graph=args.naive_graph, progress=update)
+        if args.json:
+            print_json({"naive_ns_per_edge_step": naive, "naive_graph": args.naive_graph,
+                        "rows": [r.__dict__ for r in rows]})
+            return 0
+        table(f"one synchronous step (median of {args.steps}); naive networkx loop on {args.naive_graph}: "
+              f"{naive:.0f} ns per edge-step",
+              ["algorithm", "graph", "m", "ns / edge-step", "x faster than naive", "bytes / edge", "note"],
+              [[r.algorithm, r.graph, r.m, None if r.ns_per_edge_step is None else round(r.ns_per_edge_step, 2),
+                None if r.ratio_vs_naive is None else round(r.ratio_vs_naive), 
+                None if r.bytes_per_edge is None else round(r.bytes_per_edge, 1), r.note] for r in rows])
+        return 0

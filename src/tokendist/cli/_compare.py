@@ -1,0 +1,121 @@
+"""``tokendist compare``: every applicable protocol side by side (the main job)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from ..errors import TokendistError
+from ..experiments import compare, default_scenario, load_scenario
+from ._app import Command, command
+from ._common import nonneg_int, positive_int, probability
+from ._output import fmt, print_json, progress_bar, table, to_jsonable
+
+__all__ = ["CompareCommand"]
+
+
+def _levels(text: str) -> list:
+    try:
+        return [float(x) if "." in x else int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise TokendistError(f"--levels expects numbers separated by commas, got {text!r}") from None
+
+
+@command
+class CompareCommand(Command):
+    name = "compare"
+    help = "run every applicable protocol on the same graph, loads and seed; table and overlay plot"
+    description = ("Compare protocols on one scenario. With no options, runs the embedded default scenario "
+                   "(torus:16x16, 25600 tokens on node 0). Writes compare.png, compare.csv and compare.json "
+                   "into --out (default ./tokendist-compare).")
+
+    def add_arguments(self, p):
+        p.add_argument("--scenario", type=Path, default=None, help="a scenario TOML file (see docs/experiments.md)")
+        p.add_argument("--graph", default=None, help="topology spec (overrides the scenario)")
+        p.add_argument("--init", default=None, help="initial distribution spec (overrides the scenario)")
+        p.add_argument("--algos", default=None, help="comma-separated algorithm names (default: every applicable one)")
+        p.add_argument("--seed", type=nonneg_int, default=None)
+        p.add_argument("--max-steps", type=nonneg_int, default=None)
+        p.add_argument("--levels", default=None, help="discrepancy levels to time, e.g. 100,10,2,1")
+        p.add_argument("--param", action="append", default=[], metavar="ALGO.KEY=VALUE",
+                       help="a parameter of one algorithm, e.g. threshold1.spanning_tree=bfs (repeatable)")
+        p.add_argument("--speeds", default=None, help="node speeds: uniform:A..B or file:PATH")
+        p.add_argument("--edge-failure", type=probability, default=None, help="edge failure probability per step")
+        p.add_argument("--allow-infeasible", action="store_true", help="let infeasible rules run with negative loads")
+        p.add_argument("--record-every", type=positive_int, default=None, help="record metrics every K steps")
+        p.add_argument("--out", type=Path, default=Path("tokendist-compare"), help="output folder")
+        p.add_argument("--no-files", action="store_true", help="write no files")
+        p.add_argument("--json", action="store_true", help="print JSON")
+
+    def run(self, args):
+        sc = load_scenario(args.scenario) if args.scenario else default_scenario()
+        for key in ("graph", "init", "seed", "max_steps", "speeds", "edge_failure", "record_every"):
+            if getattr(args, key) is not None:
+                setattr(sc, key, getattr(args, key))
+        if args.graph is not None and args.scenario is None:
+            sc.name = "custom"
+        if args.algos is not None:
+            sc.algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+        if args.levels is not None:
+            sc.levels = _levels(args.levels)
+        if args.allow_infeasible:
+            sc.allow_infeasible = True
+        for item in args.param:
+            key, sep, value = item.partition("=")
+            algo, dot, pname = key.partition(".")
+            if not sep or not dot:
+                raise TokendistError(f"--param expects ALGO.KEY=VALUE, got {item!r}")
+            sc.params.setdefault(algo.strip(), {})[pname.strip()] = value.strip()
+        sc.validate()
+        with progress_bar("compare", None, enabled=not args.json) as update:
+            result = compare(sc, progress=lambda i, total, name: update(i, total))
+        files = [] if args.no_files else self._write(result, args.out)
+        if args.json:
+            payload = result.to_json()
+            payload["files"] = files
+            print_json(payload)
+            return 0
+        g = result.graph
+        cols = ["algorithm"] + [f"steps to <= {fmt(lv)}" for lv in sc.levels] + [
+            "final disc.", "final local", "tokens moved", "messages", "stop"]
+        rows = []
+        for r in result.rows:
+            if r.status == "ok":
+                rows.append([r.algorithm] + [r.steps_to_level[lv] for lv in sc.levels] + [
+                    r.final_discrepancy, r.final_local_discrepancy, r.tokens_moved, r.messages,
+                    f"{r.stop_reason} @ {r.steps}"])
+        table(f"compare: {g.spec} (n={g.n:,}, m={g.m:,}), init {sc.init}, {result.tokens:,} tokens, seed {sc.seed}",
+              cols, rows)
+        others = [r for r in result.rows if r.status != "ok"]
+        if others:
+            table("not run", ["algorithm", "status", "reason"], [[r.algorithm, r.status, r.reason] for r in others])
+        for f in files:
+            print(f"wrote {f}")
+        return 0
+
+    @staticmethod
+    def _write(result, out: Path) -> list[str]:
+        from ..plotting import plot_compare
+
+        out.mkdir(parents=True, exist_ok=True)
+        runs = [r.result for r in result.rows if r.status == "ok"]
+        files = []
+        if runs:
+            g = result.graph
+            plot_compare(runs, out / "compare.png",
+                         title=f"{g.spec}, {result.scenario.init}, seed {result.scenario.seed}")
+            files.append(str(out / "compare.png"))
+        levels = result.scenario.levels
+        with open(out / "compare.csv", "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["algorithm", "status", "steps", "stop_reason", *[f"steps_to_{lv}" for lv in levels],
+                        "final_discrepancy", "final_local_discrepancy", "tokens_moved", "messages", "reason"])
+            for r in result.rows:
+                w.writerow([r.algorithm, r.status, r.steps, r.stop_reason,
+                            *[r.steps_to_level.get(lv) for lv in levels], r.final_discrepancy,
+                            r.final_local_discrepancy, r.tokens_moved, r.messages, r.reason])
+        files.append(str(out / "compare.csv"))
+        (out / "compare.json").write_text(json.dumps(to_jsonable(result.to_json()), indent=2) + "\n")
+        files.append(str(out / "compare.json"))
+        return files

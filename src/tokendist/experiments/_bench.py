@@ -1,0 +1,127 @@
+"""Speed of one synchronous step, per edge, against a naive reference measured in the same run.
+
+For each vectorised protocol and each graph, :func:`bench` times whole steps (after one warm-up
+step that also compiles numba kernels) and reports nanoseconds per edge-step; in the same run it
+times the deliberately naive reference — the multi-port rule as a Python loop over a networkx
+adjacency on a smaller torus — and reports the ratio. Timings on a shared 2-core machine vary up
+to 2x between runs (../shared/PERFORMANCE.md): compare within one run, quote medians.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._random import stream
+from ..engine import PROTOCOLS, make_protocol
+from ..errors import TokendistError
+from ..graphs import make_graph
+
+__all__ = ["bench", "BenchRow", "naive_multi_port_step", "DEFAULT_BENCH_GRAPHS"]
+
+DEFAULT_BENCH_GRAPHS = ("torus:1000x1000", "hypercube:20", "random-regular:1000000,4")
+
+
+def naive_multi_port_step(nxg, loads: dict, threshold: int) -> dict:
+    """The naive reference: one multi-port step as a per-edge Python loop over networkx."""
+    new = dict(loads)
+    for a, b in nxg.edges():
+        diff = loads[a] - loads[b]
+        if diff >= threshold:
+            new[a] -= 1
+            new[b] += 1
+        elif -diff >= threshold:
+            new[a] += 1
+            new[b] -= 1
+    return new
+
+
+def _time_naive(spec: str, repeat: int, seed: int) -> float:
+    g = make_graph(spec, seed=seed)
+    nxg = g.to_networkx()
+    w = stream(seed, "init").integers(0, 100, size=g.n)
+    loads = {i: int(x) for i, x in enumerate(w)}
+    thr = 2 * g.max_degree + 1
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        loads = naive_multi_port_step(nxg, loads, thr)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) / g.m * 1e9
+
+
+@dataclass
+class BenchRow:
+    algorithm: str
+    graph: str
+    n: int
+    m: int
+    ns_per_edge_step: float | None
+    ratio_vs_naive: float | None
+    bytes_per_edge: float | None
+    build_seconds: float
+    note: str = ""
+
+
+def _state_bytes(obj) -> int:
+    total = 0
+    for v in vars(obj).values():
+        if isinstance(v, np.ndarray):
+            total += v.nbytes
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, np.ndarray) for x in v):
+            total += sum(x.nbytes for x in v)
+    return total
+
+
+def _graph_bytes(g) -> int:
+    arrays = [g.u, g.v, g.indptr, g.indices, g.csr_edges]
+    return sum(a.nbytes for a in arrays)
+
+
+def bench(graphs=DEFAULT_BENCH_GRAPHS, algos=None, *, steps: int = 5, seed: int = 0,
+          naive_graph: str = "torus:100x100", progress=None) -> tuple[list[BenchRow], float]:
+    """Time ``steps`` synchronous steps of each protocol on each graph.
+
+    Returns the rows and the naive reference's nanoseconds per edge-step.
+    """
+    # Message-passing protocols run on the event executor, not in vectorised steps.
+    names = algos or [n for n, c in PROTOCOLS.items() if c.model != "message"]
+    naive_ns = _time_naive(naive_graph, 3, seed)
+    rows = []
+    total = len(graphs) * len(names)
+    k = 0
+    for spec in graphs:
+        t0 = time.perf_counter()
+        g = make_graph(spec, seed=seed)
+        g.indptr  # build CSR once, outside the timings
+        build = time.perf_counter() - t0
+        loads = stream(seed, "init").integers(0, 100, size=g.n).astype(np.int64)
+        for name in names:
+            k += 1
+            if progress is not None:
+                progress(k, total)
+            proto = make_protocol(name)
+            try:
+                proto.check_graph(g)
+            except TokendistError as exc:
+                rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, build, f"skipped: {exc}"))
+                continue
+            w = loads.astype(np.float64) if proto.divisible else loads.copy()
+            try:
+                proto.reset(g, w.copy(), stream(seed, "protocol"))
+                w = proto.step(0, g, w).loads.copy()  # warm-up (numba compilation, caches)
+                times = []
+                for t in range(1, steps + 1):
+                    t1 = time.perf_counter()
+                    out = proto.step(t, g, w)
+                    times.append(time.perf_counter() - t1)
+                    w = out.loads.copy() if out.loads is w else out.loads
+            except Exception as exc:  # a bench reports, it does not stop at the first failure
+                rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, build, f"failed: {exc}"))
+                continue
+            ns = float(np.median(times)) / g.m * 1e9
+            mem = (_graph_bytes(g) + 2 * w.nbytes + _state_bytes(proto)) / g.m
+            rows.append(BenchRow(name, spec, g.n, g.m, ns, naive_ns / ns, mem, build))
+    return rows, naive_ns

@@ -1,0 +1,115 @@
+"""Every applicable protocol on the same graph, loads and seed: ``tokendist compare``.
+
+The answer to an engineer's question "which protocol balances my network fastest, and how well?":
+for each protocol, the steps to reach each discrepancy level, the final discrepancy and local
+discrepancy, tokens moved and messages, in one table and one overlay plot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..engine import PROTOCOLS, make_loads, make_protocol, simulate
+from ..errors import InfeasibleStepError, TokendistError
+from ..graphs import make_graph
+from ._scenario import Scenario
+
+__all__ = ["compare", "Comparison", "CompareRow"]
+
+
+@dataclass
+class CompareRow:
+    algorithm: str
+    status: str                      # "ok", "skipped", "infeasible"
+    reason: str = ""
+    steps: int | None = None
+    stop_reason: str | None = None
+    steps_to_level: dict = field(default_factory=dict)
+    final_discrepancy: float | None = None
+    final_local_discrepancy: float | None = None
+    tokens_moved: float | None = None
+    messages: int | None = None
+    infeasible_steps: int | None = None
+    seconds: float | None = None
+    result: object = None
+
+    def to_json(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "result"}
+        d["steps_to_level"] = {str(k): v for k, v in self.steps_to_level.items()}
+        return d
+
+
+@dataclass
+class Comparison:
+    scenario: Scenario
+    graph: object
+    tokens: int
+    rows: list
+
+    def to_json(self) -> dict:
+        s = self.scenario
+        return {"scenario": {"name": s.name, "graph": s.graph, "init": s.init, "seed": s.seed,
+                             "max_steps": s.max_steps, "levels": s.levels},
+                "graph": {"spec": self.graph.spec, "n": self.graph.n, "m": self.graph.m},
+                "tokens": self.tokens, "rows": [r.to_json() for r in self.rows]}
+
+
+def compare(scenario: Scenario, *, progress=None) -> Comparison:
+    """Run every applicable (or every named) protocol of ``scenario`` and tabulate the results.
+
+    A protocol that does not apply to the graph is listed as skipped with the reason; one whose
+    rule sends more tokens than a node holds is listed as infeasible (unless the scenario allows
+    infeasible steps), never silently repaired.
+
+    Examples
+    --------
+    >>> from tokendist.experiments import Scenario, compare
+    >>> c = compare(Scenario("demo", "ring:8", "point:80", algos=["diffusion", "multi-port"], max_steps=500))
+    >>> [r.status for r in c.rows]
+    ['ok', 'ok']
+    """
+    graph = make_graph(scenario.graph, seed=scenario.seed)
+    loads = make_loads(scenario.init, graph, scenario.seed)
+    names = list(scenario.algos) or PROTOCOLS.names()
+    dynamics = None
+    rows = []
+    for i, name in enumerate(names):
+        params = {k: (v if isinstance(v, str) else str(v)) for k, v in scenario.params.get(name, {}).items()}
+        if progress is not None:
+            progress(i, len(names), name)
+        try:
+            proto = make_protocol(name, params)
+            g = graph
+            if scenario.speeds is not None:
+                from ..engine import make_speeds
+                g = graph.with_speeds(make_speeds(scenario.speeds, graph, scenario.seed))
+            proto.check_graph(g)
+            if scenario.edge_failure is not None:
+                from ..engine import EdgeFailures
+                if not proto.dynamic:
+                    raise TokendistError(f"{name} does not run on dynamic networks")
+                dynamics = EdgeFailures(scenario.edge_failure)
+        except TokendistError as exc:
+            rows.append(CompareRow(name, "skipped", reason=str(exc)))
+            continue
+        try:
+            r = simulate(g, proto, loads, seed=scenario.seed, max_steps=scenario.max_steps,
+                         allow_infeasible=scenario.allow_infeasible, dynamics=dynamics,
+                         record_every=scenario.record_every)
+        except InfeasibleStepError as exc:
+            rows.append(CompareRow(name, "infeasible", reason=str(exc).split(" (pass")[0]))
+            continue
+        except TokendistError as exc:
+            rows.append(CompareRow(name, "skipped", reason=str(exc)))
+            continue
+        rows.append(CompareRow(
+            name, "ok", steps=r.steps, stop_reason=r.stop_reason,
+            steps_to_level={lv: r.steps_to("discrepancy", lv) for lv in scenario.levels},
+            final_discrepancy=r.final["discrepancy"], final_local_discrepancy=r.final["local_discrepancy"],
+            tokens_moved=r.tokens_moved, messages=r.messages, infeasible_steps=r.infeasible_steps,
+            seconds=r.seconds, result=r))
+    if progress is not None:
+        progress(len(names), len(names), "")
+    return Comparison(scenario, graph, int(np.asarray(loads).sum()), rows)

@@ -1,0 +1,109 @@
+"""Experiments described as data: a TOML scenario, resolved and validated before the first step.
+
+A scenario names a graph, an initial distribution, a seed, the algorithms to run (empty: every
+applicable one), per-algorithm parameters, the step limit and the discrepancy levels to report::
+
+    [scenario]
+    name = "default"
+    graph = "torus:16x16"
+    init = "point:25600"
+    seed = 1
+    max_steps = 3000
+    levels = [1000, 100, 10, 2]
+    algos = []
+
+    [params.threshold1]
+    spanning_tree = "bfs"
+
+Everything is checked up front (the graph builds, the loads fit it, every algorithm and parameter
+exists) so a typo fails in a second, not after an hour of runs.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from ..errors import TokendistError
+
+__all__ = ["Scenario", "load_scenario", "default_scenario", "SCENARIO_KEYS"]
+
+SCENARIO_KEYS = {"name", "description", "graph", "init", "seed", "max_steps", "levels", "algos", "speeds",
+                 "edge_failure", "allow_infeasible", "record_every"}
+
+
+@dataclass
+class Scenario:
+    name: str
+    graph: str
+    init: str
+    seed: int = 0
+    max_steps: int = 3000
+    levels: list = field(default_factory=lambda: [100, 10, 2, 1])
+    algos: list = field(default_factory=list)
+    params: dict = field(default_factory=dict)
+    description: str = ""
+    speeds: str | None = None
+    edge_failure: float | None = None
+    allow_infeasible: bool = False
+    record_every: int = 1
+
+    def validate(self) -> "Scenario":
+        """Resolve every name now; raise TokendistError naming the first problem."""
+        from ..engine import PROTOCOLS, make_loads, make_protocol
+        from ..graphs import make_graph
+
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise TokendistError(f"scenario {self.name}: seed must be a non-negative integer")
+        if not isinstance(self.max_steps, int) or self.max_steps < 0:
+            raise TokendistError(f"scenario {self.name}: max_steps must be a non-negative integer")
+        if not all(isinstance(x, (int, float)) for x in self.levels):
+            raise TokendistError(f"scenario {self.name}: levels must be numbers")
+        graph = make_graph(self.graph, seed=self.seed)
+        make_loads(self.init, graph, self.seed)
+        for a in self.algos:
+            PROTOCOLS.get(a)
+        for a, p in self.params.items():
+            if not isinstance(p, dict):
+                raise TokendistError(f"scenario {self.name}: [params.{a}] must be a table")
+            make_protocol(a, {k: str(v) if not isinstance(v, str) else v for k, v in p.items()})
+        return self
+
+
+def _from_dict(data: dict, origin: str) -> Scenario:
+    if "scenario" not in data or not isinstance(data["scenario"], dict):
+        raise TokendistError(f"{origin}: missing [scenario] table")
+    s = data["scenario"]
+    unknown = set(s) - SCENARIO_KEYS
+    if unknown:
+        raise TokendistError(f"{origin}: unknown scenario key(s) {', '.join(sorted(unknown))}")
+    for key in ("graph", "init"):
+        if key not in s:
+            raise TokendistError(f"{origin}: scenario needs '{key}'")
+    extra = set(data) - {"scenario", "params"}
+    if extra:
+        raise TokendistError(f"{origin}: unknown table(s) {', '.join(sorted(extra))}")
+    return Scenario(params=dict(data.get("params", {})), **{k: v for k, v in s.items()})
+
+
+def load_scenario(path) -> Scenario:
+    """Read and validate a scenario TOML file."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TokendistError(f"{path}: cannot read scenario ({exc.strerror or exc})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise TokendistError(f"{path}: not valid TOML ({exc})") from None
+    try:
+        return _from_dict(data, str(path)).validate()
+    except TypeError as exc:
+        raise TokendistError(f"{path}: {exc}") from None
+
+
+def default_scenario() -> Scenario:
+    """The embedded default scenario that ``tokendist compare`` runs with no options."""
+    text = resources.files("tokendist.experiments").joinpath("scenarios/default.toml").read_text(encoding="utf-8")
+    return _from_dict(tomllib.loads(text), "default scenario")

@@ -1,0 +1,129 @@
+"""The run, compare, algos, bench and reproduce commands: output shape and clean errors."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tokendist.cli import main
+
+
+def _json(capsys, argv):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_run_json_has_documented_keys(capsys):
+    d = _json(capsys, ["run", "--graph", "torus:6x6", "--algo", "multi-port", "--init", "point:500", "--json"])
+    for key in ("graph", "algorithm", "seed", "steps", "stop_reason", "tokens", "initial", "final", "tokens_moved",
+                "infeasible_steps"):
+        assert key in d
+    for key in ("discrepancy", "max", "min", "local_discrepancy", "l1_error", "l2_error", "linf_error",
+                "max_weighted_load"):
+        assert key in d["initial"] and key in d["final"]
+    assert d["graph"] == {"spec": "torus:6x6", "n": 36, "m": 72, "heterogeneous": False}
+    assert d["tokens"] == 500 and d["stop_reason"] == "stable"
+    assert d["final"]["local_discrepancy"] <= 2 * 4
+
+
+def test_run_writes_loads_trace_and_plot(capsys, tmp_path):
+    loads = tmp_path / "final.txt"
+    code = main(["run", "--graph", "ring:10", "--algo", "multi-port", "--init", "point:100", "--save-loads",
+                 str(loads), "--out", str(tmp_path / "o")])
+    assert code == 0
+    w = np.loadtxt(loads, dtype=int)
+    assert w.sum() == 100 and w.shape == (10,)
+    assert (tmp_path / "o" / "trace.csv").exists() and (tmp_path / "o" / "run.png").stat().st_size > 1000
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["tokens"] == 100
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "--graph", "torus:4x4", "--algo", "nope", "--init", "point:5"], "unknown algorithm"),
+    (["run", "--graph", "torus:4xq", "--algo", "multi-port", "--init", "point:5"], "torus:4xq"),
+    (["run", "--graph", "nosuch:3", "--algo", "multi-port", "--init", "point:5"], "unknown topology"),
+    (["run", "--graph", "ring:5", "--algo", "multi-port", "--init", "point:-5"], "point"),
+    (["run", "--graph", "ring:5", "--algo", "multi-port", "--init", "file:/no/such/file"], "/no/such/file"),
+    (["run", "--graph", "ring:5", "--algo", "multi-port", "--init", "point:5", "--param", "bogus=1"], "bogus"),
+    (["run", "--graph", "ring:5", "--algo", "multi-port", "--init", "point:5", "--param", "threshold=x"], "threshold"),
+    (["run", "--graph", "ring:5", "--algo", "multi-port"], "--init"),
+    (["run", "--graph", "ring:5", "--algo", "multi-port", "--init", "point:5", "--max-steps", "-3"], "max-steps"),
+    (["run", "--graph", "ring:5", "--algo", "multi-port", "--init", "point:5", "--edge-failure", "2"], "edge-failure"),
+    (["run", "--graph", "ring:5", "--algo", "multi-port", "--init", "point:5", "--speeds", "uniform:0..x"], "speeds"),
+    (["compare", "--algos", "nope"], "unknown algorithm"),
+    (["compare", "--param", "multi-port=3"], "ALGO.KEY=VALUE"),
+    (["reproduce", "no-such-entry"], "unknown reproduce entry"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, argv, needle):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], err
+    assert "Traceback" not in err
+
+
+def test_file_init_errors_name_the_line(capsys, tmp_path):
+    f = tmp_path / "loads.txt"
+    f.write_text("1\n2\nx\n4\n5\n")
+    code = main(["run", "--graph", "ring:5", "--algo", "multi-port", "--init", f"file:{f}"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{f}:3" in err
+    f.write_text("1\n2\n3\n")
+    assert main(["run", "--graph", "ring:5", "--algo", "multi-port", "--init", f"file:{f}"]) == 2
+    assert "3 loads for a graph of 5 nodes" in capsys.readouterr().err
+
+
+def test_algos_json_lists_every_protocol(capsys):
+    from tokendist.engine import PROTOCOLS
+
+    d = _json(capsys, ["algos", "--json"])
+    assert {x["name"] for x in d} == set(PROTOCOLS.names())
+    for x in d:
+        assert x["paper"] and x["model"] in ("single-port", "multi-port", "flow", "message")
+
+
+def test_compare_json_and_files(capsys, tmp_path):
+    d = _json(capsys, ["compare", "--graph", "ring:12", "--init", "point:240", "--algos", "diffusion,multi-port",
+                       "--levels", "100,10", "--max-steps", "400", "--out", str(tmp_path), "--json"])
+    assert [r["algorithm"] for r in d["rows"]] == ["diffusion", "multi-port"]
+    assert all(r["status"] == "ok" for r in d["rows"])
+    assert d["rows"][0]["steps_to_level"]["10"] is not None
+    assert (tmp_path / "compare.png").exists() and (tmp_path / "compare.csv").exists()
+
+
+def test_scenario_file_is_validated_before_running(capsys, tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text('[scenario]\nname = "x"\ngraph = "ring:6"\ninit = "point:60"\nalgos = ["multi-port"]\nmax_steps = 50\n'
+                 '[params.multi-port]\nthreshold = 3\n')
+    d = _json(capsys, ["compare", "--scenario", str(f), "--no-files", "--json"])
+    assert d["rows"][0]["algorithm"] == "multi-port" and d["scenario"]["max_steps"] == 50
+    f.write_text('[scenario]\ngraph = "ring:6"\ninit = "point:60"\ncolour = 3\n')
+    assert main(["compare", "--scenario", str(f), "--no-files"]) == 2
+    assert "unknown scenario key" in capsys.readouterr().err
+    f.write_text('[scenario]\ngraph = "ring:6"\ninit = "point:60"\n[params.multi-port]\nbogus = 1\n')
+    assert main(["compare", "--scenario", str(f), "--no-files"]) == 2
+    f.write_text("not toml [")
+    assert main(["compare", "--scenario", str(f)]) == 2
+
+
+def test_default_scenario_is_valid():
+    from tokendist.experiments import default_scenario
+
+    sc = default_scenario().validate()
+    assert sc.graph and sc.init and sc.levels
+
+
+def test_bench_reports_ratio_against_naive(capsys):
+    d = _json(capsys, ["bench", "--graphs", "torus:30x30", "--algos", "multi-port", "--naive-graph", "torus:20x20",
+                       "--steps", "2", "--json"])
+    row = d["rows"][0]
+    assert row["ns_per_edge_step"] > 0 and row["ratio_vs_naive"] > 1 and d["naive_ns_per_edge_step"] > 0
+
+
+def test_reproduce_list(capsys):
+    d = _json(capsys, ["reproduce", "list", "--json"])
+    assert isinstance(d, list)
