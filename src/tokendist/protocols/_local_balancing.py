@@ -1,17 +1,34 @@
 """Local load balancing of Ghosh, Leighton, Maggs, Muthukrishnan, Plaxton, Rajaraman, Richa,
 Tarjan and Zuckerman (1995): the multi-port and single-port algorithms and their variants.
+
+* ``multi-port`` (Sec. 1.1, Sec. 3.2): one token crosses every edge whose ends differ by >= 2d + 1.
+* ``single-port`` (Sec. 1.1, Sec. 3.1): a random matching (candidates with probability 1/(4d),
+  candidates touching another candidate dropped), one token from the heavier to the lighter end.
+* ``ds`` (Sec. 5): the dynamic synchronous multi-port algorithm with per-neighbour load estimates.
+* ``async-multi-port`` (Sec. 5, last paragraph, after Aiello et al. [2]): the same rule on the
+  message-passing executor, at most two messages in transit per edge, an adversary choosing delays.
+
+d is always the maximum degree of the (base) graph, as in the paper.
 """
 
 from __future__ import annotations
 
+from collections import deque
+
 import numba
 import numpy as np
 
-from ..engine import Param, Protocol, Step, register_protocol
+from .._random import counter_uniform, counter_uniform_scalar, stream_key
+from ..engine import MessageExecutor, Param, Protocol, Step, register_protocol
+from ..errors import TokendistError
 
-__all__ = ["MultiPort"]
+__all__ = ["MultiPort", "SinglePort", "DynamicSynchronous", "AsyncMultiPort", "multi_port_flows",
+           "single_port_flows", "single_port_selection_probability"]
 
 
+# ---------------------------------------------------------------------------------------------------
+# multi-port
+# ---------------------------------------------------------------------------------------------------
 @numba.njit(cache=True, nogil=True)
 def _multi_port_kernel(indptr, indices, loads, threshold, out):
     """One multi-port step, per node over its CSR row; returns tokens moved.
@@ -39,22 +56,28 @@ def multi_port_flows(graph, loads, threshold: int) -> np.ndarray:
     return (diff >= threshold).astype(np.int64) - (diff <= -threshold).astype(np.int64)
 
 
+def _apply_flows(graph, loads, flows) -> np.ndarray:
+    return (loads - np.bincount(graph.u, weights=flows, minlength=graph.n).astype(np.int64)
+            + np.bincount(graph.v, weights=flows, minlength=graph.n).astype(np.int64))
+
+
 @register_protocol
 class MultiPort(Protocol):
     """Multi-port local balancing: one token crosses every edge whose ends differ by >= 2d + 1.
 
     Per node u, each step: for every neighbour v with ``w(u) >= w(v) + 2d + 1`` at the start of the
-    step, send one token to v (d = maximum degree of the graph). The paper proves the final state
-    is locally balanced within 2d (differences across every edge at most 2d).
+    step, send one token to v (d = maximum degree of the graph; Sec. 1.1). Deterministic,
+    multi-port, needs nothing of the graph. Theorem 3.2: balances to within O(d^2 log n / alpha)
+    in O(Delta / alpha) steps; every fixed point is locally balanced within 2d (Sec. 4.3).
 
     References
     ----------
-    B. Ghosh et al., Tight analyses of two local load balancing algorithms, CMU-CS-95-131, Sec. 3.
+    B. Ghosh et al., Tight analyses of two local load balancing algorithms, CMU-CS-95-131, Sec. 1.1, 3.2.
     """
 
     name = "multi-port"
     title = "Multi-port threshold (2d + 1)"
-    paper = "Ghosh et al. 1995, Sec. 3"
+    paper = "Ghosh et al. 1995, Sec. 3.2"
     model = "multi-port"
     exchange_rounds = 1
     params = (Param("threshold", int, 0, "difference that moves a token; 0 means 2d + 1 (the paper's rule)"),
@@ -68,9 +91,8 @@ class MultiPort(Protocol):
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numpy":
             flows = multi_port_flows(graph, loads, self.threshold)
-            new = loads - np.bincount(graph.u, weights=flows, minlength=graph.n).astype(np.int64) \
-                + np.bincount(graph.v, weights=flows, minlength=graph.n).astype(np.int64)
-            return Step(new, moved=int(np.abs(flows).sum()), messages=2 * graph.m, flows=flows)
+            return Step(_apply_flows(graph, loads, flows), moved=int(np.abs(flows).sum()), messages=2 * graph.m,
+                        flows=flows)
         out = self._out if self._out is not loads else np.empty_like(loads)
         moved = _multi_port_kernel(graph.indptr, graph.indices, loads, self.threshold, out)
         self._out = loads  # ping-pong buffers: the engine copies nothing
@@ -79,6 +101,9 @@ class MultiPort(Protocol):
     def is_stable(self, graph, loads):
         return bool(graph.m == 0 or np.abs(loads[graph.u] - loads[graph.v]).max() < self.threshold)
 
+    def report(self):
+        return {"threshold": self.threshold}
+
     # Per-node form: exchange loads with every neighbour, then send one token to each neighbour
     # at least 2d + 1 lighter.
     def publish(self, rnd, t, node, view):
@@ -86,3 +111,480 @@ class MultiPort(Protocol):
 
     def decide(self, t, node, view):
         return {j: 1 for j, w in view.received[0].items() if view.load - w >= self.threshold}
+
+
+# ---------------------------------------------------------------------------------------------------
+# single-port
+# ---------------------------------------------------------------------------------------------------
+@numba.njit(inline="always")
+def _mix64(x):
+    # SplitMix64 finaliser, bit for bit the one in tokendist._random (uint64 arithmetic wraps).
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@numba.njit(cache=True, nogil=True)
+def _single_port_kernel(eu, ev, loads, key, t, p, threshold, out, flows, count, cand, selected):
+    """One single-port step over the edge list; returns tokens moved.
+
+    Draws ``counter_uniform(key, t, e)`` for every edge e (one draw per edge, PERFORMANCE.md), marks
+    candidates (draw < p), keeps the candidates whose two ends have no other candidate, and moves
+    one token across each kept edge whose ends differ by at least ``threshold``. ``selected``
+    accumulates how often each edge was in the matching (for the Lemma 3.2 report).
+    """
+    n = loads.shape[0]
+    m = eu.shape[0]
+    base = _mix64(np.uint64(key) ^ _mix64(np.uint64(t)))
+    scale = 1.0 / 9007199254740992.0  # 2**-53
+    for i in range(n):
+        count[i] = 0
+        out[i] = loads[i]
+    for e in range(m):
+        r = np.float64(_mix64(base ^ _mix64(np.uint64(e))) >> np.uint64(11)) * scale
+        c = r < p
+        cand[e] = c
+        flows[e] = 0
+        if c:
+            count[eu[e]] += 1
+            count[ev[e]] += 1
+    moved = 0
+    for e in range(m):
+        if cand[e]:
+            a = eu[e]
+            b = ev[e]
+            if count[a] == 1 and count[b] == 1:
+                selected[e] += 1
+                diff = loads[a] - loads[b]
+                s = np.int64(diff >= threshold) - np.int64(diff <= -threshold)
+                flows[e] = s
+                out[a] -= s
+                out[b] += s
+                moved += s if s > 0 else -s
+    return moved
+
+
+def single_port_matching(graph, key: int, t: int, p: float) -> np.ndarray:
+    """Reference (plain numpy): the boolean mask of the edges in step t's random matching (Sec. 1.1)."""
+    cand = counter_uniform(key, t, np.arange(graph.m)) < p
+    count = np.bincount(graph.u[cand], minlength=graph.n) + np.bincount(graph.v[cand], minlength=graph.n)
+    return cand & (count[graph.u] == 1) & (count[graph.v] == 1)
+
+
+def single_port_flows(graph, loads, key: int, t: int, p: float, threshold: int = 1) -> np.ndarray:
+    """Reference (plain numpy) per-edge flows of one single-port step."""
+    matched = single_port_matching(graph, key, t, p)
+    diff = loads[graph.u] - loads[graph.v]
+    s = (diff >= threshold).astype(np.int64) - (diff <= -threshold).astype(np.int64)
+    return np.where(matched, s, 0)
+
+
+def single_port_selection_probability(graph, p: float | None = None) -> np.ndarray:
+    """Exact probability that each edge is in the matching: ``p (1 - p)^(deg u + deg v - 2)``.
+
+    An edge is kept iff it is a candidate (probability p) and none of the other
+    ``deg(u) + deg(v) - 2`` edges at its ends is one, all independent. Lemma 3.2 ([14]) states this
+    is at least 1/(8d) for p = 1/(4d).
+    """
+    if p is None:
+        p = 1.0 / (4 * max(graph.max_degree, 1))
+    d = graph.degrees
+    return p * (1.0 - p) ** (d[graph.u] + d[graph.v] - 2)
+
+
+@register_protocol
+class SinglePort(Protocol):
+    """Single-port local balancing on a random matching (Sec. 1.1, Sec. 3.1; Ghosh-Muthukrishnan [14]).
+
+    Each step: every edge is a candidate independently with probability 1/(4d) (d = maximum
+    degree); every candidate (u, v) for which another candidate (u, x) or (y, v) exists is removed;
+    the remaining candidates form a matching M. For each (u, v) in M: if u and v hold the same
+    number of tokens nothing is sent, otherwise one token goes from the heavier to the lighter node.
+
+    Randomised (one counter-based coin per edge and step, shared by the kernel and the per-node
+    form), single-port. Theorem 3.1: balances to within O(d log n / alpha) in O(d Delta / alpha)
+    steps w.h.p. As a token also crosses edges whose ends differ by exactly 1, the rule has no
+    fixed point short of perfect balance: it reaches local balance within 1 but need not stay there
+    (``threshold=2`` is the variant that stops).
+
+    References
+    ----------
+    B. Ghosh et al., Tight analyses of two local load balancing algorithms, CMU-CS-95-131, Sec. 1.1, 3.1.
+    """
+
+    name = "single-port"
+    title = "Single-port random matching"
+    paper = "Ghosh et al. 1995, Sec. 3.1"
+    model = "single-port"
+    randomized = True
+    exchange_rounds = 2
+    params = (Param("probability", float, 0.0, "candidate probability of an edge; 0 means 1/(4d) (the paper's)"),
+              Param("threshold", int, 1, "smallest difference that moves a token; 1 is the paper's rule "
+                                          "(any difference)"),
+              Param("kernel", str, "numba", "numba (fast) or numpy (reference)", ("numba", "numpy")),
+              Param("flows", bool, True, "return per-edge flows so that the engine can check the matching "
+                                         "(false: faster, loads only)"))
+
+    def reset(self, graph, loads, rng):
+        d = max(graph.max_degree, 1)
+        p = float(self.options["probability"])
+        if not 0.0 <= p <= 1.0:
+            raise TokendistError(f"single-port: probability must be in [0, 1], got {p}")
+        self.p = p if p > 0 else 1.0 / (4 * d)
+        self.threshold = int(self.options["threshold"])
+        if self.threshold < 1:
+            raise TokendistError("single-port: threshold must be at least 1")
+        self.key = stream_key(rng)
+        self._graph = graph
+        self._selected = np.zeros(graph.m, dtype=np.int64)
+        self._steps = 0
+        self._out = np.empty(graph.n, dtype=np.int64)
+        self._flows = np.zeros(graph.m, dtype=np.int64)
+        self._count = np.zeros(graph.n, dtype=np.int64)
+        self._cand = np.zeros(graph.m, dtype=np.bool_)
+
+    def step(self, t, graph, loads):
+        self._steps += 1
+        if self.options["kernel"] == "numpy":
+            matched = single_port_matching(graph, self.key, t, self.p)
+            self._selected += matched
+            diff = loads[graph.u] - loads[graph.v]
+            s = (diff >= self.threshold).astype(np.int64) - (diff <= -self.threshold).astype(np.int64)
+            flows = np.where(matched, s, 0)
+            return Step(_apply_flows(graph, loads, flows), moved=int(np.abs(flows).sum()),
+                        messages=4 * graph.m, flows=flows)
+        out = self._out if self._out is not loads else np.empty_like(loads)
+        moved = _single_port_kernel(graph.u, graph.v, loads, self.key, t, self.p, self.threshold, out,
+                                    self._flows, self._count, self._cand, self._selected)
+        self._out = loads
+        flows = self._flows.copy() if self.options["flows"] else None
+        return Step(out, moved=int(moved), messages=4 * graph.m, flows=flows)
+
+    def is_stable(self, graph, loads):
+        # With threshold 1 only a state with equal loads across every edge is a fixed point.
+        return bool(graph.m == 0 or np.abs(loads[graph.u] - loads[graph.v]).max() < self.threshold)
+
+    def report(self):
+        g = self._graph
+        d = max(g.max_degree, 1)
+        exact = single_port_selection_probability(g, self.p)
+        out = {"candidate_probability": self.p, "lemma_3_2_bound_1_over_8d": 1.0 / (8 * d)}
+        if g.m:
+            out.update({"selection_probability_min": float(exact.min()),
+                        "selection_probability_max": float(exact.max()),
+                        "lemma_3_2_holds": bool(exact.min() >= 1.0 / (8 * d))})
+            if self._steps:
+                rate = self._selected / self._steps
+                out.update({"observed_selection_rate_min": float(rate.min()),
+                            "observed_selection_rate_mean": float(rate.mean()),
+                            "observed_selection_rate_max": float(rate.max()),
+                            "expected_selection_rate_mean": float(exact.mean())})
+        return out
+
+    def selection_counts(self) -> np.ndarray:
+        """How often each edge was in the matching so far (for statistical tests)."""
+        return self._selected.copy()
+
+    # Per-node form. The coin of edge e = (a, b), a < b, is counter_uniform(key, t, e); its owner a
+    # flips it. Round 0: send my load and the set of my owned edges that are candidates. Round 1:
+    # send how many candidate edges touch me. Decide: keep edge (me, j) iff it is a candidate and
+    # both of us counted exactly one; the heavier end sends one token.
+    def _owned_candidates(self, t, node):
+        g = self._graph
+        lo, hi = g.indptr[node], g.indptr[node + 1]
+        out = []
+        for j, e in zip(g.indices[lo:hi].tolist(), g.csr_edges[lo:hi].tolist()):
+            if j > node and counter_uniform_scalar(self.key, t, e) < self.p:
+                out.append(j)
+        return frozenset(out)
+
+    def _candidates(self, t, node, view):
+        own = self._owned_candidates(t, node)
+        return {j for j, (_, flagged) in view.received[0].items() if (j in own) or (j < node and node in flagged)}
+
+    def publish(self, rnd, t, node, view):
+        if rnd == 0:
+            return (int(view.load), self._owned_candidates(t, node))
+        return len(self._candidates(t, node, view))
+
+    def decide(self, t, node, view):
+        cands = self._candidates(t, node, view)
+        if len(cands) != 1:
+            return {}
+        (j,) = cands
+        if view.received[1][j] != 1:
+            return {}
+        return {j: 1} if view.load - view.received[0][j][0] >= self.threshold else {}
+
+
+# ---------------------------------------------------------------------------------------------------
+# ds: dynamic synchronous (Sec. 5)
+# ---------------------------------------------------------------------------------------------------
+ESTIMATES = ("exact", "zero", "random", "max")
+
+
+def initial_estimates(graph, loads, how: str, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Initial estimates ``(e^u(v), e^v(u))`` per edge of ``graph`` (Sec. 5: "arbitrary").
+
+    ``exact``: the true initial loads; ``zero``: 0; ``random``: independent uniform integers in
+    ``[0, max load]``; ``max``: every node believes every neighbour holds the maximum initial load.
+    All are non-negative, so a node sends a token only when it holds more than 12d (>= d) tokens
+    and DS never overdraws.
+    """
+    m = graph.m
+    if how == "exact":
+        return loads[graph.v].astype(np.int64), loads[graph.u].astype(np.int64)
+    if how == "zero":
+        return np.zeros(m, np.int64), np.zeros(m, np.int64)
+    top = int(loads.max()) if loads.size else 0
+    if how == "random":
+        return rng.integers(0, top + 1, size=m), rng.integers(0, top + 1, size=m)
+    if how == "max":
+        return np.full(m, top, np.int64), np.full(m, top, np.int64)
+    raise TokendistError(f"unknown estimates {how!r}; choose from {', '.join(ESTIMATES)}")
+
+
+@register_protocol
+class DynamicSynchronous(Protocol):
+    """DS, the dynamic synchronous multi-port algorithm with load estimates (Sec. 5).
+
+    Every node u keeps an estimate e^u(v) of the load of each neighbour v (initially arbitrary:
+    parameter ``estimates``). Each step, for each *live* neighbour v: (1) if ``w(u) - e^u(v) > 12d``
+    u sends v a message with w(u) and a token, otherwise a message with w(u) only; (2) for each
+    message received from a live neighbour v, u sets e^u(v) to the load the message carries and
+    adds the token if there is one. Loads in the messages are those at the start of the step.
+    Estimates live on the base graph's edges, so an edge that is down keeps its stale estimates.
+
+    Deterministic, multi-port (a token may cross an edge in both directions in one step), dynamic.
+    Theorem 5.1: if the live edges have edge expansion alpha every step, DS balances to within
+    O(d^2 log n / alpha) in O(Delta / alpha) steps, for arbitrary initial estimates.
+
+    References
+    ----------
+    B. Ghosh et al., CMU-CS-95-131, Sec. 5; W. Aiello et al., STOC 1993 [2].
+    """
+
+    name = "ds"
+    title = "DS: dynamic synchronous multi-port with estimates"
+    paper = "Ghosh et al. 1995, Sec. 5"
+    model = "multi-port"
+    dynamic = True
+    exchange_rounds = 1
+    params = (Param("threshold", int, 0, "send when w(u) - e^u(v) exceeds this; 0 means 12d (the paper's)"),
+              Param("estimates", str, "exact", "initial estimates e^u(v) (the paper: arbitrary)", ESTIMATES))
+
+    def reset(self, graph, loads, rng):
+        self._base = graph
+        self.d = max(graph.max_degree, 1)
+        t = self.options["threshold"]
+        self.threshold = int(t) if t > 0 else 12 * self.d
+        self.est_u, self.est_v = initial_estimates(graph, np.asarray(loads), self.options["estimates"], rng)
+        self.est_u = np.asarray(self.est_u, dtype=np.int64)
+        self.est_v = np.asarray(self.est_v, dtype=np.int64)
+        # Kept for the per-node form, which starts from the same arbitrary estimates.
+        self._est0 = (self.est_u.copy(), self.est_v.copy())
+
+    def _base_index(self, graph) -> np.ndarray:
+        if graph.base_edges is not None:
+            return graph.base_edges
+        if graph is self._base or (graph.m == self._base.m and np.array_equal(graph.u, self._base.u)
+                                   and np.array_equal(graph.v, self._base.v)):
+            return np.arange(graph.m)
+        idx = self._base.edge_index(graph.u, graph.v)
+        if (idx < 0).any():
+            raise TokendistError("ds: a step's graph has an edge that is not in the base graph")
+        return idx
+
+    def step(self, t, graph, loads):
+        b = self._base_index(graph)
+        wu, wv = loads[graph.u], loads[graph.v]
+        send_uv = (wu - self.est_u[b] > self.threshold).astype(np.int64)
+        send_vu = (wv - self.est_v[b] > self.threshold).astype(np.int64)
+        flows = send_uv - send_vu
+        new = (loads - np.bincount(graph.u, weights=send_uv, minlength=graph.n).astype(np.int64)
+               + np.bincount(graph.v, weights=send_uv, minlength=graph.n).astype(np.int64)
+               - np.bincount(graph.v, weights=send_vu, minlength=graph.n).astype(np.int64)
+               + np.bincount(graph.u, weights=send_vu, minlength=graph.n).astype(np.int64))
+        # (2): the message from v carries w(v) at the start of the step.
+        self.est_u[b] = wv
+        self.est_v[b] = wu
+        return Step(new, moved=int(send_uv.sum() + send_vu.sum()), messages=2 * graph.m, flows=flows)
+
+    def is_stable(self, graph, loads):
+        g = self._base
+        if g.m == 0:
+            return True
+        wu, wv = loads[g.u], loads[g.v]
+        return bool(np.array_equal(self.est_u, wv) and np.array_equal(self.est_v, wu)
+                    and np.abs(wu - wv).max() <= self.threshold)
+
+    def state_key(self):
+        return self.est_u.tobytes() + self.est_v.tobytes()
+
+    def report(self):
+        return {"threshold": self.threshold, "estimates": self.options["estimates"]}
+
+    # Per-node form: publish my load; send a token to each contact j with w - e(j) > 12d; then
+    # replace e(j) by the load j published.
+    def publish(self, rnd, t, node, view):
+        return int(view.load)
+
+    def decide(self, t, node, view):
+        est = view.memory.get("est")
+        if est is None:
+            g = self._base
+            lo, hi = g.indptr[node], g.indptr[node + 1]
+            est = {}
+            for j, e in zip(g.indices[lo:hi].tolist(), g.csr_edges[lo:hi].tolist()):
+                est[j] = int(self._est0[0][e] if g.u[e] == node else self._est0[1][e])
+            view.memory["est"] = est
+        sends = {j: 1 for j in view.received[0] if view.load - est[j] > self.threshold}
+        for j, w in view.received[0].items():
+            est[j] = int(w)
+        return sends
+
+
+# ---------------------------------------------------------------------------------------------------
+# async-multi-port: the asynchronous variant on the message-passing executor (Sec. 5)
+# ---------------------------------------------------------------------------------------------------
+SCHEDULES = ("sync", "random", "slow-tokens", "slow-edges")
+
+
+class _AsyncNode:
+    """Per-node handler of ``async-multi-port``.
+
+    On each edge the two ends play ping-pong: each starts by sending one message, and every message
+    received from v is answered by exactly one message to v. So exactly two messages are in transit
+    on every edge at any time, possibly both in one direction (the paper's model, Sec. 1.1). A
+    message carries the sender's load when it is sent and, if ``w(u) - e^u(v) > threshold``, one
+    token; on receipt, ``e^u(v)`` becomes the carried load.
+    """
+
+    __slots__ = ("proto", "est", "in_flight")
+
+    def __init__(self, proto, est: dict):
+        self.proto = proto
+        self.est = est
+        self.in_flight = {}  # neighbour -> deque of loads carried by my messages still in transit
+
+    def _send(self, ctx, j):
+        w = int(ctx.load)
+        token = 1 if w - self.est[j] > self.proto.threshold else 0
+        self.in_flight.setdefault(j, deque()).append(w)
+        ctx.send(j, ("load", w, token), tokens=token)
+
+    def start(self, ctx):
+        for j in ctx.neighbours.tolist():
+            self._send(ctx, j)
+
+    def receive(self, ctx, src, message, tokens):
+        self.est[src] = message[1]
+        self.proto._handlers[src].in_flight[ctx.node].popleft()
+        self._send(ctx, src)
+
+
+@register_protocol
+class AsyncMultiPort(Protocol):
+    """The asynchronous multi-port algorithm (Sec. 5, after [2]) on the message-passing executor.
+
+    Each node u keeps an estimate e^u(v) per neighbour (initially ``estimates``). On every edge
+    exactly two messages are in transit at all times: each end sends one at time 0 and answers
+    every message it receives with one message. A message from u to v carries w(u) and, when
+    ``w(u) - e^u(v) > 12d``, one token; on receipt v sets e^v(u) to the carried load. An adversary
+    chooses the delays (``schedule``): ``sync`` (1), ``random`` (uniform 1..max_delay),
+    ``slow-tokens`` (messages with a token take max_delay, others 1), ``slow-edges`` (a random half
+    of the edges always take max_delay). The executor adds FIFO order and at most one delivery per
+    channel per time unit.
+
+    One engine step is one time unit of the executor; ``in_transit`` counts tokens in flight.
+
+    References
+    ----------
+    B. Ghosh et al., CMU-CS-95-131, Sec. 5; W. Aiello et al., STOC 1993 [2].
+    """
+
+    name = "async-multi-port"
+    title = "Asynchronous multi-port (DS on message passing)"
+    paper = "Ghosh et al. 1995, Sec. 5"
+    model = "message"
+    params = (Param("threshold", int, 0, "send when w(u) - e^u(v) exceeds this; 0 means 12d"),
+              Param("estimates", str, "exact", "initial estimates e^u(v)", ESTIMATES),
+              Param("schedule", str, "random", "the adversary choosing message delays", SCHEDULES),
+              Param("max_delay", int, 3, "largest delay of the random and slow schedules"))
+
+    # The random schedules draw from the seed; and the executor's state (messages in flight) is not
+    # in the loads, so the engine's cycle detection must stay off even under the sync schedule.
+    randomized = True
+
+    def reset(self, graph, loads, rng):
+        self._graph = graph
+        self.d = max(graph.max_degree, 1)
+        t = self.options["threshold"]
+        self.threshold = int(t) if t > 0 else 12 * self.d
+        est_u, est_v = initial_estimates(graph, np.asarray(loads), self.options["estimates"], rng)
+        handlers = []
+        for i in range(graph.n):
+            lo, hi = graph.indptr[i], graph.indptr[i + 1]
+            est = {}
+            for j, e in zip(graph.indices[lo:hi].tolist(), graph.csr_edges[lo:hi].tolist()):
+                est[j] = int(est_u[e] if graph.u[e] == i else est_v[e])
+            handlers.append(_AsyncNode(self, est))
+        self._handlers = handlers
+        max_delay = int(self.options["max_delay"])
+        if max_delay < 1:
+            raise TokendistError("async-multi-port: max_delay must be at least 1")
+        schedule = self.options["schedule"]
+        if schedule == "sync":
+            delay = "sync"
+        elif schedule == "random":
+            delay = lambda src, dst, now, message: int(rng.integers(1, max_delay + 1))  # noqa: E731
+        elif schedule == "slow-tokens":
+            # Adversary: the messages that carry a token are the slow ones.
+            def delay(src, dst, now, message):
+                return max_delay if message[2] else 1
+        else:
+            slow = rng.random(graph.m) < 0.5
+            eidx = {}
+            for e in range(graph.m):
+                eidx[(int(graph.u[e]), int(graph.v[e]))] = bool(slow[e])
+
+            def delay(src, dst, now, message):
+                return max_delay if eidx[(min(src, dst), max(src, dst))] else 1
+        self.executor = MessageExecutor(graph, handlers, np.asarray(loads, dtype=np.int64), schedule=delay)
+        self._moved = 0
+        self._messages = 0
+
+    def step(self, t, graph, loads):
+        ex = self.executor
+        ex.run(until=t + 1)
+        moved, messages = ex.tokens_moved - self._moved, ex.messages - self._messages
+        self._moved, self._messages = ex.tokens_moved, ex.messages
+        return Step(ex.loads.copy(), moved=int(moved), messages=int(messages), in_transit=int(ex.in_transit))
+
+    def is_stable(self, graph, loads):
+        """No token in flight, every message in flight carries its sender's current load, and no edge
+        differs by more than the threshold: then every future decision sees exact loads and sends nothing."""
+        ex = self.executor
+        if ex.in_transit:
+            return False
+        w = ex.loads
+        for i, h in enumerate(self._handlers):
+            for q in h.in_flight.values():
+                if any(x != w[i] for x in q):
+                    return False
+        g = self._graph
+        return bool(g.m == 0 or np.abs(w[g.u] - w[g.v]).max() <= self.threshold)
+
+    def messages_in_transit_per_edge(self) -> np.ndarray:
+        """Messages in transit on each edge now (the model allows at most two)."""
+        g = self._graph
+        out = np.zeros(g.m, dtype=np.int64)
+        for i, h in enumerate(self._handlers):
+            for j, q in h.in_flight.items():
+                out[int(g.edge_index(i, j))] += len(q)
+        return out
+
+    def report(self):
+        return {"threshold": self.threshold, "schedule": self.options["schedule"],
+                **{f"executor_{k}": v for k, v in self.executor.stats().items() if k != "messages_by_kind"}}
