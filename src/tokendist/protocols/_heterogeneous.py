@@ -1,0 +1,354 @@
+"""FOS and SOS on heterogeneous and dynamic networks (Elsässer, Monien, Schamberger 2006, Sec. 2-3).
+
+Registered protocols:
+
+* ``fos`` -- First Order Scheme with real-valued (divisible) load, equation (3): ``w^k = M w^{k-1}``,
+  ``M = I - L S^{-1}``.
+* ``sos`` -- Second Order Scheme with real-valued load, equation (4): ``w^1 = M w^0``,
+  ``w^k = beta M w^{k-1} + (1 - beta) w^{k-2}``, ``beta = 2 / (1 + sqrt(1 - gamma^2))`` (Lemma 1).
+* ``fos-floor`` -- integer FOS of [22] as Section 1 and 4 describe it: every edge carries the integer
+  part of its FOS flow, rounded towards zero (``floor`` of the flow's size, in the flow's direction).
+* ``sos-iou`` -- integer SOS with an "I owe you" account per edge (Sec. 3, [22]).
+* ``random-walk`` -- the randomized two-phase algorithm of Section 3
+  (:mod:`tokendist.protocols._heterogeneous_random_walk`).
+
+Common parameters: the constant ``c`` of ``c_ij = 1/(c max(d_i, d_j))`` (the paper: ``c in (1, 2]``;
+default 2, which with speeds ``>= 1`` gives ``M_ii >= 1/2``, so ``gamma = mu_2``); ``speed_scale``
+(how the given speeds enter M, see :data:`SPEED_SCALES`; default ``raw``); ``adapt_degrees`` (recompute
+``d_i`` on every step's graph, as Section 4 does on dynamic networks; default true);
+``allow_invalid`` (run even when M has a negative diagonal; default false: refuse with an error).
+
+All schemes accept a different graph every step (``dynamic = True``): edge failures keep the base
+graph's nodes and speeds; mobility builds a new disc graph. Per-edge state (SOS flows, IOUs) is
+carried by node pair; an edge that disappears drops its state (counted in ``report()``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine import Param, Protocol, Step, register_protocol
+from ..errors import TokendistError
+from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, edge_coefficients, fos_flows,
+                                    node_degrees, scaled_speeds, sos_beta, spectrum)
+
+__all__ = ["FOS", "SOS", "FOSFloor", "SOSIOU", "HeterogeneousDiffusion", "COMMON_PARAMS"]
+
+PAPER = "Elsässer, Monien, Schamberger 2006"
+
+COMMON_PARAMS = (
+    Param("c", float, 2.0, "constant c of c_ij = 1/(c max(d_i, d_j)); the paper takes c in (1, 2]"),
+    Param("speed_scale", str, "raw", "speeds in M: raw (as given), min (divide by the smallest: s_i >= 1 as "
+          "Sec. 2 assumes) or mean (n s_i / sum s)", SPEED_SCALES),
+    Param("adapt_degrees", bool, True, "recompute d_i on every step's graph (Sec. 4); false: base-graph degrees"),
+    Param("allow_invalid", bool, False, "run even if M = I - L S^-1 has a negative diagonal entry"),
+)
+
+
+class HeterogeneousDiffusion(Protocol):
+    """Shared machinery: speeds, coefficients of each step's graph, the validity check of M."""
+
+    model = "flow"
+    dynamic = True
+    paper = f"{PAPER}, Sec. 2"
+    params = COMMON_PARAMS
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        c = self.options["c"]
+        if not c > 0:
+            raise TokendistError(f"{self.name}: c must be positive, got {c}")
+
+    def check_graph(self, graph) -> None:
+        super().check_graph(graph)
+        s = scaled_speeds(graph, self.options["speed_scale"])
+        alpha = edge_coefficients(graph, self.options["c"])
+        check_diagonal(graph, alpha, s, name=self.name, c=self.options["c"], allow=self.options["allow_invalid"])
+
+    def reset(self, graph, loads, rng):
+        self._base = graph
+        self._s = scaled_speeds(graph, self.options["speed_scale"])
+        self._base_degrees = node_degrees(graph)
+        self._cache_graph = None
+        self._cache_alpha = None
+        self._rng = rng
+
+    def _alpha(self, graph) -> np.ndarray:
+        """Coefficients of ``graph`` (cached while the graph object stays the same), validated."""
+        if graph is self._cache_graph:
+            return self._cache_alpha
+        degrees = None if self.options["adapt_degrees"] else self._base_degrees
+        alpha = edge_coefficients(graph, self.options["c"], degrees)
+        check_diagonal(graph, alpha, self._s, name=self.name, c=self.options["c"],
+                       allow=self.options["allow_invalid"])
+        self._cache_graph, self._cache_alpha = graph, alpha
+        return alpha
+
+    def _weighted(self, loads):
+        return loads / self._s
+
+    def _balanced(self, loads) -> bool:
+        x = self._weighted(loads)
+        return bool(np.ptp(x) <= 1e-12 * max(1.0, float(np.abs(x).max())))
+
+    # Per-node form (fos, fos-floor): publish (w_i / s_i, d_i); node i sends the FOS flow
+    # c_ij (w_i/s_i - w_j/s_j) to every neighbour j with a positive flow. Same formula as the kernel,
+    # so the floats agree bit for bit.
+    def publish(self, rnd, t, node, view):
+        return (view.load / self._s[node], float(self._node_degree(node, view)))
+
+    def _node_degree(self, node, view):
+        if not self.options["adapt_degrees"] or self._base.capacities is not None:
+            return self._base_degrees[node]
+        return len(view.neighbours)
+
+    def _node_flows(self, node, view):
+        x_i, d_i = view.load / self._s[node], float(self._node_degree(node, view))
+        c = self.options["c"]
+        out = {}
+        for j, (x_j, d_j) in view.received[0].items():
+            cap = 1.0 if self._base.capacities is None else float(self._base.capacities[self._base.edge_index(node, j)])
+            y = cap / (c * max(d_i, d_j)) * (x_i - x_j)
+            if y > 0:
+                out[j] = y
+        return out
+
+
+def _carry(prev_keys, prev_vals, graph):
+    """Per-edge state of the previous step's graph mapped onto ``graph`` (0 on new edges).
+
+    Returns the mapped values and the total absolute value dropped with edges that disappeared.
+    """
+    keys = graph.u * graph.n + graph.v
+    if prev_keys is None:
+        return np.zeros(graph.m), 0.0
+    if prev_keys.shape == keys.shape and np.array_equal(prev_keys, keys):
+        return prev_vals, 0.0
+    if prev_keys.size == 0:
+        return np.zeros(graph.m), 0.0
+    pos = np.minimum(np.searchsorted(prev_keys, keys), prev_keys.size - 1)
+    found = prev_keys[pos] == keys
+    out = np.where(found, prev_vals[pos], 0.0)
+    kept = np.zeros(prev_keys.size, bool)
+    kept[pos[found]] = True
+    return out, float(np.abs(prev_vals[~kept]).sum())
+
+
+@register_protocol
+class FOS(HeterogeneousDiffusion):
+    """First Order Scheme with real-valued load on heterogeneous networks (equation (3)).
+
+    Per node i, each step: send ``c_ij (w_i/s_i - w_j/s_j)`` to every neighbour j where this is
+    positive. The loads converge to ``W s_i / sum_j s_j`` (equation (2)) at the rate of the diffusion
+    norm ``gamma`` of M (Lemma 1). Never overdraws when ``M_ii >= 0`` (checked).
+
+    References
+    ----------
+    R. Elsässer, B. Monien, S. Schamberger, Distributing unit size workload packages in heterogeneous
+    networks, JGAA 10(1), 2006, Sec. 2, eq. (3).
+    """
+
+    name = "fos"
+    title = "First Order Scheme, heterogeneous (real-valued)"
+    divisible = True
+    exchange_rounds = 1
+
+    def step(self, t, graph, loads):
+        alpha = self._alpha(graph)
+        y = fos_flows(graph, alpha, self._s, loads)
+        return Step(apply_flows(graph, loads, y), moved=float(np.abs(y).sum()), messages=2 * graph.m, flows=y)
+
+    def is_stable(self, graph, loads):
+        return self._balanced(loads)
+
+    def decide(self, t, node, view):
+        return self._node_flows(node, view)
+
+
+@register_protocol
+class FOSFloor(HeterogeneousDiffusion):
+    """Integer FOS: each edge carries its FOS flow rounded down to an integer (Sec. 1, Sec. 4; [22]).
+
+    Per node i, each step: send ``floor(c_ij (w_i/s_i - w_j/s_j))`` tokens to every neighbour j where
+    the flow is positive (so a flow is rounded towards zero, never reversed). Stops at a fixed point
+    where every edge's flow is below one token: the rounding error the randomized algorithm removes.
+
+    References
+    ----------
+    Elsässer, Monien, Schamberger 2006, Sec. 1 (the discretization of [22]) and Sec. 4 (phase 1).
+    """
+
+    name = "fos-floor"
+    title = "Integer First Order Scheme (flows rounded down)"
+    paper = f"{PAPER}, Sec. 1 and 4"
+    exchange_rounds = 1
+
+    def step(self, t, graph, loads):
+        alpha = self._alpha(graph)
+        y = np.trunc(fos_flows(graph, alpha, self._s, loads))
+        return Step(apply_flows(graph, loads, y), moved=int(np.abs(y).sum()), messages=2 * graph.m, flows=y)
+
+    def is_stable(self, graph, loads):
+        alpha = self._alpha(graph)
+        return bool(np.all(np.abs(fos_flows(graph, alpha, self._s, loads)) < 1.0))
+
+    def decide(self, t, node, view):
+        return {j: int(np.floor(y)) for j, y in self._node_flows(node, view).items() if y >= 1.0}
+
+
+class _SecondOrder(HeterogeneousDiffusion):
+    """beta from gamma of the base graph's M (Lemma 1) unless given; per-edge flow memory."""
+
+    params = COMMON_PARAMS + (
+        Param("beta", float, 0.0, "SOS parameter beta; 0: 2/(1 + sqrt(1 - gamma^2)) with gamma of M (Lemma 1)"),
+    )
+
+    def reset(self, graph, loads, rng):
+        super().reset(graph, loads, rng)
+        beta = self.options["beta"]
+        if beta == 0.0:
+            alpha = self._alpha(graph)
+            self.spectrum = spectrum(graph, alpha, self._s)
+            beta = sos_beta(self.spectrum["gamma"])
+        else:
+            self.spectrum = None
+            if not 0.0 < beta < 2.0:
+                raise TokendistError(f"{self.name}: beta must be in (0, 2), got {beta}")
+        self.beta = float(beta)
+        self._k = 0
+        self._keys = None
+        self._prev = None
+        self.dropped = 0.0
+
+    def _sos_flow(self, graph, loads):
+        """``y^k = beta F(w^{k-1}) + (beta - 1) y^{k-1}`` (``y^1 = F(w^0)``): the flow form of eq. (4)."""
+        alpha = self._alpha(graph)
+        f = fos_flows(graph, alpha, self._s, loads)
+        if self._k == 0:
+            y = f
+        else:
+            prev, dropped = _carry(self._keys, self._prev, graph)
+            self.dropped += dropped
+            y = self.beta * f + (self.beta - 1.0) * prev
+        self._k += 1
+        return y
+
+    def _remember(self, graph, y):
+        self._keys = graph.u * graph.n + graph.v
+        self._prev = y
+
+    def state_key(self):
+        return b"" if self._prev is None else np.ascontiguousarray(self._prev).tobytes()
+
+
+@register_protocol
+class SOS(_SecondOrder):
+    """Second Order Scheme with real-valued load on heterogeneous networks (equation (4)).
+
+    ``w^1 = M w^0``, ``w^k = beta M w^{k-1} + (1 - beta) w^{k-2}``, run in flow form: the flow on
+    edge e is ``y_e^k = beta c_e (w_u/s_u - w_v/s_v) + (beta - 1) y_e^{k-1}``, so
+    ``w^k = w^{k-1} - div y^k`` equals eq. (4) on a static graph. The outgoing flow of a node can
+    exceed its load (Sec. 2): loads may go negative (``may_go_negative``).
+
+    References
+    ----------
+    Elsässer, Monien, Schamberger 2006, Sec. 2, eq. (4), Lemma 1.
+    """
+
+    name = "sos"
+    title = "Second Order Scheme, heterogeneous (real-valued)"
+    divisible = True
+    may_go_negative = True
+
+    def step(self, t, graph, loads):
+        y = self._sos_flow(graph, loads)
+        self._remember(graph, y)
+        return Step(apply_flows(graph, loads, y), moved=float(np.abs(y).sum()), messages=2 * graph.m, flows=y)
+
+    def is_stable(self, graph, loads):
+        return self._balanced(loads) and (self._prev is None or float(np.abs(self._prev).max(initial=0)) < 1e-12)
+
+    def report(self):
+        return {"beta": self.beta, **({} if self.spectrum is None else {"gamma": self.spectrum["gamma"]}),
+                "flow_dropped_with_edges": self.dropped}
+
+
+@register_protocol
+class SOSIOU(_SecondOrder):
+    """Integer SOS with an "I owe you" (IOU) account per edge (Sec. 3, Theorem 1; [22]).
+
+    Per edge e and step k: the idealised SOS flow ``yhat_e^k = beta c_e (w_u/s_u - w_v/s_v) +
+    (beta - 1) yhat_e^{k-1}`` (driven by the integer loads, ``yhat^1`` the FOS flow); the amount owed
+    ``o = yhat_e^k + IOU_e^{k-1}``; the sender transfers the integer part of ``o`` (rounded towards
+    zero). A node whose integer transfers add up to more than it holds pays each of them in
+    proportion, rounded down (``overdraw=iou``, default), so it never goes negative; what is not paid
+    stays owed: ``IOU_e^k = o - sent``, i.e. the IOU is the total ideal flow minus the total real flow
+    on the edge, the paper's definition. Each such node-step is a negative-load event (the
+    idealised integer SOS would have overdrawn there). ``overdraw=allow`` pays in full and lets loads
+    go negative (run with ``allow_infeasible``).
+
+    References
+    ----------
+    Elsässer, Monien, Schamberger 2006, Sec. 3 and Theorem 1; Muthukrishnan, Ghosh, Schultz 1998.
+    """
+
+    name = "sos-iou"
+    title = "Integer Second Order Scheme with IOUs"
+    paper = f"{PAPER}, Sec. 3"
+    params = _SecondOrder.params + (
+        Param("overdraw", str, "iou", "iou: pay at most the tokens held, owe the rest; allow: pay in full",
+              ("iou", "allow")),
+    )
+
+    def reset(self, graph, loads, rng):
+        super().reset(graph, loads, rng)
+        self._iou = None
+        self.events = 0
+        self.event_steps = 0
+        self.iou_series: list[float] = []
+        self.iou_max = 0.0
+
+    def step(self, t, graph, loads):
+        yhat = self._sos_flow(graph, loads)
+        iou, dropped = _carry(self._keys, self._iou, graph)
+        self.dropped += dropped
+        owed = yhat + iou
+        send = np.trunc(owed)
+        out = (np.bincount(graph.u, weights=np.maximum(send, 0), minlength=graph.n)
+               + np.bincount(graph.v, weights=np.maximum(-send, 0), minlength=graph.n))
+        short = out > loads
+        if short.any():
+            self.events += int(short.sum())
+            self.event_steps += 1
+            if self.options["overdraw"] == "iou":
+                # Pay each outgoing edge in proportion to what it is owed, rounded down.
+                factor = np.where(short, loads / np.where(out > 0, out, 1.0), 1.0)
+                sender = np.where(send > 0, graph.u, graph.v)
+                send = np.sign(send) * np.floor(np.abs(send) * factor[sender])
+        new_iou = owed - send
+        self._keys = graph.u * graph.n + graph.v
+        self._prev = yhat
+        self._iou = new_iou
+        units = float(np.floor(np.abs(new_iou)).sum())
+        self.iou_series.append(units)
+        if new_iou.size:
+            self.iou_max = max(self.iou_max, float(np.abs(new_iou).max()))
+        send = send.astype(np.int64)
+        return Step(apply_flows(graph, loads, send), moved=int(np.abs(send).sum()), messages=2 * graph.m,
+                    flows=send, info={"iou_units": units})
+
+    def state_key(self):
+        if self._prev is None:
+            return b""
+        return np.ascontiguousarray(self._prev).tobytes() + np.ascontiguousarray(self._iou).tobytes()
+
+    def report(self):
+        iou = np.zeros(0) if self._iou is None else self._iou
+        return {"beta": self.beta, **({} if self.spectrum is None else {"gamma": self.spectrum["gamma"]}),
+                "iou_total": float(np.abs(iou).sum()), "iou_units": float(np.floor(np.abs(iou)).sum()),
+                "iou_max_ever": self.iou_max, "negative_load_events": self.events,
+                "steps_with_negative_load_events": self.event_steps,
+                "iou_units_series": self.iou_series, "flow_dropped_with_edges": self.dropped}
+
+
+from . import _heterogeneous_random_walk  # noqa: E402,F401  (registers random-walk)

@@ -1,0 +1,170 @@
+"""The diffusion matrix M = I - L S^{-1} of a heterogeneous network (Elsässer, Monien, Schamberger 2006).
+
+Section 2 of the paper: node speeds ``s_i`` (the diagonal of S), edge coefficients
+``c_ij = 1 / (c * max(d_i, d_j))`` with a constant ``c`` in (1, 2], the Laplacian ``L = D - A`` of those
+coefficients, and the First Order Scheme of equation (3)::
+
+    w_i^k = w_i^{k-1} - sum_{j in N(i)} c_ij (w_i^{k-1} / s_i - w_j^{k-1} / s_j).
+
+So ``M_ij = c_ij / s_j`` on an edge and ``M_ii = 1 - sum_j c_ij / s_i``. (The sentence after equation
+(3) writes the diagonal as ``1 - sum c_ij / s_j``; that matrix is not column-stochastic and would not
+conserve load. tokendist follows equation (3), whose matrix is ``I - L S^{-1}`` as stated.)
+
+Every function here works on whole arrays; nothing builds a per-node object. The spectral helpers
+(``gamma``, ``mu_2``, ``lambda_2``) use the symmetric similar matrix ``S^{-1/2} L S^{-1/2}``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import TokendistError
+
+__all__ = ["SPEED_SCALES", "scaled_speeds", "node_degrees", "edge_coefficients", "diagonal", "check_diagonal",
+           "fos_flows", "apply_flows", "diffusion_matrix", "spectrum", "sos_beta"]
+
+#: How the given speeds enter M (the ideal loads ``W s_i / sum s`` do not depend on it).
+#: ``raw``: as given (equation (3) literally); ``min``: divided by the smallest speed, so that
+#: ``1 <= s_i`` as Section 2 assumes; ``mean``: the normalised speeds ``n s_i / sum s`` of Section 3.
+SPEED_SCALES = ("raw", "min", "mean")
+
+
+def scaled_speeds(graph, scale: str = "raw") -> np.ndarray:
+    """The speeds used in M: ``graph.speeds`` (all 1 when None) scaled as :data:`SPEED_SCALES` says."""
+    if graph.speeds is None:
+        return np.ones(graph.n)
+    s = np.asarray(graph.speeds, dtype=np.float64)
+    if scale == "raw":
+        return s.copy()
+    if scale == "min":
+        return s / s.min()
+    if scale == "mean":
+        return s * (graph.n / s.sum())
+    raise TokendistError(f"unknown speed scale {scale!r}; choose one of {', '.join(SPEED_SCALES)}")
+
+
+def node_degrees(graph) -> np.ndarray:
+    """Degrees ``d_i``: the number of neighbours, or the weighted degree ``sum_j cap_ij`` with capacities."""
+    if graph.capacities is None:
+        return graph.degrees.astype(np.float64)
+    return (np.bincount(graph.u, weights=graph.capacities, minlength=graph.n)
+            + np.bincount(graph.v, weights=graph.capacities, minlength=graph.n))
+
+
+def edge_coefficients(graph, c: float, degrees: np.ndarray | None = None) -> np.ndarray:
+    """``c_e = cap_e / (c * max(d_u, d_v))`` for every edge (Sec. 2; ``cap_e = 1`` without capacities).
+
+    Parameters
+    ----------
+    graph : Graph
+        The step's graph.
+    c : float
+        The paper's constant, ``c in (1, 2]``.
+    degrees : ndarray, optional
+        ``d_i`` to use (default :func:`node_degrees` of ``graph``: degrees recomputed on the current
+        graph, as Section 4 does on dynamic networks).
+    """
+    d = node_degrees(graph) if degrees is None else degrees
+    cap = 1.0 if graph.capacities is None else graph.capacities
+    if graph.m == 0:
+        return np.zeros(0)
+    return cap / (c * np.maximum(d[graph.u], d[graph.v]))
+
+
+def diagonal(graph, alpha: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The diagonal of M: ``1 - sum_j c_ij / s_i``."""
+    out = np.bincount(graph.u, weights=alpha, minlength=graph.n) + np.bincount(graph.v, weights=alpha, minlength=graph.n)
+    return 1.0 - out / s
+
+
+def check_diagonal(graph, alpha, s, *, name: str, c: float, allow: bool) -> np.ndarray:
+    """Raise a one-line :class:`TokendistError` if M has a negative diagonal entry (unless ``allow``).
+
+    A negative ``M_ii`` means node i would send more than it holds in FOS (the flows out of i add up
+    to ``(1 - M_ii) w_i`` when its neighbours are empty) and M is no transition matrix for the random
+    walks of Section 3. With ``c_ij = 1/(c max(d_i, d_j))``, ``sum_j c_ij <= 1/c``, so ``s_i >= 1/c``
+    for every i is enough; the paper assumes ``1 <= s_i`` (Sec. 2).
+    """
+    diag = diagonal(graph, alpha, s)
+    if not allow and diag.size and diag.min() < -1e-12:
+        i = int(np.argmin(diag))
+        raise TokendistError(
+            f"{name}: M = I - L S^-1 has a negative diagonal entry M[{i},{i}] = {diag[i]:.4g} (speed {s[i]:.4g}, "
+            f"c = {c}); use a larger c, --param speed_scale=min (speeds >= 1 as the paper assumes), "
+            f"or --param allow_invalid=true")
+    return diag
+
+
+def fos_flows(graph, alpha: np.ndarray, s: np.ndarray, loads: np.ndarray) -> np.ndarray:
+    """The FOS flow of equation (3) on every edge, positive from ``u`` to ``v``."""
+    x = loads / s
+    return alpha * (x[graph.u] - x[graph.v])
+
+
+def apply_flows(graph, loads: np.ndarray, flows: np.ndarray) -> np.ndarray:
+    """``loads`` after sending ``flows`` (signed per edge); integer loads stay integers."""
+    delta = np.bincount(graph.v, weights=flows, minlength=graph.n) - np.bincount(graph.u, weights=flows, minlength=graph.n)
+    if loads.dtype.kind in "iu":
+        # Integer flows: the float sums are exact below 2**53.
+        return loads + np.rint(delta).astype(loads.dtype)
+    return loads + delta
+
+
+def diffusion_matrix(graph, alpha: np.ndarray, s: np.ndarray) -> sp.csr_array:
+    """M = I - L S^{-1} as a sparse matrix (column-stochastic: ``1^T M = 1^T``; ``M s = s``)."""
+    n = graph.n
+    rows = np.concatenate([graph.u, graph.v, np.arange(n)])
+    cols = np.concatenate([graph.v, graph.u, np.arange(n)])
+    vals = np.concatenate([alpha / s[graph.v], alpha / s[graph.u], diagonal(graph, alpha, s)])
+    return sp.coo_array((vals, (rows, cols)), shape=(n, n)).tocsr()
+
+
+def _symmetric(graph, weights, s) -> sp.csr_array:
+    # S^{-1/2} L_w S^{-1/2}, similar to L_w S^{-1}: real spectrum, eigh applies.
+    n = graph.n
+    lap = sp.coo_array((np.concatenate([-weights, -weights]),
+                        (np.concatenate([graph.u, graph.v]), np.concatenate([graph.v, graph.u]))), shape=(n, n)).tocsr()
+    deg = np.bincount(graph.u, weights=weights, minlength=n) + np.bincount(graph.v, weights=weights, minlength=n)
+    lap = lap + sp.diags_array(deg)
+    r = 1.0 / np.sqrt(s)
+    return sp.diags_array(r) @ lap @ sp.diags_array(r)
+
+
+def _eigenvalues(a: sp.csr_array, dense_limit: int = 2500) -> np.ndarray:
+    """All eigenvalues (n <= dense_limit) or the two smallest and the largest (sparse Lanczos)."""
+    n = a.shape[0]
+    if n <= dense_limit:
+        return np.linalg.eigvalsh(a.toarray())
+    from scipy.sparse.linalg import eigsh
+
+    lo = eigsh(a, k=2, sigma=-1e-6, which="LM", return_eigenvectors=False)
+    hi = eigsh(a, k=1, which="LA", return_eigenvectors=False)
+    return np.sort(np.concatenate([lo, hi]))
+
+
+def spectrum(graph, alpha: np.ndarray, s: np.ndarray) -> dict:
+    """Spectral figures of M = I - L S^{-1} and of the generalised Laplacian (Sec. 2, Lemma 1).
+
+    Returns
+    -------
+    dict
+        ``mu_2``, ``mu_n`` (second largest and smallest eigenvalue of M), ``gamma`` (the diffusion norm
+        ``max(|mu_2|, |mu_n|)``), ``lambda_2`` (second smallest eigenvalue of the generalised Laplacian
+        ``L S^{-1}`` with the graph's capacities as edge weights: the ``lambda_2`` of Lemma 1's
+        ``d / lambda_2``) and ``lambda_2_coefficients`` (the same with the weights ``c_ij``, i.e.
+        ``1 - mu_2``).
+    """
+    if graph.n == 1:
+        return {"mu_2": 0.0, "mu_n": 0.0, "gamma": 0.0, "lambda_2": 0.0, "lambda_2_coefficients": 0.0}
+    lam_c = _eigenvalues(_symmetric(graph, alpha, s))
+    cap = np.ones(graph.m) if graph.capacities is None else graph.capacities
+    lam = _eigenvalues(_symmetric(graph, cap, s))
+    mu2, mun = 1.0 - lam_c[1], 1.0 - lam_c[-1]
+    return {"mu_2": float(mu2), "mu_n": float(mun), "gamma": float(max(abs(mu2), abs(mun))),
+            "lambda_2": float(lam[1]), "lambda_2_coefficients": float(lam_c[1])}
+
+
+def sos_beta(gamma: float) -> float:
+    """``beta = 2 / (1 + sqrt(1 - gamma^2))`` (Lemma 1; equation (4) writes ``mu_2`` for ``gamma``)."""
+    return 2.0 / (1.0 + np.sqrt(max(0.0, 1.0 - gamma * gamma)))

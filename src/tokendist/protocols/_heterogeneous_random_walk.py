@@ -1,0 +1,243 @@
+"""The randomized two-phase algorithm of Elsässer, Monien and Schamberger (2006), Section 3.
+
+Phase 1: integer FOS (flows rounded down, as ``fos-floor``) on the real tokens while every node also
+runs the real-valued FOS on a copy of the initial loads; that simulation's loads estimate the ideal
+loads ``wbar_i = W s_i / sum s``. At the switch point phase 2 starts: with the normalised speeds
+``sbar_i = n s_i / sum s`` and ``R = {i : sbar_i < 1/3}``, node i's target is
+``what_i = ceil(wbar_i)`` on R and ``ceil(wbar_i) + ceil(2 sbar_i)`` elsewhere (``wbar_i`` the
+estimate). A node above its target marks ``w_i - what_i`` of its tokens; a node below it creates
+``what_i - w_i`` "negative tokens". Then each step is a main random walk step (MRWS): every marked
+and every negative token moves one step of the random walk with transition matrix M (from i to
+neighbour j with probability ``c_ij / s_i``, staying with ``M_ii``); a negative token moving i -> j
+moves one real token j -> i; a marked and a negative token on the same node annihilate (the marked
+token becomes an ordinary token). Phase 2 ends when no marked token is left, i.e. every node holds at
+most ``what_i`` tokens (the paper: "less than"; see the docs).
+
+Conservation: the engine sees only real tokens, and they are conserved exactly (every move is a real
+transfer across an edge). Negative tokens are bookkeeping: the invariant
+``unmarked_i + negative_i = what_i`` holds on every node throughout phase 2, so the real load is
+``w_i = what_i - negative_i + marked_i`` and ``negative - marked = sum(what) - W`` stays constant.
+
+The published rule can overdraw: if more negative tokens walk onto a node in one step than it holds
+unmarked tokens (possible only when ``what_i`` is small), that node must send more than it holds. This
+is reported (``overdraw_events``), not repaired; hence ``may_go_negative``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine import Param, Step, register_protocol
+from ..errors import TokendistError
+from ._heterogeneous import COMMON_PARAMS, PAPER, HeterogeneousDiffusion
+from ._heterogeneous_matrix import apply_flows, fos_flows
+
+__all__ = ["RandomWalk", "walk_tokens", "targets", "SWITCH_RULES"]
+
+#: When phase 2 starts. ``error``: the real-valued estimate is within ``switch_tol`` of the ideal
+#: loads in the max norm (the condition of the analysis, default tolerance 1/n^2; the simulation
+#: evaluates it exactly, standing in for the termination detection the paper cites). ``local``: on
+#: the step's graph every edge's weighted estimate difference ``|x_i - x_j|`` is at most ``switch_tol``
+#: (a rule the nodes can check locally). ``step``: at step ``switch_step``.
+SWITCH_RULES = ("error", "local", "step")
+
+
+def targets(estimate: np.ndarray, speeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The phase-2 targets ``what`` and the slow set R (a boolean mask) of Section 3.
+
+    ``sbar_i = n s_i / sum s``; ``R = {sbar_i < 1/3}``; ``what_i = ceil(wbar_i)`` on R and
+    ``ceil(wbar_i) + ceil(2 sbar_i)`` elsewhere.
+    """
+    n = speeds.size
+    sbar = speeds * (n / speeds.sum())
+    slow = sbar < 1.0 / 3.0
+    # A tiny relative slack so that an estimate equal to an integer up to round-off stays that integer.
+    base = np.ceil(estimate - 1e-9 * np.maximum(1.0, np.abs(estimate))).astype(np.int64)
+    what = np.where(slow, base, base + np.ceil(2.0 * sbar).astype(np.int64))
+    return what, slow
+
+
+def walk_tokens(counts: np.ndarray, graph, alpha: np.ndarray, s: np.ndarray, rng: np.random.Generator):
+    """One random-walk step by M for ``counts[i]`` tokens on each node i (vectorised over tokens).
+
+    A token on i moves to neighbour j with probability ``c_ij / s_i`` and stays with
+    ``M_ii = 1 - sum_j c_ij / s_i``: column i of the column-stochastic M (the paper's footnote 1: M is
+    the transition matrix, its stationary distribution the right eigenvector ``s``).
+
+    Returns
+    -------
+    new_counts : ndarray of int64
+        Tokens on each node after the step.
+    slot_moves : ndarray of int64, shape (2m,)
+        Tokens that moved along each CSR slot (from the slot's row to ``graph.indices[slot]``).
+    """
+    n = graph.n
+    total = int(counts.sum())
+    slot_moves = np.zeros(graph.indptr[-1], dtype=np.int64)
+    if total == 0:
+        return counts.copy(), slot_moves
+    row = np.repeat(np.arange(n), np.diff(graph.indptr))
+    p = alpha[graph.csr_edges] / s[row]
+    cs = np.cumsum(p)
+    row_end = cs[graph.indptr[1:] - 1] if p.size else np.zeros(n)
+    nonempty = np.diff(graph.indptr) > 0
+    prev_end = np.concatenate([[0.0], cs])[graph.indptr[:-1]]
+    out_prob = np.where(nonempty, row_end - prev_end, 0.0)
+    # Row i's slots occupy (i + M_ii, i + 1]; the last one is pinned to i + 1 against round-off.
+    g = row + (1.0 - out_prob[row]) + (cs - prev_end[row])
+    last = graph.indptr[1:][nonempty] - 1
+    g[last] = row[last] + 1.0
+    src = np.repeat(np.arange(n), counts)
+    u = rng.random(total)
+    moving = u >= 1.0 - out_prob[src]
+    slots = np.searchsorted(g, src[moving] + u[moving], side="right")
+    slot_moves = np.bincount(slots, minlength=graph.indptr[-1]).astype(np.int64)
+    new = np.bincount(src[~moving], minlength=n) + np.bincount(graph.indices[slots], minlength=n)
+    return new.astype(np.int64), slot_moves
+
+
+def _slot_signs(graph) -> np.ndarray:
+    """+1 where a CSR slot goes from ``u[e]`` to ``v[e]`` (a positive flow), -1 otherwise."""
+    row = np.repeat(np.arange(graph.n), np.diff(graph.indptr))
+    return np.where(graph.u[graph.csr_edges] == row, 1, -1)
+
+
+@register_protocol
+class RandomWalk(HeterogeneousDiffusion):
+    """Randomized two-phase algorithm: integer FOS, then random walks of marked and negative tokens.
+
+    Phase 1 runs integer FOS while simulating real-valued FOS to estimate the ideal loads; at the
+    switch point (``switch``, default: estimate within ``1/n^2`` of the ideal loads) each node
+    compares its load with ``what_i`` (``ceil(wbar_i) + ceil(2 sbar_i)``, or ``ceil(wbar_i)`` on slow
+    nodes ``sbar_i < 1/3``), marks its excess tokens or creates negative tokens for its deficit, and
+    both kinds walk by M and annihilate when they meet, until no marked token is left.
+
+    References
+    ----------
+    Elsässer, Monien, Schamberger 2006, Sec. 3 (the algorithm, Theorem 2) and Sec. 4 (the switch).
+    """
+
+    name = "random-walk"
+    title = "Randomized algorithm: integer FOS, then random walks of marked and negative tokens"
+    paper = f"{PAPER}, Sec. 3"
+    randomized = True
+    may_go_negative = True
+    params = COMMON_PARAMS + (
+        Param("switch", str, "error", "when phase 2 starts: error (estimate's max error <= switch_tol), local "
+              "(every edge's weighted estimate difference <= switch_tol) or step (at switch_step)", SWITCH_RULES),
+        Param("switch_tol", float, 0.0, "tolerance of the switch rule; 0: 1/n^2 (Sec. 3)"),
+        Param("switch_step", int, 0, "the step at which phase 2 starts with switch=step"),
+    )
+
+    def reset(self, graph, loads, rng):
+        super().reset(graph, loads, rng)
+        n = graph.n
+        self.tol = self.options["switch_tol"] or 1.0 / n**2
+        if self.tol < 0 or self.options["switch_step"] < 0:
+            raise TokendistError(f"{self.name}: switch_tol and switch_step must be non-negative")
+        self.phase = 1
+        self.estimate = loads.astype(np.float64)
+        total = float(loads.sum())
+        self.ideal = total * self._s / self._s.sum()
+        self.sbar = self._s * (n / self._s.sum())
+        self.switch_at = None
+        self.done_at = None
+        self.what = None
+        self.marked = np.zeros(n, dtype=np.int64)
+        self.negative = np.zeros(n, dtype=np.int64)
+        self.series = {"marked": [], "negative": [], "estimate_l2_error": [], "estimate_max_weighted_load": []}
+        self.overdraw_events = 0
+        self.annihilated = 0
+        self.initial_marked = self.initial_negative = 0
+        self._record_estimate()
+
+    # ------------------------------------------------------------------ phase switch
+    def _ready(self, t, graph) -> bool:
+        rule = self.options["switch"]
+        if rule == "step":
+            return t >= self.options["switch_step"]
+        if rule == "error":
+            return float(np.abs(self.estimate - self.ideal).max()) <= self.tol
+        x = self.estimate / self._s
+        return graph.m == 0 or float(np.abs(x[graph.u] - x[graph.v]).max()) <= self.tol
+
+    def _prepare(self, t, loads):
+        """The preparation step of phase 2: targets, marked and negative tokens (Sec. 3)."""
+        self.what, self.slow = targets(self.estimate, self._s)
+        self.marked = np.maximum(loads - self.what, 0).astype(np.int64)
+        self.negative = np.maximum(self.what - loads, 0).astype(np.int64)
+        self.initial_marked, self.initial_negative = int(self.marked.sum()), int(self.negative.sum())
+        self.switch_at = t
+        self.phase = 2
+
+    def _record_estimate(self):
+        e = self.estimate - self.ideal
+        self._est_l2 = float(np.sqrt(np.square(e).sum()))
+        self._est_max = float((self.estimate / self.sbar).max())
+
+    def _record(self):
+        self.series["marked"].append(int(self.marked.sum()))
+        self.series["negative"].append(int(self.negative.sum()))
+        self.series["estimate_l2_error"].append(self._est_l2)
+        self.series["estimate_max_weighted_load"].append(self._est_max)
+
+    # ------------------------------------------------------------------ steps
+    def step(self, t, graph, loads):
+        alpha = self._alpha(graph)
+        if self.phase == 1 and self._ready(t, graph):
+            self._prepare(t, loads)
+            if self.marked.sum() == 0:
+                self.phase, self.done_at = 3, t
+        if self.phase == 1:
+            # Integer FOS on the tokens and real FOS on the estimate, over the same edges.
+            y = np.trunc(fos_flows(graph, alpha, self._s, loads))
+            self.estimate = apply_flows(graph, self.estimate, fos_flows(graph, alpha, self._s, self.estimate))
+            self._record_estimate()
+            new = apply_flows(graph, loads, y)
+            self._record()
+            return Step(new, moved=int(np.abs(y).sum()), messages=2 * graph.m, flows=y, info={"phase": 1})
+        if self.phase == 3:
+            self._record()
+            return Step(loads.copy(), moved=0, messages=0, flows=np.zeros(graph.m), info={"phase": 3})
+        return self._mrws(t, graph, alpha, loads)
+
+    def _mrws(self, t, graph, alpha, loads):
+        """One main random walk step: every marked and negative token walks once, then annihilation."""
+        new_marked, marked_moves = walk_tokens(self.marked, graph, alpha, self._s, self._rng)
+        new_negative, negative_moves = walk_tokens(self.negative, graph, alpha, self._s, self._rng)
+        # Real tokens: a marked token i -> j moves a token i -> j; a negative token i -> j moves one j -> i.
+        sign = _slot_signs(graph)
+        flows = np.bincount(graph.csr_edges, weights=sign * (marked_moves - negative_moves),
+                            minlength=graph.m)
+        flows = np.rint(flows).astype(np.int64)
+        row = np.repeat(np.arange(graph.n), np.diff(graph.indptr))
+        # Real tokens each node must send: its marked tokens leaving plus one per negative token arriving.
+        need = np.bincount(row, weights=marked_moves, minlength=graph.n) + np.bincount(
+            graph.indices, weights=negative_moves, minlength=graph.n)
+        self.overdraw_events += int(np.count_nonzero(need > loads))
+        gone = np.minimum(new_marked, new_negative)
+        self.annihilated += int(gone.sum())
+        self.marked = new_marked - gone
+        self.negative = new_negative - gone
+        new = apply_flows(graph, loads, flows)
+        if self.marked.sum() == 0:
+            self.phase, self.done_at = 3, t + 1
+        self._record()
+        return Step(new, moved=int(np.abs(flows).sum()), messages=int(marked_moves.sum() + 2 * negative_moves.sum()),
+                    flows=flows, info={"phase": 2, "marked": int(self.marked.sum()),
+                                       "negative": int(self.negative.sum())})
+
+    def is_stable(self, graph, loads):
+        return self.phase == 3
+
+    def report(self):
+        return {
+            "phase": self.phase, "switch_step": self.switch_at, "done_step": self.done_at,
+            "switch_rule": self.options["switch"], "switch_tol": self.tol,
+            "initial_marked": self.initial_marked, "initial_negative": self.initial_negative,
+            "marked": int(self.marked.sum()), "negative": int(self.negative.sum()),
+            "annihilated": self.annihilated, "overdraw_events": self.overdraw_events,
+            "slow_nodes": None if self.what is None else int(self.slow.sum()),
+            "targets_total": None if self.what is None else int(self.what.sum()),
+            "series": self.series,
+        }
