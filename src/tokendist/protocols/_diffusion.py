@@ -1,44 +1,185 @@
-"""Diffusion (Subramanian and Scherson 1994): Algorithm DIFFUSE and its roundings.
+"""Diffusion (Subramanian and Scherson 1994): Algorithm DIFFUSE and its four roundings.
 
-``diffusion`` is the idealised scheme with real-valued loads: every step each node i sends
-``P_ij * w_i`` to each neighbour j, i.e. ``w(t+1) = P w(t)`` with a diffusivity matrix P that is
-symmetric, stochastic, positive exactly on the edges, with ``P_ii >= 1/2`` (Sec. 2).
+``diffusion`` is the idealised scheme with real-valued loads (Sec. 2, Figure 2): every iteration
+each node i broadcasts ``load[i]`` and, for every neighbour j with ``load[i] > load[j]``, sends
+``P_ij (load[i] - load[j])`` tasks to j; with P symmetric and stochastic that is ``l(t+1) = P l(t)``.
+
+Sec. 4 replaces line (7) for indivisible tasks in four ways, each registered under its own name:
+
+* ``diffusion-floor``: send ``floor(P_ij (load[i] - load[j]))`` (Figure 3: may stop unbalanced);
+* ``diffusion-ceil``: send ``ceil(P_ij (load[i] - load[j]))`` (Figure 4: may oscillate; "a
+  processor may not have enough tasks for all its neighbors", so it may overdraw);
+* ``diffusion-random``: flip a biased coin, HEAD with probability ``P_ij``: HEAD sends the ceiling,
+  TAIL the floor (the OCR reads the probability as ``P_ij``; ``coin=fraction`` uses the fractional
+  part of ``P_ij (load[i] - load[j])`` instead, the reading suggested by the paper's intuition);
+* ``diffusion-oriented``: fix an acyclic orientation with a unique source and sink joined by an
+  edge; send the ceiling along the edge's direction and the floor against it. On a graph that is
+  not biconnected, balance on the supergraph H that chains the neighbours of every cut vertex in
+  a cycle, each added edge simulated over the two real edges through its cut vertex (Case 2).
+
+Every rounding keeps line (6): only the heavier end of an edge sends. A product
+``P_ij (load[i] - load[j])`` within 1e-9 (relative) of an integer counts as that integer, so that a
+floating-point P such as 1/3 rounds as the exact rational would.
 """
 
 from __future__ import annotations
 
+import math
+
+import numba
 import numpy as np
-import scipy.sparse as sp
 
+from .._random import counter_uniform, counter_uniform_scalar, stream_key
 from ..engine import Param, Protocol, Step, register_protocol
+from ..errors import TokendistError
+from ._diffusivity import MATRIX_SPECS, default_diffusivity, diffusion_matrix, diffusivity
 
-__all__ = ["Diffusion", "default_diffusivity"]
+__all__ = ["Diffusion", "DiffusionFloor", "DiffusionCeil", "DiffusionRandom", "DiffusionOriented",
+           "default_diffusivity", "rounded_flows", "ROUNDINGS"]
+
+#: Rounding modes of the kernels (Sec. 4, in the paper's order).
+ROUNDINGS = ("floor", "ceil", "random", "oriented")
+_FLOOR, _CEIL, _RANDOM, _ORIENTED = range(4)
+_COINS = ("pij", "fraction")
+_SNAP = 1e-9
+
+_MATRIX_PARAMS = (
+    Param("matrix", str, "degree", f"diffusivity matrix P: {MATRIX_SPECS} (default P_ij = 1/(2 max(d_i, d_j)))"),
+    Param("min_diag", float, 0.5, "lower bound required of every P_ii (Sec. 2: 1/2; 'any positive constant will do')"),
+)
 
 
-def default_diffusivity(graph) -> np.ndarray:
-    """Per-edge diffusion coefficients ``P_uv = 1 / (2 max(d_u, d_v))``.
+# ---------------------------------------------------------------------- the rounding, three ways
+@numba.njit(cache=True, nogil=True)
+def _rounded_kernel(indptr, indices, csr_edges, alpha, hops, loads, mode, coins, coin_fraction, orient,
+                    out, outflow):
+    """One rounded-diffusion step, per node over its CSR row; returns token-hops moved.
 
-    Symmetric, and ``P_ii = 1 - sum_j P_ij >= 1/2`` as Subramanian and Scherson require (Sec. 2).
+    Node i loses what it sends to every lighter neighbour and gains what every heavier neighbour
+    sends it; both ends of an edge compute the same rounded amount from the same two loads.
     """
-    d = graph.degrees
-    return 1.0 / (2.0 * np.maximum(d[graph.u], d[graph.v]))
+    moved = 0
+    for i in range(loads.shape[0]):
+        wi = loads[i]
+        delta = 0
+        sent = 0
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            wj = loads[j]
+            if wi == wj:
+                continue
+            e = csr_edges[k]
+            diff = wi - wj if wi > wj else wj - wi
+            x = alpha[e] * diff
+            r = np.rint(x)
+            if abs(x - r) <= _SNAP * max(1.0, x):
+                x = r
+            fl = np.floor(x)
+            amt = np.int64(fl)
+            if x != fl:
+                if mode == 1:
+                    amt += 1
+                elif mode == 2:
+                    p = (x - fl) if coin_fraction else alpha[e]
+                    if coins[e] < p:
+                        amt += 1
+                elif mode == 3:
+                    # The sender is u[e] exactly when it has the smaller id; +1 orients u -> v.
+                    sender_is_u = (i < j) if wi > wj else (j < i)
+                    if (orient[e] > 0) == sender_is_u:
+                        amt += 1
+            if wi > wj:
+                delta -= amt
+                sent += amt
+                moved += amt * hops[e]
+            else:
+                delta += amt
+        out[i] = wi + delta
+        outflow[i] = sent
+    return moved
 
 
-def diffusion_matrix(graph, alpha: np.ndarray) -> sp.csr_array:
-    """The matrix P with off-diagonal entries ``alpha`` on the edges and the diagonal completing rows to 1."""
-    n = graph.n
-    off = sp.coo_array((np.concatenate([alpha, alpha]), (np.concatenate([graph.u, graph.v]),
-                                                         np.concatenate([graph.v, graph.u]))), shape=(n, n))
-    diag = 1.0 - np.bincount(graph.u, weights=alpha, minlength=n) - np.bincount(graph.v, weights=alpha, minlength=n)
-    return (off + sp.diags_array(diag)).tocsr()
+def rounded_flows(u, v, alpha, loads, mode: str, *, coins=None, coin: str = "pij", orient=None) -> np.ndarray:
+    """Signed integer flow per edge (positive from ``u`` to ``v``) of one rounded step, vectorised.
+
+    The numpy form of the kernel: ``x = P_uv |load[u] - load[v]|`` from the heavier end; the
+    rounding ``mode`` (one of :data:`ROUNDINGS`) picks the floor or the ceiling of ``x``.
+    """
+    diff = loads[u] - loads[v]
+    x = alpha * np.abs(diff)
+    r = np.rint(x)
+    x = np.where(np.abs(x - r) <= _SNAP * np.maximum(1.0, x), r, x)
+    fl = np.floor(x)
+    frac = x != fl
+    if mode == "floor":
+        up = np.zeros_like(frac)
+    elif mode == "ceil":
+        up = frac
+    elif mode == "random":
+        p = (x - fl) if coin == "fraction" else alpha
+        up = frac & (coins < p)
+    elif mode == "oriented":
+        up = frac & ((orient > 0) == (diff > 0))
+    else:
+        raise ValueError(mode)
+    amount = fl.astype(np.int64) + up
+    return np.sign(diff).astype(np.int64) * amount
+
+
+def _rounded_amount(alpha: float, diff, mode: int, coin_u: float, coin_fraction: bool, along: bool) -> int:
+    """The per-node rule: tasks a node sends across one edge when it is ``diff > 0`` heavier."""
+    x = alpha * diff
+    r = float(np.rint(x))
+    if abs(x - r) <= _SNAP * max(1.0, x):
+        x = r
+    fl = math.floor(x)
+    if x == fl:
+        return int(fl)
+    if mode == _CEIL:
+        return fl + 1
+    if mode == _RANDOM:
+        p = (x - fl) if coin_fraction else alpha
+        return fl + 1 if coin_u < p else fl
+    if mode == _ORIENTED:
+        return fl + 1 if along else fl
+    return fl
+
+
+# ---------------------------------------------------------------------- protocols
+class _DiffusionBase(Protocol):
+    """Shared: the validated diffusivity matrix and per-node lookups of its entries."""
+
+    def _coefficients(self, graph) -> np.ndarray:
+        return diffusivity(graph, self.options["matrix"], min_diag=self.options["min_diag"])
+
+    def _node_tables(self, graph, alpha) -> None:
+        # Per node: neighbour -> (P_ij, edge index). A node knows the diffusivity of its own edges.
+        self._lookup_graph, self._lookup_alpha = graph, alpha
+        self._rows: dict[int, dict] = {}
+
+    def _row(self, i: int) -> dict:
+        row = self._rows.get(i)
+        if row is None:
+            g = self._lookup_graph
+            sl = slice(g.indptr[i], g.indptr[i + 1])
+            edges = g.csr_edges[sl]
+            row = {int(j): (float(self._lookup_alpha[e]), int(e)) for j, e in zip(g.indices[sl], edges)}
+            self._rows[i] = row
+        return row
+
+    def report(self):
+        spec = self.options["matrix"]
+        return {"matrix": spec if isinstance(spec, str) else "array", "min_diag": self.options["min_diag"]}
 
 
 @register_protocol
-class Diffusion(Protocol):
-    """Continuous diffusion w(t+1) = P w(t) with real-valued loads (Algorithm DIFFUSE).
+class Diffusion(_DiffusionBase):
+    """Continuous diffusion l(t+1) = P l(t) with real-valued loads (Algorithm DIFFUSE, Figure 2).
 
-    Per node i, each step: send ``P_ij * w_i`` to every neighbour j and receive ``P_ji * w_j``; as
-    P is symmetric the net flow on edge (i, j) is ``P_ij (w_i - w_j)``.
+    Per node i, each iteration: broadcast ``load[i]``; for every neighbour j with
+    ``load[i] > load[j]`` send ``P_ij (load[i] - load[j])`` tasks to j (lines (3)-(7)). With P
+    symmetric and stochastic this is ``l(t+1) = P l(t)`` (Sec. 3.1, Equation 1), computed as one
+    sparse matrix-vector product.
 
     References
     ----------
@@ -51,12 +192,13 @@ class Diffusion(Protocol):
     model = "flow"
     divisible = True
     exchange_rounds = 1
-    params = ()
+    params = _MATRIX_PARAMS
 
     def reset(self, graph, loads, rng):
         self._graph = graph
-        self.alpha = default_diffusivity(graph)
+        self.alpha = self._coefficients(graph)
         self.P = diffusion_matrix(graph, self.alpha)
+        self._node_tables(graph, self.alpha)
 
     def step(self, t, graph, loads):
         flows = self.alpha * (loads[graph.u] - loads[graph.v])
@@ -66,16 +208,314 @@ class Diffusion(Protocol):
     def is_stable(self, graph, loads):
         return bool(np.ptp(loads) <= 1e-12 * max(1.0, float(np.abs(loads).max())))
 
-    # Per-node form: publish (load, degree); send P_ij (w_i - w_j) to each lighter neighbour j,
-    # which is the net of the paper's "send P_ij w_i, receive P_ji w_j" (P is symmetric).
+    # Per-node form: lines (3)-(7) of Figure 2.
     def publish(self, rnd, t, node, view):
-        return (view.load, len(view.neighbours))
+        return view.load
 
     def decide(self, t, node, view):
-        d = len(view.neighbours)
+        row = self._row(node)
+        return {j: row[j][0] * (view.load - w_j) for j, w_j in view.received[0].items() if view.load > w_j}
+
+
+class _RoundedDiffusion(_DiffusionBase):
+    """Algorithm DIFFUSE with line (7) rounded (Sec. 4); subclasses fix the rounding."""
+
+    model = "flow"
+    exchange_rounds = 1
+    may_go_negative = True
+    rounding = "floor"
+    params = _MATRIX_PARAMS + (
+        Param("kernel", str, "numba", "numba (per-node CSR loop) or numpy (edge-wise reference)", ("numba", "numpy")),
+    )
+
+    def reset(self, graph, loads, rng):
+        self._setup(graph, rng)
+        g = self.h
+        self.alpha = self._coefficients(g) if g is graph else self._coefficients_h(g)
+        self._mode = ROUNDINGS.index(self.rounding)
+        self._hops = np.where(self.relay >= 0, 2, 1).astype(np.int64)
+        self._out = np.empty(graph.n, dtype=np.int64)
+        self._outflow = np.empty(graph.n, dtype=np.int64)
+        self._no_coins = np.zeros(0)
+        self._no_orient = np.zeros(0, dtype=np.int8)
+        self._node_tables(g, self.alpha)
+        self.min_load = int(loads.min()) if loads.size else 0
+        self.negative_steps = 0
+
+    def _setup(self, graph, rng) -> None:
+        self.h, self.relay = graph, np.full(graph.m, -1, dtype=np.int64)
+        self.exchange_rounds = type(self).exchange_rounds
+        self.orient = None
+        self._key = 0
+
+    def _coefficients_h(self, h):
+        return self._coefficients(h)
+
+    def _coins(self, t):
+        return self._no_coins
+
+    def _flows_h(self, t, loads) -> np.ndarray:
+        h = self.h
+        return rounded_flows(h.u, h.v, self.alpha, loads, self.rounding, coins=self._coins(t) if self.rounding == "random" else None,
+                             coin=self.options.get("coin", "pij"), orient=self.orient)
+
+    def step(self, t, graph, loads):
+        h = self.h
+        if self.options["kernel"] == "numpy":
+            fh = self._flows_h(t, loads)
+            pos, neg = np.maximum(fh, 0), np.maximum(-fh, 0)
+            outflow = np.bincount(h.u, weights=pos, minlength=h.n) + np.bincount(h.v, weights=neg, minlength=h.n)
+            new = (loads - np.bincount(h.u, weights=fh, minlength=h.n).astype(np.int64)
+                   + np.bincount(h.v, weights=fh, minlength=h.n).astype(np.int64))
+            flows = self._real_flows(graph, fh)
+            moved = int(np.abs(flows).sum())
+            out = Step(new, moved=moved, messages=self._messages(graph), flows=flows, outflow=outflow.astype(np.int64))
+        else:
+            new = self._out if self._out is not loads else np.empty_like(loads)
+            coins = self._coins(t) if self.rounding == "random" else self._no_coins
+            orient = self.orient if self.orient is not None else self._no_orient
+            moved = _rounded_kernel(h.indptr, h.indices, h.csr_edges, self.alpha, self._hops, loads, self._mode,
+                                    coins, self.options.get("coin", "pij") == "fraction", orient, new,
+                                    self._outflow)
+            self._out = loads  # ping-pong buffers
+            out = Step(new, moved=int(moved), messages=self._messages(graph), outflow=self._outflow.copy())
+        low = int(out.loads.min()) if out.loads.size else 0
+        self.min_load = min(self.min_load, low)
+        self.negative_steps += low < 0
+        return out
+
+    def _real_flows(self, graph, fh):
+        return fh
+
+    def _messages(self, graph) -> int:
+        return 2 * graph.m * self.exchange_rounds
+
+    def is_stable(self, graph, loads):
+        if self.randomized:
+            # A coin may send a ceiling across any edge whose ends differ.
+            return bool(graph.m == 0 or np.all(loads[graph.u] == loads[graph.v]))
+        return bool(not np.any(self._flows_h(0, loads)))
+
+    def report(self):
+        return {**super().report(), "min_load": self.min_load, "negative_load_steps": int(self.negative_steps)}
+
+    # Per-node form: broadcast the load (line (4)); send the rounded amount to each lighter neighbour.
+    def publish(self, rnd, t, node, view):
+        return view.load
+
+    def _coin_scalar(self, t, e):
+        return 0.0
+
+    def _along(self, node, j, e):
+        return False
+
+    def decide(self, t, node, view):
+        row = self._row(node)
         sends = {}
-        for j, (w_j, d_j) in view.received[0].items():
-            diff = view.load - w_j
-            if diff > 0:
-                sends[j] = diff / (2.0 * max(d, d_j))
+        for j, w_j in view.received[0].items():
+            if view.load > w_j:
+                a, e = row[j]
+                amt = _rounded_amount(a, view.load - w_j, self._mode, self._coin_scalar(t, e),
+                                      self.options.get("coin", "pij") == "fraction", self._along(node, j, e))
+                if amt:
+                    sends[j] = amt
+        return sends
+
+
+@register_protocol
+class DiffusionFloor(_RoundedDiffusion):
+    """Rounded diffusion, floor scheme: send ``floor(P_ij (load[i] - load[j]))`` (Sec. 4, Figure 3).
+
+    Per node i, each iteration: broadcast ``load[i]``; to every lighter neighbour j send
+    ``floor(P_ij (load[i] - load[j]))`` tasks. The paper shows it may converge to an unbalanced
+    distribution (Figure 3: neighbours differing by one, ``P_ij = 1/3``, nothing moves). It never
+    overdraws while loads are non-negative (a node sends at most ``(1 - P_ii) load[i]``).
+
+    References
+    ----------
+    R. Subramanian, I. D. Scherson, An analysis of diffusive load-balancing, SPAA 1994, Sec. 4.
+    """
+
+    name = "diffusion-floor"
+    title = "Diffusion, rounded down"
+    paper = "Subramanian, Scherson 1994, Sec. 4 (Figure 3)"
+    may_go_negative = False
+    rounding = "floor"
+
+
+@register_protocol
+class DiffusionCeil(_RoundedDiffusion):
+    """Rounded diffusion, ceiling scheme: send ``ceil(P_ij (load[i] - load[j]))`` (Sec. 4, Figure 4).
+
+    Per node i, each iteration: broadcast ``load[i]``; to every lighter neighbour j send
+    ``ceil(P_ij (load[i] - load[j]))`` tasks, whether or not i holds that many ("a processor may
+    not have enough tasks for all its neighbors": the engine reports such steps). The paper shows
+    the loads may oscillate (Figure 4: neighbours differing by two, ``P_ij = 1/3``).
+
+    References
+    ----------
+    R. Subramanian, I. D. Scherson, An analysis of diffusive load-balancing, SPAA 1994, Sec. 4.
+    """
+
+    name = "diffusion-ceil"
+    title = "Diffusion, rounded up"
+    paper = "Subramanian, Scherson 1994, Sec. 4 (Figure 4)"
+    rounding = "ceil"
+
+
+@register_protocol
+class DiffusionRandom(_RoundedDiffusion):
+    """Rounded diffusion with a biased coin per edge and iteration (Sec. 4).
+
+    Per node i, each iteration: broadcast ``load[i]``; for every lighter neighbour j flip a coin
+    that lands HEAD with probability ``P_ij`` (``coin=pij``, the paper's text) or with the
+    fractional part of ``P_ij (load[i] - load[j])`` (``coin=fraction``); on HEAD send the ceiling,
+    on TAIL the floor of ``P_ij (load[i] - load[j])``. The coin of edge e in iteration t is
+    ``counter_uniform(key, t, e)``, so the kernel and the per-node rule flip the same coins. The
+    paper reports that the imbalance stabilises at a non-zero value. May overdraw (ceilings).
+
+    References
+    ----------
+    R. Subramanian, I. D. Scherson, An analysis of diffusive load-balancing, SPAA 1994, Sec. 4.
+    """
+
+    name = "diffusion-random"
+    title = "Diffusion, biased-coin rounding"
+    paper = "Subramanian, Scherson 1994, Sec. 4"
+    randomized = True
+    rounding = "random"
+    params = _RoundedDiffusion.params + (
+        Param("coin", str, "pij", "HEAD probability: pij (the paper's P_ij) or fraction (fractional part of the flow)",
+              _COINS),
+    )
+
+    def _setup(self, graph, rng):
+        super()._setup(graph, rng)
+        self._key = stream_key(rng)
+        self._edge_ids = np.arange(graph.m, dtype=np.uint64)
+
+    def _coins(self, t):
+        return counter_uniform(self._key, t, self._edge_ids)
+
+    def _coin_scalar(self, t, e):
+        return counter_uniform_scalar(self._key, t, e)
+
+
+@register_protocol
+class DiffusionOriented(_RoundedDiffusion):
+    """Rounded diffusion by an st-orientation: ceiling along the edge's direction, floor against it.
+
+    Case 1 (G biconnected): orient G acyclically with a unique minimal vertex s (in-degree 0), a
+    unique maximal vertex t (out-degree 0) and an edge st (from an st-numbering, see
+    :func:`tokendist.graphs.st_orientation`). Per node i, each iteration: broadcast ``load[i]``; to
+    every lighter neighbour j send ``ceil(P_ij (load[i] - load[j]))`` if the edge is directed from i
+    to j and ``floor(...)`` if it is directed from j to i. The paper states, without proof, that
+    this "guarantees convergence to the balanced distribution". It may overdraw (ceilings).
+
+    Case 2 (G not biconnected): build H by chaining the neighbours of every cut vertex c in a cycle
+    (:func:`tokendist.graphs.biconnected_supergraph`), orient H, and run the rule on H with P
+    computed for H. A transfer on an added edge a-b is carried over the real edges a-c-b within the
+    same iteration (c relays it); node i then needs the loads two hops away, so the per-node rule
+    has two exchange rounds (own load, then the neighbours' loads).
+
+    References
+    ----------
+    R. Subramanian, I. D. Scherson, An analysis of diffusive load-balancing, SPAA 1994, Sec. 4.
+    """
+
+    name = "diffusion-oriented"
+    title = "Diffusion, st-orientation rounding"
+    paper = "Subramanian, Scherson 1994, Sec. 4 (Cases 1 and 2)"
+    rounding = "oriented"
+    params = _RoundedDiffusion.params + (
+        Param("source", int, -1, "the minimal vertex s of the orientation (-1: node 0)"),
+        Param("sink", int, -1, "the maximal vertex t, a neighbour of s in H (-1: the smallest neighbour of s)"),
+    )
+
+    def _setup(self, graph, rng):
+        from ..graphs import biconnected_supergraph, st_orientation
+
+        super()._setup(graph, rng)
+        if graph.n <= 1:
+            self.orient = np.zeros(0, dtype=np.int8)
+            return
+        h, relay = biconnected_supergraph(graph)
+        self.h, self.relay = h, relay
+        s = self.options["source"]
+        t = self.options["sink"]
+        self.orient = st_orientation(h, None if s < 0 else s, None if t < 0 else t)
+        if (relay >= 0).any():
+            self.exchange_rounds = 2
+            self._map_real_edges(graph, h, relay)
+
+    def _coefficients_h(self, h):
+        if not (isinstance(self.options["matrix"], str) and self.options["matrix"].split(":")[0] in ("degree", "uniform")):
+            raise TokendistError("diffusion-oriented: on a graph that is not biconnected P is taken on the supergraph H "
+                                 "(Sec. 4, Case 2); use matrix=degree or matrix=uniform:W")
+        return self._coefficients(h)
+
+    def _map_real_edges(self, graph, h, relay):
+        # Each edge of H: the real edge it is, or the two real edges a-c, c-b that carry it.
+        self._g2h = h.edge_index(graph.u, graph.v)
+        virt = np.flatnonzero(relay >= 0)
+        a, b, c = h.u[virt], h.v[virt], relay[virt]
+        self._virt = virt
+        self._e1, self._s1 = graph.edge_index(a, c), np.where(a < c, 1, -1)
+        self._e2, self._s2 = graph.edge_index(c, b), np.where(c < b, 1, -1)
+        self._virt_at: dict[int, list] = {}
+        self._relay_at: dict[int, list] = {}
+        for k, e in enumerate(virt.tolist()):
+            ai, bi, ci = int(a[k]), int(b[k]), int(c[k])
+            self._virt_at.setdefault(ai, []).append((bi, ci, e))
+            self._virt_at.setdefault(bi, []).append((ai, ci, e))
+            self._relay_at.setdefault(ci, []).append((ai, bi, e))
+
+    def _real_flows(self, graph, fh):
+        if self.h is graph:
+            return fh
+        flows = fh[self._g2h].copy()
+        fv = fh[self._virt]
+        np.add.at(flows, self._e1, self._s1 * fv)
+        np.add.at(flows, self._e2, self._s2 * fv)
+        return flows
+
+    def report(self):
+        rep = super().report()
+        if self.orient is not None and self.orient.size:
+            from ..graphs import orientation_sources_sinks
+
+            src, snk = orientation_sources_sinks(self.h, self.orient)
+            rep.update(source=int(src[0]), sink=int(snk[0]), added_edges=int((self.relay >= 0).sum()))
+        return rep
+
+    def _along(self, node, j, e):
+        # Edge e = (u, v) with u < v; +1 orients u -> v.
+        return bool((self.orient[e] > 0) == (node < j))
+
+    def publish(self, rnd, t, node, view):
+        return view.load if rnd == 0 else dict(view.received[0])
+
+    def decide(self, t, node, view):
+        sends = super().decide(t, node, view)
+        if self.exchange_rounds == 1:
+            return sends
+        loads0 = view.received[0]
+        far = view.received[1]
+        mine = self.alpha
+        # Transfers on added edges at this end: tokens go to (or come from) the relay c.
+        for b, c, e in self._virt_at.get(node, ()):
+            w_b = far[c][b]
+            if view.load > w_b:
+                amt = _rounded_amount(float(mine[e]), view.load - w_b, self._mode, 0.0, False, self._along(node, b, e))
+                if amt:
+                    sends[c] = sends.get(c, 0) + amt
+        # As relay c of an added edge a-b: forward what the heavier end sends this iteration.
+        for a, b, e in self._relay_at.get(node, ()):
+            w_a, w_b = loads0[a], loads0[b]
+            if w_a == w_b:
+                continue
+            src, dst = (a, b) if w_a > w_b else (b, a)
+            amt = _rounded_amount(float(mine[e]), abs(w_a - w_b), self._mode, 0.0, False, self._along(src, dst, e))
+            if amt:
+                sends[dst] = sends.get(dst, 0) + amt
         return sends
