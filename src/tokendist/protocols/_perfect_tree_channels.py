@@ -1,0 +1,181 @@
+"""The communication primitives of Margara, Pistocchi, Vassura (Sec. 2) on the message executor.
+
+Each node runs its program as a Python generator that *yields* whenever a primitive must block
+(``waitany``, ``wait``, ``safeSend`` on a busy channel, a send that is in flight). The driver
+(:class:`ChannelNode`) is an ordinary executor handler: every delivery goes to a per-channel FIFO
+inbox, and after every event the driver resumes the program while the condition it waits for
+holds. Local computation takes no time; only messages do.
+
+The primitives, as the paper defines them:
+
+* ``reserve(c)`` -- atomic test-and-set on the link (the undirected edge): False ("busy") if either
+  end holds it. Two ends that try in the same time unit are ordered by the executor's
+  deterministic ``(time, seq)`` heap: exactly one wins.
+* ``release(c)`` -- frees the link.
+* ``send(c, m)`` -- sends through a reserved link. With ``release="delivery"`` (default) the send
+  completes when the message is delivered (a self-timer at the delivery time the executor
+  returns), so a link stays busy while a message is on it; with ``release="send"`` it returns at
+  once (see docs/margara-pistocchi-vassura.md: this reading lets the election deadlock).
+* ``receive(c)`` -- the first message of channel ``c`` or None (no blocking). Messages are typed
+  by phase: a receive made in phase ``k`` takes only messages of the kinds ``accept`` allows, so a
+  message of a later phase waits in the FIFO channel (``phase_overlap`` in the protocol).
+* ``waitany()``, ``wait(c)`` -- block until a message is readable, then receive it (``waitany``
+  interrogates channels 1..deg in order, so the lowest readable channel wins).
+* ``safeSend(c, m)`` -- wait until the link is free (re-trying once per time unit: polling),
+  reserve, send, release.
+* ``receiveToken(c)``, ``receiveTokensFromAll()``, ``sendToken(c)`` -- in
+  :mod:`._perfect_tree_node`, since they update the node's token variables.
+
+Channels are numbered 1..deg (the node's neighbours in increasing id order), ``0`` is "none",
+as in the paper's pseudocode.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable, Iterable
+
+__all__ = ["Link", "Wait", "ChannelNode", "RELEASE_MODES"]
+
+#: When a reserved link is released by ``send``: after delivery (default) or at once.
+RELEASE_MODES = ("delivery", "send")
+
+
+class Link:
+    """The shared reservation state of one undirected link (the paper's channel lock)."""
+
+    __slots__ = ("holder",)
+
+    def __init__(self):
+        self.holder = None
+
+
+class Wait:
+    """What a blocked program waits for: ``ready()`` true; ``poll`` re-checks every time unit."""
+
+    __slots__ = ("ready", "poll")
+
+    def __init__(self, ready: Callable[[], bool], poll: bool = False):
+        self.ready = ready
+        self.poll = poll
+
+
+class ChannelNode:
+    """Executor handler that runs a generator program with the paper's channel primitives.
+
+    Parameters
+    ----------
+    links : list of Link
+        The link of each channel, index 1..deg (index 0 unused).
+    release : {"delivery", "send"}
+        When ``send`` frees the link (see the module docstring).
+    """
+
+    def __init__(self, links: list, release: str = "delivery"):
+        self.links = links
+        self.release_mode = release
+        self.deg = len(links) - 1
+        self.inbox = [deque() for _ in range(self.deg + 1)]
+        self.delivered = [0] * (self.deg + 1)  # sends on channel c confirmed delivered
+        self.ctx = None
+        self._gen = None
+        self._wait: Wait | None = None
+        self._polling = False
+        self.done = False
+        self.accept: Callable[[int, str], bool] = lambda phase, kind: True
+
+    # ------------------------------------------------------------------ the program
+    def program(self):  # pragma: no cover - overridden
+        """The node's program (a generator yielding :class:`Wait`)."""
+        raise NotImplementedError
+        yield
+
+    # ------------------------------------------------------------------ executor handler
+    def start(self, ctx) -> None:
+        self.ctx = ctx
+        self.chan_of = {int(nb): i + 1 for i, nb in enumerate(ctx.neighbours)}
+        self.neighbour = [-1] + [int(nb) for nb in ctx.neighbours]
+        self._gen = self.program()
+        self._advance()
+
+    def receive(self, ctx, src, message, tokens) -> None:
+        if src == ctx.node:  # a self-timer
+            if message[0] == "delivered":
+                self.delivered[message[1]] += 1
+            elif message[0] == "poll":
+                self._polling = False
+        else:
+            self.inbox[self.chan_of[src]].append((message, tokens))
+        self._advance()
+
+    def _advance(self) -> None:
+        while not self.done and (self._wait is None or self._wait.ready()):
+            try:
+                self._wait = next(self._gen)
+            except StopIteration:
+                self.done = True
+                self._wait = None
+                return
+        if self._wait is not None and self._wait.poll and not self._polling:
+            self._polling = True
+            self.ctx.set_timer(1, ("poll",))
+
+    # ------------------------------------------------------------------ Sec. 2 primitives
+    def reserve(self, c: int) -> bool:
+        """Reserve channel ``c``; False means *busy* (the other end holds it)."""
+        link = self.links[c]
+        if link.holder is not None and link.holder != self.ctx.node:
+            return False
+        link.holder = self.ctx.node
+        return True
+
+    def release(self, c: int) -> None:
+        """Release channel ``c``."""
+        link = self.links[c]
+        if link.holder == self.ctx.node:
+            link.holder = None
+
+    def send(self, c: int, message: tuple, tokens: int = 0):
+        """Send ``message`` (with ``tokens``) through the reserved channel ``c`` (a generator)."""
+        ctx = self.ctx
+        when = ctx.send(self.neighbour[c], message, tokens)
+        if self.release_mode == "delivery":
+            target = self.delivered[c] + 1
+            # The executor tells the sender when the message will be delivered; a self-timer at
+            # that time ends the send (the timer is scheduled after the message, so the heap's
+            # sequence number delivers the message first).
+            ctx.set_timer(when - ctx.now, ("delivered", c))
+            yield Wait(lambda: self.delivered[c] >= target)
+
+    def readable(self, c: int, phase: int) -> bool:
+        q = self.inbox[c]
+        return bool(q) and self.accept(phase, q[0][0][0])
+
+    def receive_from(self, c: int, phase: int):
+        """``receive(c)``: the first message of channel ``c`` as ``(message, tokens)``, or None."""
+        if self.readable(c, phase):
+            return self.inbox[c].popleft()
+        return None
+
+    def waitany(self, phase: int, channels: Iterable[int] | None = None):
+        """``waitany``: block until some channel has a message; returns ``(c, (message, tokens))``."""
+        chans = list(range(1, self.deg + 1)) if channels is None else list(channels)
+        while True:
+            for c in chans:
+                got = self.receive_from(c, phase)
+                if got is not None:
+                    return c, got
+            yield Wait(lambda: any(self.readable(c, phase) for c in chans))
+
+    def wait(self, c: int, phase: int):
+        """``wait(c)``: block until channel ``c`` has a message, then return it."""
+        while not self.readable(c, phase):
+            yield Wait(lambda: self.readable(c, phase))
+        return self.inbox[c].popleft()
+
+    def safe_send(self, c: int, message: tuple, tokens: int = 0):
+        """``safeSend(c, m)``: wait until ``c`` is not busy, reserve it, send, release."""
+        while not self.reserve(c):
+            yield Wait(lambda: self.links[c].holder is None, poll=True)
+        yield from self.send(c, message, tokens)
+        self.release(c)
