@@ -303,7 +303,7 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
             messages_total += out.messages
             step_no = t + 1
             done = reached(g, loads)
-            if not done and out.moved == 0 and out.in_transit == 0 and dynamics is None:
+            if not done and out.moved == 0 and out.in_transit == 0 and dynamics is None and injection is None:
                 if protocol.is_stable(g, loads):
                     stop_reason = "stable"
                     done = True
