@@ -62,12 +62,24 @@ class PerfectTreeNode(ChannelNode):
         super().__init__(links, release)
         self.pick = pick
         self.accept = _accept_defer if phase_overlap == "defer" else _accept_merge
-        self.state = "start"
+        self._state = "start"
+        self.entered = {}      # state -> time the node first entered it
+        self.link_was_busy = False  # S1.2 found the parent link reserved (the election race)
         self.times = {}        # phase -> time the node finished it
         self.after_phase1 = None  # (Tv, Nv, parent)
         self.after_phase2 = None  # (Tv, Avg, parent)
         self.stuck = False
         self.consumed_out_of_phase = 0
+
+    @property
+    def state(self) -> str:
+        """The paper's state name (S1.1 ... S3.2), ``final`` at the end."""
+        return self._state
+
+    @state.setter
+    def state(self, value: str) -> None:
+        self._state = value
+        self.entered.setdefault(value, self.ctx.now)
 
     # ------------------------------------------------------------------ helpers
     def _bits(self, x: int) -> int:
@@ -137,6 +149,7 @@ class PerfectTreeNode(ChannelNode):
                         self._add_subtree(self.parent, got[0])
                         self.parent = 0
                 else:  # the parent is using the channel: wait for its message, v is the root
+                    self.link_was_busy = True
                     msg, _ = yield from self.wait(self.parent, 1)
                     self._add_subtree(self.parent, msg)
                     self.parent = 0
