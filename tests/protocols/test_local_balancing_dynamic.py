@@ -106,14 +106,13 @@ def test_injection_hot_spot_steady_stream_stays_bounded():
     """A steady stream into node 0, consumed uniformly: multi-port keeps the discrepancy bounded.
 
     In the steady state tokens flow down a gradient of at least 2d + 1 per hop away from the hot
-    spot, so the discrepancy settles near (2d + 1) x (distance), here at most 9 x 6 on torus:6x6,
-    and does not drift."""
+    spot, and random consumption makes differences below 2d + 1 wander (multi-port never evens them
+    out), so the discrepancy creeps up towards, but stays within, (2d + 1) x diameter = 9 x 6."""
     inj = Injection(rate=1, consume=1, inject_at="nodes", consume_from="random", nodes=[0])
     r = simulate("torus:6x6", "multi-port", "constant:40", injection=inj, max_steps=2000, seed=4)
     disc = r.trace["discrepancy"]
-    q = len(disc) // 4
-    assert disc[q:].max() <= (2 * 4 + 1) * 6
-    assert disc[3 * q:].mean() <= disc[q:2 * q].mean() + 5
+    assert disc.max() <= (2 * 4 + 1) * 6
+    assert r.trace["local_discrepancy"].max() <= 2 * (2 * 4 + 1)
 
 
 def test_injection_rejects_bad_options():
