@@ -292,3 +292,26 @@ def test_transport_cost_closed_form_equals_networkx_min_cost_flow(seed):
         g.add_edge(u, v, weight=1)
         g.add_edge(v, u, weight=1)
     assert transport_cost(tree, loads, targets) == nx.min_cost_flow_cost(g)
+
+
+# ---------------------------------------------------------------------- non-tree graphs, user errors
+@pytest.mark.parametrize("spec", ["ring:9", "grid:3x4", "hypercube:3", "complete:5"])
+@pytest.mark.parametrize("kind", ["bfs", "min-diameter"])
+def test_spanning_tree_runs_are_perfect_and_only_use_tree_edges(spec, kind):
+    g = make_graph(spec, seed=1)
+    loads = np.arange(g.n, dtype=np.int64) * 3 % 7
+    r, p = run(g, loads, seed=2, schedule="async", spanning_tree=kind)
+    assert r.report["perfect"] and r.report["all_final"]
+    assert p.tree.is_tree and p.tree.n == g.n and p.tree.m == g.n - 1
+    assert r.report["optimum_token_exchanges"] == min_exchanges(p.tree, loads)
+
+
+def test_user_errors_are_one_line_tokendist_errors():
+    from tokendist.errors import TokendistError
+    with pytest.raises(TokendistError):
+        simulate("path:4", "perfect-tree", "point:5", params={"max_delay": 0})
+    with pytest.raises(TokendistError):
+        simulate("path:4", "perfect-tree", "point:5", params={"adversary": "nope"})
+    two_parts = Graph.from_edges(4, [(0, 1), (2, 3)])
+    with pytest.raises(TokendistError):
+        simulate(two_parts, "perfect-tree", "point:5")

@@ -52,6 +52,9 @@ def _loads(kind: str, tree: Graph, rng) -> np.ndarray:
         loads[int(np.argmax(tree.degrees))] = total
     elif kind == "few":  # T < N
         loads[rng.choice(n, size=max(1, n // 3), replace=False)] = 1
+    elif kind == "multiple":  # T mod N = 0
+        loads = rng.integers(0, 10, n).astype(np.int64)
+        loads[0] += (-loads.sum()) % n
     return loads
 
 
@@ -64,7 +67,7 @@ def reproduce_margara(ctx) -> Reproduction:
                  ("adversarial", {"adversary": "race-slow", "max_delay": 5}))
     if ctx.quick:
         schedules = schedules[:2]
-    kinds = ("random", "leaf", "centre", "few")
+    kinds = ("random", "leaf", "centre", "few", "multiple")
     rows, points = [], []
     runs = [(shape, tree, kind, sched, extra) for shape, tree in _trees(sizes, rng) for kind in kinds
             for sched, extra in schedules]
@@ -149,6 +152,9 @@ def reproduce_margara(ctx) -> Reproduction:
                         s=14, label=shape, alpha=0.7)
         lim = max(1, max(row["D_min_T_N"] for row in rows))
         ax1.plot([0, lim], [0, EXCESS_CONSTANT * lim], "k--", lw=1, label=f"{EXCESS_CONSTANT} D min(T,N)")
+        for ax in (ax1, ax2):  # sizes span three decades; symlog keeps the zeros
+            ax.set_xscale("symlog", linthresh=10)
+            ax.set_yscale("symlog", linthresh=10)
         ax1.set_xlabel("D min(T, N)")
         ax1.set_ylabel("token exchanges - optimum")
         ax1.legend(fontsize=7)
