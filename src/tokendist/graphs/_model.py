@@ -170,7 +170,36 @@ class Graph:
 
     @cached_property
     def _csr(self):
-        # One pass builds the CSR structure and, for each CSR slot, the edge it belongs to.
+        # Builds the CSR structure and, for each CSR slot, the edge it belongs to, in O(n + m).
+        # Row i is [u[e] for edges (u, i)] (all < i) followed by [v[e] for edges (i, v)] (all > i).
+        # Edges are sorted by (u, v), so the second part is already in order; the first part is
+        # the transpose, which scipy's csr -> csc counting sort produces with rows ascending.
+        # (np.lexsort over 2m keys took ~3 s for 10^7 edges.)
+        n, m = self.n, self.m
+        idx_dtype = np.int32 if n < 2**31 else np.int64
+        key = self.u * n + self.v
+        if m and not np.all(key[1:] > key[:-1]):  # not the documented order: the general path
+            return self._csr_lexsort()
+        outdeg = np.bincount(self.u, minlength=n)
+        indeg = np.bincount(self.v, minlength=n)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(outdeg + indeg, out=indptr[1:])
+        out_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(outdeg, out=out_ptr[1:])
+        eids = np.arange(m, dtype=np.int64)
+        csc = sp.csr_array((eids, self.v, out_ptr), shape=(n, n)).tocsc()
+        nb = np.empty(2 * m, dtype=idx_dtype)
+        eid = np.empty(2 * m, dtype=np.int64)
+        pos_in = eids + np.repeat(indptr[:-1] - np.asarray(csc.indptr[:-1], dtype=np.int64), indeg)
+        nb[pos_in] = csc.indices
+        eid[pos_in] = csc.data
+        pos_out = eids + (indptr[:-1] + indeg - out_ptr[:-1])[self.u]
+        nb[pos_out] = self.v
+        eid[pos_out] = eids
+        return (_readonly(indptr), _readonly(nb), _readonly(eid))
+
+    def _csr_lexsort(self):
+        # The plain construction (reference for tests, and the path for unsorted trusted input).
         src = np.concatenate([self.u, self.v])
         dst = np.concatenate([self.v, self.u])
         eid = np.concatenate([np.arange(self.m), np.arange(self.m)])
