@@ -233,8 +233,23 @@ def test_race_adversary_both_last_nodes_try_to_send_at_once(tree):
     # the one that lost the reservation found the link busy and became the root (S1.2 else-branch)
     root = p.root()
     assert root in (a, b)
-    assert p.nodes[root].link_was_busy
+    assert p.nodes[root].elected_by == "busy"
     assert "S1.4" in p.nodes[root].entered and "S1.3" in p.nodes[a + b - root].entered
+
+
+def test_theorem1_election_goes_through_the_busy_branch_and_release_on_send_never_elects():
+    # Nodes react to a message in zero time, so the last two nodes of Phase 1 always meet on the
+    # link: with the link held until delivery the second one finds it busy and becomes the root
+    # (the "received" branch of S1.2 is unreachable, docs item 1); if send released the link at
+    # once, both would send and no root would ever be elected (N >= 2).
+    for seed in range(12):
+        tree = random_tree(2 + seed, seed)
+        loads = make_loads("random", tree, seed)
+        for sched in ("sync", "async"):
+            r, p = run(tree, loads, seed=seed, schedule=sched, max_delay=6)
+            assert r.report["perfect"] and p.nodes[p.root()].elected_by == "busy"
+            r, p = run(tree, loads, seed=seed, schedule=sched, max_delay=6, release="send")
+            assert p.root() is None and not r.report["all_final"]
 
 
 def test_release_on_send_lets_both_last_nodes_send_breaking_theorem1():

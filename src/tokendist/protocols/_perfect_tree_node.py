@@ -64,7 +64,9 @@ class PerfectTreeNode(ChannelNode):
         self.accept = _accept_defer if phase_overlap == "defer" else _accept_merge
         self._state = "start"
         self.entered = {}      # state -> time the node first entered it
-        self.link_was_busy = False  # S1.2 found the parent link reserved (the election race)
+        # How S1.2 made this node the root: "busy" (the link was reserved by the other end: the
+        # election race) or "received" (the other end's message had already arrived); else None.
+        self.elected_by = None
         self.times = {}        # phase -> time the node finished it
         self.after_phase1 = None  # (Tv, Nv, parent)
         self.after_phase2 = None  # (Tv, Avg, parent)
@@ -145,11 +147,12 @@ class PerfectTreeNode(ChannelNode):
                         self.release(self.parent)
                         self.S += 1
                     else:  # the last neighbour already sent: v is the root
+                        self.elected_by = "received"
                         self.release(self.parent)
                         self._add_subtree(self.parent, got[0])
                         self.parent = 0
                 else:  # the parent is using the channel: wait for its message, v is the root
-                    self.link_was_busy = True
+                    self.elected_by = "busy"
                     msg, _ = yield from self.wait(self.parent, 1)
                     self._add_subtree(self.parent, msg)
                     self.parent = 0
