@@ -154,6 +154,7 @@ class PerfectTree(Protocol):
             "tree": tree.spec or "tree",
             "N": n, "T": total, "D": diam, "max_degree": int(tree.max_degree) if n > 1 else 0,
             "root": self.root(),
+            "elected_by": None if self.root() is None else self.nodes[self.root()].elected_by,
             "all_final": final,
             "perfect": perfect,
             "stuck_nodes": int(sum(node.stuck for node in self.nodes)),
