@@ -176,6 +176,9 @@ def test_section5_sync_time_within_T_D_plus_D_d(shape, size):
             D, d, T = tree_diameter(tree), int(tree.max_degree), int(loads.sum())
             assert r.report["time"] <= 2 * D * (T + d)
             assert r.report["phase_end"]["phase1"] <= 2 * D * d + D
+            rounds = r.report["phase_rounds"]
+            assert rounds["phase2"] <= D * max(T, 1)
+            assert rounds["phase3"] <= D * (T % tree.n + d)  # Finished costs Theta(D d) even at T mod N = 0
 
 
 # ---------------------------------------------------------------------- edge cases
