@@ -135,7 +135,7 @@ def test_theorem3_perfect_distribution_and_every_node_final(inst):
     assert all(node.state == "final" for node in p.nodes)
     assert all(node.Tv == r.loads[i] for i, node in enumerate(p.nodes))  # every node knows its count
     rep = r.report
-    assert rep["perfect"] and rep["all_final"] and rep["stuck_nodes"] == 0
+    assert rep["perfect"] and rep["all_final"] and rep["stuck_nodes"] == 0 and rep["misread_messages"] == 0
 
 
 @given(instances)
@@ -264,6 +264,7 @@ def test_release_on_send_lets_both_last_nodes_send_breaking_theorem1():
     assert p.root() is None
     assert all(node.after_phase1 is None or node.after_phase1[2] != 0 for node in p.nodes)
     assert not r.report["perfect"] and r.stop_reason == "fixed-point"
+    assert r.report["misread_messages"] == 2  # each end took the other's subtree message for the global one
     # with the default (the link is busy until delivery) the same schedule elects one root
     r, p = run(tree, loads, schedule="adversarial", adversary="race")
     assert p.root() is not None and r.report["perfect"]

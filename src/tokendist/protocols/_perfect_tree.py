@@ -158,6 +158,7 @@ class PerfectTree(Protocol):
             "all_final": final,
             "perfect": perfect,
             "stuck_nodes": int(sum(node.stuck for node in self.nodes)),
+            "misread_messages": int(sum(node.consumed_out_of_phase for node in self.nodes)),
             "time": int(ex.now) if final else None,
             "phase_end": phase_end,
             "phase_rounds": rounds,

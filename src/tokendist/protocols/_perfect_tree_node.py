@@ -159,6 +159,8 @@ class PerfectTreeNode(ChannelNode):
             elif self.S == 1 and self.R == deg - 1:
                 self.state = "S1.3"
                 msg, _ = yield from self.wait(self.parent, 1)  # the global message
+                if msg[0] != "phase1-global":  # e.g. a crossing subtree message (release="send")
+                    self.consumed_out_of_phase += 1
                 self.subTreeT[self.parent] = msg[1] - self.Tv
                 self.subTreeN[self.parent] = msg[2] - self.Nv
                 self.Tv, self.Nv = msg[1], msg[2]
