@@ -1,0 +1,198 @@
+"""The off-line optimum of Ghosh et al. (1995), Sec. 6: max-flow on a time-expanded network.
+
+An off-line algorithm knows every load and may move tokens along any schedule the communication
+model allows. The fewest steps T in which it can bring every node to at most ``ceil(rho) + K``
+tokens is found by a max-flow on the time-expanded network H of Lemma 6.3: node copies
+``<v, i>`` for ``0 <= i <= T``, a source feeding ``w(v)`` into ``<v, 0>``, arcs ``<u, i> -> <v, i+1>``
+of capacity 1 for each edge direction, arcs ``<v, i> -> <v, i+1>`` of unbounded capacity (a token
+stays), and ``<v, T> -> sink`` of capacity ``ceil(rho) + K``. All N tokens fit through H iff a
+T-step schedule exists (integral max-flow = token paths; flow conservation at ``<v, i>`` is exactly
+"a node sends only tokens it holds"). T is found by doubling and then binary search.
+
+* ``multi-port``: H as above; the answer is **exact** (one token per edge and direction per step).
+* ``single-port``: each ``<v, i>`` additionally sends through a unit-capacity "port out" and each
+  ``<v, i+1>`` receives through a unit-capacity "port in", i.e. at most one token sent and one
+  received per node per step. The paper's single-port model (a node transmits or receives at most
+  one token; the algorithm uses a matching) is stricter, so this T is a **lower bound** on the
+  single-port optimum (``exact = False``); it is exact for the model "one send and one receive per
+  step".
+
+Lemma 6.3 states: with edge expansion alpha and imbalance Delta, ``K = d`` is reachable in at most
+``ceil(Delta / alpha)`` steps (multi-port), and for every graph some distribution with imbalance
+Delta needs at least ``ceil(Delta / alpha)`` steps for ``K = 0``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import maximum_flow
+
+from ..errors import TokendistError
+
+__all__ = ["OfflineResult", "offline_optimum", "offline_feasible", "OFFLINE_MODELS"]
+
+OFFLINE_MODELS = ("multi-port", "single-port")
+#: Refuse time-expanded networks larger than this many arcs (memory: about 40 bytes per arc).
+MAX_ARCS = 40_000_000
+
+
+@dataclass(frozen=True)
+class OfflineResult:
+    """The off-line optimum: ``steps`` (T), the target ``ceil(rho) + slack``, and whether T is exact.
+
+    ``exact`` is False for the single-port model, where ``steps`` is a lower bound.
+    """
+
+    steps: int
+    slack: int
+    model: str
+    exact: bool
+    target: int
+    tokens: int
+    flow_checks: int
+
+    def to_json(self) -> dict:
+        return {"steps": self.steps, "slack": self.slack, "model": self.model, "exact": self.exact,
+                "target_max_load": self.target, "tokens": self.tokens, "flow_checks": self.flow_checks,
+                "meaning": ("exact minimum number of steps" if self.exact else
+                            "lower bound on the minimum number of steps (flow relaxation of single-port)")}
+
+
+def _time_expanded(graph, loads: np.ndarray, T: int, cap: int, model: str):
+    """The network H of Lemma 6.3 (plus unit ports for single-port) as a CSR capacity matrix."""
+    n, N = graph.n, int(loads.sum())
+    big = max(N, 1)
+    layer = lambda i: 2 + i * n + np.arange(n)  # noqa: E731  (<v, i>)
+    a = np.concatenate([graph.u, graph.v])  # directed edges a -> b
+    b = np.concatenate([graph.v, graph.u])
+    rows, cols, caps = [], [], []
+
+    def add(r, c, k):
+        rows.append(np.asarray(r, dtype=np.int64))
+        cols.append(np.asarray(c, dtype=np.int64))
+        caps.append(np.broadcast_to(np.asarray(k, dtype=np.int64), np.shape(r)))
+
+    src = np.flatnonzero(loads > 0)
+    add(np.zeros(src.size, np.int64), 2 + src, loads[src])
+    size = 2 + (T + 1) * n
+    steps = np.arange(T)
+    # Stay arcs <v, i> -> <v, i+1> (unbounded), all steps at once.
+    stay = (2 + steps[:, None] * n + np.arange(n)[None, :]).ravel()
+    add(stay, stay + n, big)
+    if model == "multi-port":
+        off = (2 + steps[:, None] * n)
+        add((off + a[None, :]).ravel(), (off + n + b[None, :]).ravel(), 1)
+    else:
+        send0 = size  # port out of <v, i>
+        recv0 = size + T * n  # port in of <v, i+1>
+        size += 2 * T * n
+        grid = steps[:, None] * n + np.arange(n)[None, :]
+        add((2 + grid).ravel(), (send0 + grid).ravel(), 1)
+        add((send0 + steps[:, None] * n + a[None, :]).ravel(), (recv0 + steps[:, None] * n + b[None, :]).ravel(), 1)
+        add((recv0 + grid).ravel(), (2 + grid + n).ravel(), 1)
+    add(layer(T), np.ones(n, np.int64), cap)
+    r, c, k = np.concatenate(rows), np.concatenate(cols), np.concatenate(caps)
+    if r.size > MAX_ARCS:
+        raise TokendistError(f"offline: the time-expanded network for T={T} has {r.size:,} arcs "
+                             f"(limit {MAX_ARCS:,}); use a smaller graph or a larger slack")
+    if N >= 2**31 - 1:
+        raise TokendistError("offline: more than 2**31 tokens do not fit scipy's int32 capacities")
+    return sp.csr_array((k.astype(np.int32), (r, c)), shape=(size, size))
+
+
+def offline_feasible(graph, loads, T: int, *, slack: int = 0, model: str = "multi-port") -> bool:
+    """Whether every node can hold at most ``ceil(rho) + slack`` tokens after ``T`` steps."""
+    loads = np.asarray(loads, dtype=np.int64)
+    N = int(loads.sum())
+    cap = -(-N // graph.n) + int(slack)
+    if T == 0 or graph.m == 0:
+        return bool(loads.max(initial=0) <= cap)
+    H = _time_expanded(graph, loads, int(T), cap, model)
+    return int(maximum_flow(H, 0, 1).flow_value) == N
+
+
+def _lower_bound(graph, loads, cap: int, model: str) -> int:
+    # A node must shed w(v) - cap tokens, at most deg(v) per step (multi-port) or 1 (single-port).
+    excess = np.maximum(loads - cap, 0)
+    if not excess.any():
+        return 0
+    per = graph.degrees if model == "multi-port" else np.ones(graph.n, dtype=np.int64)
+    return int(np.max(-(-excess // np.maximum(per, 1))))
+
+
+def offline_optimum(graph, loads, *, slack: int = 0, model: str = "multi-port",
+                    max_steps: int | None = None) -> OfflineResult:
+    """The minimum number of steps T after which every node holds at most ``ceil(rho) + slack`` tokens.
+
+    Parameters
+    ----------
+    graph : Graph
+        A connected graph.
+    loads : array_like of int
+        Initial loads.
+    slack : int
+        K >= 0; K = 0 asks for perfect balance from above.
+    model : {"multi-port", "single-port"}
+        The communication model (single-port gives a lower bound, see the module docstring).
+    max_steps : int, optional
+        Give up (TokendistError) beyond this T (default: 2 n max(loads) + 2, always enough on a
+        connected graph).
+
+    Returns
+    -------
+    OfflineResult
+
+    Examples
+    --------
+    >>> from tokendist.graphs import make_graph
+    >>> offline_optimum(make_graph("path:3"), [6, 0, 0]).steps   # 4 tokens leave node 0 one per step
+    4
+    """
+    if model not in OFFLINE_MODELS:
+        raise TokendistError(f"offline: unknown model {model!r}; choose from {', '.join(OFFLINE_MODELS)}")
+    if slack < 0:
+        raise TokendistError("offline: slack must be >= 0")
+    loads = np.asarray(loads, dtype=np.int64)
+    if loads.shape != (graph.n,):
+        raise TokendistError(f"offline: {loads.size} loads for a graph of {graph.n} nodes")
+    if loads.size and loads.min() < 0:
+        raise TokendistError("offline: loads must be non-negative")
+    N = int(loads.sum())
+    cap = -(-N // graph.n) + int(slack)
+    if loads.max(initial=0) > cap and not graph.is_connected:
+        raise TokendistError("offline: the graph must be connected")
+    checks = 0
+    lo = _lower_bound(graph, loads, cap, model)  # infeasible below lo (lo itself may be feasible)
+    if lo == 0:
+        return OfflineResult(0, slack, model, model == "multi-port", cap, N, 0)
+    limit = max_steps if max_steps is not None else 2 * graph.n * int(loads.max()) + 2
+    if lo > limit:
+        raise TokendistError(f"offline: not balanced within {limit} steps (at least {lo} are needed)")
+    # Doubling from the easy lower bound, then binary search on (bad, good].
+    bad, T = lo - 1, lo
+    while True:
+        checks += 1
+        if offline_feasible(graph, loads, T, slack=slack, model=model):
+            good = T
+            break
+        bad = T
+        if T >= limit:
+            raise TokendistError(f"offline: not balanced within {limit} steps")
+        T = min(limit, max(T + 1, 2 * T))
+    while good - bad > 1:
+        mid = (good + bad) // 2
+        checks += 1
+        if offline_feasible(graph, loads, mid, slack=slack, model=model):
+            good = mid
+        else:
+            bad = mid
+    return OfflineResult(good, slack, model, model == "multi-port", cap, N, checks)
+
+
+def lemma_6_3_time(imbalance: float, alpha: float) -> int:
+    """``ceil(Delta / alpha)``: Lemma 6.3's off-line time to reach ``ceil(rho) + d`` (multi-port)."""
+    return int(math.ceil(imbalance / alpha - 1e-12))
