@@ -27,7 +27,7 @@ class CompareCommand(Command):
     name = "compare"
     help = "run every applicable protocol on the same graph, loads and seed; table and overlay plot"
     description = ("Compare protocols on one scenario. With no options, runs the embedded default scenario "
-                   "(torus:16x16, 25600 tokens on node 0). Writes compare.png, compare.csv and compare.json "
+                   "(torus:16x16, each node 0..200 tokens). Writes compare.png, compare.csv and compare.json "
                    "into --out (default ./tokendist-compare).")
 
     def add_arguments(self, p):
@@ -77,15 +77,16 @@ class CompareCommand(Command):
             print_json(payload)
             return 0
         g = result.graph
-        cols = ["algorithm"] + [f"steps to <= {fmt(lv)}" for lv in sc.levels] + [
-            "final disc.", "final local", "tokens moved", "messages", "stop"]
+        cols = ["algorithm"] + [f"to <={fmt(lv)}" for lv in sc.levels] + [
+            "disc.", "local", "moved", "messages", "infeas.", "min load", "stop"]
         rows = []
         for r in result.rows:
             if r.status == "ok":
                 rows.append([r.algorithm] + [r.steps_to_level[lv] for lv in sc.levels] + [
                     r.final_discrepancy, r.final_local_discrepancy, r.tokens_moved, r.messages,
-                    f"{r.stop_reason} @ {r.steps}"])
-        table(f"compare: {g.spec} (n={g.n:,}, m={g.m:,}), init {sc.init}, {result.tokens:,} tokens, seed {sc.seed}",
+                    r.infeasible_steps, r.lowest_load, f"{r.stop_reason} @ {r.steps}"])
+        table(f"compare: {g.spec} (n={g.n:,}, m={g.m:,}), init {sc.init}, {result.tokens:,} tokens, seed {sc.seed}; "
+              "'to <=K': first step with discrepancy <= K; disc./local: final discrepancy and local discrepancy",
               cols, rows)
         others = [r for r in result.rows if r.status != "ok"]
         if others:
@@ -110,11 +111,13 @@ class CompareCommand(Command):
         with open(out / "compare.csv", "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["algorithm", "status", "steps", "stop_reason", *[f"steps_to_{lv}" for lv in levels],
-                        "final_discrepancy", "final_local_discrepancy", "tokens_moved", "messages", "reason"])
+                        "final_discrepancy", "final_local_discrepancy", "tokens_moved", "messages",
+                        "infeasible_steps", "lowest_load", "reason"])
             for r in result.rows:
                 w.writerow([r.algorithm, r.status, r.steps, r.stop_reason,
                             *[r.steps_to_level.get(lv) for lv in levels], r.final_discrepancy,
-                            r.final_local_discrepancy, r.tokens_moved, r.messages, r.reason])
+                            r.final_local_discrepancy, r.tokens_moved, r.messages, r.infeasible_steps,
+                            r.lowest_load, r.reason])
         files.append(str(out / "compare.csv"))
         (out / "compare.json").write_text(json.dumps(to_jsonable(result.to_json()), indent=2) + "\n")
         files.append(str(out / "compare.json"))

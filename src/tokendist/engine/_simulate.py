@@ -13,7 +13,8 @@ of every synchronous algorithm in the five papers). The engine, not the protocol
 
 Stopping: ``max_steps``, ``until_discrepancy``, ``until_local_discrepancy``, the protocol's own
 fixed point (``is_stable``) and, for deterministic protocols on static networks, a repeated state at
-a period boundary, reported as ``fixed-point`` or ``cycle`` (never looped on forever).
+a period boundary, reported as ``fixed-point`` or ``cycle`` (never looped on forever); a real-valued
+scheme whose float64 state repeats with load still moving reports ``rounding-cycle``.
 """
 
 from __future__ import annotations
@@ -270,7 +271,12 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
                 if key in seen:
                     first, moved_then = seen[key]
                     cycle_length = t - first
-                    stop_reason = "fixed-point" if moved_total == moved_then else "cycle"
+                    if moved_total == moved_then:
+                        stop_reason = "fixed-point"
+                    else:
+                        # A real-valued scheme that revisits a state is cycling through rounding
+                        # errors of float64, not through loads the mathematics would visit.
+                        stop_reason = "rounding-cycle" if protocol.divisible else "cycle"
                     break
                 seen[key] = (t, moved_total)
             out = protocol.step(t, g, loads)

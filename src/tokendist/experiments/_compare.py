@@ -32,6 +32,7 @@ class CompareRow:
     tokens_moved: float | None = None
     messages: int | None = None
     infeasible_steps: int | None = None
+    lowest_load: float | None = None
     seconds: float | None = None
     result: object = None
 
@@ -109,7 +110,7 @@ def compare(scenario: Scenario, *, progress=None) -> Comparison:
             steps_to_level={lv: r.steps_to("discrepancy", lv) for lv in scenario.levels},
             final_discrepancy=r.final["discrepancy"], final_local_discrepancy=r.final["local_discrepancy"],
             tokens_moved=r.tokens_moved, messages=r.messages, infeasible_steps=r.infeasible_steps,
-            seconds=r.seconds, result=r))
+            lowest_load=float(r.trace["min"].min()) if r.trace["min"].size else None, seconds=r.seconds, result=r))
     if progress is not None:
         progress(len(names), len(names), "")
     return Comparison(scenario, graph, int(np.asarray(loads).sum()), rows)

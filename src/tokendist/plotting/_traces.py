@@ -6,7 +6,23 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_run", "plot_compare", "new_figure"]
+__all__ = ["plot_run", "plot_compare", "new_figure", "family_style"]
+
+# One line style per paper family, so that a comparison of many protocols stays readable.
+_FAMILY_STYLES = {"Houle": "-", "Margara": (0, (6, 2)), "Subramanian": (0, (1, 1.5)),
+                  "Elsässer": (0, (5, 1.5, 1, 1.5)), "Ghosh": (0, (3, 1, 1, 1, 1, 1))}
+
+
+def family_style(algorithm: str) -> object:
+    """The line style of the paper family that ``algorithm`` belongs to."""
+    from ..engine import PROTOCOLS
+
+    if algorithm in PROTOCOLS:
+        paper = PROTOCOLS.get(algorithm).paper
+        for key, style in _FAMILY_STYLES.items():
+            if paper.startswith(key):
+                return style
+    return "-"
 
 
 def new_figure(ncols: int = 2, width: float = 11.0, height: float = 4.2):
@@ -19,25 +35,33 @@ def new_figure(ncols: int = 2, width: float = 11.0, height: float = 4.2):
     return fig, np.atleast_1d(axes)
 
 
-def _positive(y):
-    y = np.asarray(y, dtype=float)
-    return np.where(y > 0, y, np.nan)
+def plot_compare(results, path, *, title: str | None = None, metrics=("discrepancy", "l2_error"),
+                 floor: float = 0.5) -> Path:
+    """Overlay the traces of several runs, one panel per metric.
 
-
-def plot_compare(results, path, *, title: str | None = None, metrics=("discrepancy", "l2_error")) -> Path:
-    """Overlay the traces of several runs (one line each), one panel per metric, log scale."""
+    Both axes are logarithmic (the step axis symmetric-log so that step 0 shows). Values below
+    ``floor`` are drawn at the floor: an integer protocol that reaches discrepancy 0 ends on the
+    bottom edge, and the real-valued schemes' descent below half a token is cut where it no longer
+    matters for indivisible tokens.
+    """
     import matplotlib.pyplot as plt
 
-    fig, axes = new_figure(len(metrics))
-    for r in results:
+    width = 12.5 if len(results) > 6 else 11.0
+    fig, axes = new_figure(len(metrics), width=width, height=4.6)
+    colours = plt.get_cmap("tab20" if len(results) > 10 else "tab10")
+    for k, r in enumerate(results):
+        style = family_style(r.algorithm)
         for ax, m in zip(axes, metrics):
-            ax.plot(r.trace["step"], _positive(r.trace[m]), label=r.algorithm, lw=1.4)
+            y = np.maximum(np.asarray(r.trace[m], dtype=float), floor)
+            ax.plot(r.trace["step"], y, label=r.algorithm, lw=1.4, ls=style, color=colours(k % colours.N))
     for ax, m in zip(axes, metrics):
         ax.set_xlabel("step")
-        ax.set_ylabel(m.replace("_", " "))
+        ax.set_ylabel(m.replace("_", " ") + f" (floor {floor:g})")
+        ax.set_xscale("symlog", linthresh=10)
         ax.set_yscale("log")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both", lw=0.4)
+    if len(results) > 1:
+        axes[-1].legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     if title:
         fig.suptitle(title)
     path = Path(path)
