@@ -88,3 +88,22 @@ def test_biconnected_graph_is_its_own_supergraph():
     g = make_graph("torus:4x4")
     h, relay = biconnected_supergraph(g)
     assert h is g and np.all(relay == -1)
+
+
+@given(st.integers(2, 12), st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), max_size=30))
+@settings(max_examples=80, deadline=None)
+def test_st_numbering_refuses_exactly_the_graphs_that_are_not_biconnected(n, pairs):
+    edges = sorted({(min(a, b), max(a, b)) for a, b in pairs if a != b and max(a, b) < n})
+    g = Graph.from_edges(n, edges, spec="hypothesis")
+    if g.m == 0:
+        return
+    s, t = int(g.u[0]), int(g.v[0])
+    ok = nx.is_biconnected(g.to_networkx()) if n > 2 else g.m == 1
+    try:
+        st_numbering(g, s, t)
+        assert ok
+    except TokendistError as exc:
+        assert not ok and ("cut vertex" in str(exc) or "not connected" in str(exc))
+        if "cut vertex" in str(exc):
+            cut = int(str(exc).rsplit(" ", 1)[1])
+            assert cut in set(nx.articulation_points(g.to_networkx()))

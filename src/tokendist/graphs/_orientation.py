@@ -21,6 +21,7 @@ R. E. Tarjan, Two streamlined depth-first search algorithms, Fund. Inform. 9 (19
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from ..errors import TokendistError
@@ -30,26 +31,9 @@ __all__ = ["st_numbering", "st_orientation", "biconnected_supergraph", "orientat
 
 
 def _cut_vertices(graph) -> list[int]:
-    try:  # the shared implementation (graphs/_trees.py) when it is there
-        from . import _trees
+    from ._trees import cut_vertices
 
-        fn = getattr(_trees, "cut_vertices", None)
-        if fn is not None:
-            return sorted(int(x) for x in fn(graph))
-    except ImportError:  # pragma: no cover
-        pass
-    import networkx as nx
-
-    return sorted(int(x) for x in nx.articulation_points(graph.to_networkx()))
-
-
-def _require_biconnected(graph, what: str) -> None:
-    name = graph.spec or "this graph"
-    if graph.n >= 2 and not graph.is_connected:
-        raise TokendistError(f"{what} needs a biconnected graph; {name} is not connected")
-    cuts = _cut_vertices(graph) if graph.n >= 3 else []
-    if cuts:
-        raise TokendistError(f"{what} needs a biconnected graph; {name} has cut vertex {cuts[0]}")
+    return sorted(int(x) for x in cut_vertices(graph))
 
 
 def _default_ends(graph, s, t) -> tuple[int, int]:
@@ -105,51 +89,89 @@ def st_numbering(graph, s: int | None = None, t: int | None = None) -> np.ndarra
             raise TokendistError(f"st-numbering: vertex {x} is not in the graph (n = {n})")
     if s == t or graph.edge_index(s, t) < 0:
         raise TokendistError(f"st-numbering: s = {s} and t = {t} must be adjacent")
-    _require_biconnected(graph, "st-numbering")
-    indptr, indices = graph.indptr, graph.indices
+    order, parent, low, pre, visited = _st_dfs(graph.indptr, graph.indices, s, t)
+    name = graph.spec or "this graph"
+    if visited < n:
+        raise TokendistError(f"st-numbering needs a biconnected graph; {name} is not connected")
+    cut = _dfs_cut_vertex(order, parent, low, pre, s)
+    if cut >= 0:
+        raise TokendistError(f"st-numbering needs a biconnected graph; {name} has cut vertex {cut}")
+    return _st_list(order, parent, low, s, t)
+
+
+@numba.njit(cache=True, nogil=True)
+def _st_dfs(indptr, indices, s, t):
+    """Iterative DFS from s whose first tree edge is st: preorder, parents, low-point vertices."""
+    n = indptr.shape[0] - 1
     pre = np.full(n, -1, dtype=np.int64)
     parent = np.full(n, -1, dtype=np.int64)
-    low = np.arange(n, dtype=np.int64)
-    order = []
-    # Iterative DFS; s visits t first so that st is the first tree edge.
-    pre[s] = 0
-    order.append(s)
-    s_nbrs = [t] + [int(x) for x in indices[indptr[s]:indptr[s + 1]] if x != t]
-    stack = [(s, iter(s_nbrs))]
-    while stack:
-        v, it = stack[-1]
-        advanced = False
-        for w in it:
-            w = int(w)
+    low = np.arange(n)
+    order = np.empty(n, dtype=np.int64)
+    it = indptr[:-1].astype(np.int64).copy()
+    stack = np.empty(n, dtype=np.int64)
+    pre[s], order[0] = 0, s
+    pre[t], order[1], parent[t] = 1, t, s
+    stack[0], stack[1] = s, t
+    sp, cnt = 2, 2
+    while sp > 0:
+        v = stack[sp - 1]
+        if it[v] < indptr[v + 1]:
+            w = indices[it[v]]
+            it[v] += 1
             if pre[w] < 0:
-                pre[w] = len(order)
-                order.append(w)
+                pre[w] = cnt
+                order[cnt] = w
+                cnt += 1
                 parent[w] = v
-                stack.append((w, iter(indices[indptr[w]:indptr[w + 1]].tolist())))
-                advanced = True
-                break
-            if w != parent[v] and pre[w] < pre[low[v]]:
+                stack[sp] = w
+                sp += 1
+            elif w != parent[v] and pre[w] < pre[low[v]]:
                 low[v] = w  # back edge
-        if not advanced:
-            stack.pop()
+        else:
+            sp -= 1
             p = parent[v]
             if p >= 0 and pre[low[v]] < pre[low[p]]:
                 low[p] = low[v]
+    return order[:cnt], parent, low, pre, cnt
+
+
+@numba.njit(cache=True, nogil=True)
+def _dfs_cut_vertex(order, parent, low, pre, s):
+    """A cut vertex found by the DFS (-1 if none): p with a child v whose subtree reaches no proper
+    ancestor of p (pre[low[v]] >= pre[p]), or the root s with two tree children."""
+    root_children = 0
+    for k in range(1, order.shape[0]):
+        v = order[k]
+        p = parent[v]
+        if p == s:
+            root_children += 1
+            if root_children > 1:
+                return s
+        elif pre[low[v]] >= pre[p]:
+            return p
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _st_list(order, parent, low, s, t):
+    """Tarjan's list insertion; returns the position of every vertex in the final list."""
+    n = order.shape[0]
     nxt = np.full(n, -1, dtype=np.int64)
     prv = np.full(n, -1, dtype=np.int64)
+    minus = np.zeros(n, dtype=np.bool_)
     nxt[s], prv[t] = t, s
-    minus = np.zeros(n, dtype=bool)
     minus[s] = True
-    for v in order[2:]:
+    for k in range(2, n):
+        v = order[k]
         p = parent[v]
-        if minus[low[v]]:  # insert v before p(v)
+        if minus[low[v]]:  # insert v just before p(v); sign(p) = +
             a = prv[p]
             prv[v], nxt[v] = a, p
             prv[p] = v
             if a >= 0:
                 nxt[a] = v
             minus[p] = False
-        else:  # insert v after p(v)
+        else:  # insert v just after p(v); sign(p) = -
             b = nxt[p]
             nxt[v], prv[v] = b, p
             nxt[p] = v
@@ -194,6 +216,18 @@ def orientation_sources_sinks(graph, direction: np.ndarray) -> tuple[np.ndarray,
     return np.flatnonzero(indeg == 0), np.flatnonzero(outdeg == 0)
 
 
+def _is_biconnected(graph) -> bool:
+    # One DFS (the one the st-numbering uses) decides it without building a networkx graph.
+    if graph.m == 0:
+        return graph.n <= 1
+    s = 0
+    nb = graph.neighbours(s)
+    if len(nb) == 0:
+        return False
+    order, parent, low, pre, visited = _st_dfs(graph.indptr, graph.indices, s, int(nb[0]))
+    return visited == graph.n and _dfs_cut_vertex(order, parent, low, pre, s) < 0
+
+
 def biconnected_supergraph(graph) -> tuple[Graph, np.ndarray]:
     """The supergraph H of Sec. 4, Case 2, and the relay vertex of each of its edges.
 
@@ -209,7 +243,9 @@ def biconnected_supergraph(graph) -> tuple[Graph, np.ndarray]:
         Per edge of H: -1 for an edge of G, else the cut vertex c through which G simulates it
         (the path a - c - b, dilation 2).
     """
-    cuts = _cut_vertices(graph) if graph.n >= 3 else []
+    if graph.n < 3 or _is_biconnected(graph):
+        return graph, np.full(graph.m, -1, dtype=np.int64)
+    cuts = _cut_vertices(graph)
     relay_of: dict[tuple[int, int], int] = {}
     for c in cuts:
         nb = [int(x) for x in graph.neighbours(c)]

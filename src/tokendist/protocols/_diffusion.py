@@ -56,7 +56,9 @@ def _rounded_kernel(indptr, indices, csr_edges, alpha, hops, loads, mode, coins,
     """One rounded-diffusion step, per node over its CSR row; returns token-hops moved.
 
     Node i loses what it sends to every lighter neighbour and gains what every heavier neighbour
-    sends it; both ends of an edge compute the same rounded amount from the same two loads.
+    sends it; both ends of an edge compute the same rounded amount from the same two loads. The
+    floor and ceiling are taken with the snapping tolerance (``floor(x + tol)``, ``ceil(x - tol)``),
+    which equals rounding the snapped x, without branches.
     """
     moved = 0
     for i in range(loads.shape[0]):
@@ -65,30 +67,26 @@ def _rounded_kernel(indptr, indices, csr_edges, alpha, hops, loads, mode, coins,
         sent = 0
         for k in range(indptr[i], indptr[i + 1]):
             j = indices[k]
-            wj = loads[j]
-            if wi == wj:
+            d = wi - loads[j]
+            if d == 0:
                 continue
             e = csr_edges[k]
-            diff = wi - wj if wi > wj else wj - wi
-            x = alpha[e] * diff
-            r = np.rint(x)
-            if abs(x - r) <= _SNAP * max(1.0, x):
-                x = r
-            fl = np.floor(x)
-            amt = np.int64(fl)
-            if x != fl:
-                if mode == 1:
-                    amt += 1
-                elif mode == 2:
-                    p = (x - fl) if coin_fraction else alpha[e]
-                    if coins[e] < p:
-                        amt += 1
-                elif mode == 3:
-                    # The sender is u[e] exactly when it has the smaller id; +1 orients u -> v.
-                    sender_is_u = (i < j) if wi > wj else (j < i)
-                    if (orient[e] > 0) == sender_is_u:
-                        amt += 1
-            if wi > wj:
+            x = alpha[e] * (d if d > 0 else -d)
+            tol = _SNAP * max(1.0, x)
+            fl = np.floor(x + tol)
+            up = np.ceil(x - tol) > fl  # x is not (nearly) an integer
+            if mode == 1:
+                pass
+            elif mode == 0:
+                up = False
+            elif mode == 2:
+                up = up and coins[e] < ((x - fl) if coin_fraction else alpha[e])
+            else:
+                # The sender is u[e] (the smaller id) when d > 0 and i < j, or d < 0 and j < i;
+                # +1 orients u -> v, so the sender sends a ceiling when orient[e] > 0 matches.
+                up = up and ((orient[e] > 0) == ((d > 0) == (i < j)))
+            amt = np.int64(fl) + np.int64(up)
+            if d > 0:
                 delta -= amt
                 sent += amt
                 moved += amt * hops[e]
