@@ -107,8 +107,8 @@ def roundings(ctx) -> Reproduction:
     rep = Reproduction("subramanian-roundings", "Sec. 4: the four roundings for indivisible tasks", PAPER + ", Sec. 4")
     specs = ["ring:8", "torus:4x4", "path:6"] if ctx.quick else \
         ["ring:16", "torus:8x8", "torus:4x4x4", "hypercube:6", "complete:8", "path:10", "star:8", "kary:2,3"]
-    seeds = list(range(3 if ctx.quick else 12))
-    steps = 400 if ctx.quick else 6000
+    seeds = list(range(3 if ctx.quick else 8))
+    steps = 400 if ctx.quick else 3000
     rows, stats = _rounding_runs(specs, seeds, steps)
     rep.tables.append(Table(
         f"Outcome over {len(seeds)} starts (first: 10N tasks on node 0, then random:0..20), {steps} iterations max",
@@ -140,8 +140,9 @@ def roundings(ctx) -> Reproduction:
         "st-orientation rounding 'guarantees convergence to the balanced distribution'",
         ob == ot,
         f"{ob}/{ot} runs balanced; {ofix}/{ot} reached a fixed point, where loads never decrease along a directed "
-        "edge and rise by < 1/P_ab against it, so the discrepancy can reach ceil(1/P_st) - 1. Counterexample: "
-        "ring:4, P_ij = 1/4, loads (0, 3, 2, 1) is a fixed point (see docs/subramanian-scherson.md)"))
+        "edge and rise by < 1/P_ab against it, so the discrepancy can reach ceil(1/P_st) - 1; the others cycle "
+        "(e.g. torus:8x8, random:0..20, seed 2: a 12-cycle). Counterexample: ring:4, P_ij = 1/4, loads "
+        "(0, 3, 2, 1) is a fixed point (see docs/subramanian-scherson.md)"))
     rep.notes.append("diffusion-random uses the coin of the OCR text (HEAD with probability P_ij); "
                      "--param coin=fraction uses the fractional part of the due amount.")
     return rep
