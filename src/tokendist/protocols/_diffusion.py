@@ -25,6 +25,7 @@ floating-point P such as 1/3 rounds as the exact rational would.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numba
 import numpy as np
@@ -43,9 +44,18 @@ _FLOOR, _CEIL, _RANDOM, _ORIENTED = range(4)
 _COINS = ("pij", "fraction")
 _SNAP = 1e-9
 
+def number(text: str) -> float:
+    """A parameter value given as a decimal or a fraction (``0.5``, ``1/3``)."""
+    try:
+        return float(Fraction(text.strip()))
+    except ZeroDivisionError:
+        raise ValueError(text) from None
+
+
 _MATRIX_PARAMS = (
     Param("matrix", str, "degree", f"diffusivity matrix P: {MATRIX_SPECS} (default P_ij = 1/(2 max(d_i, d_j)))"),
-    Param("min_diag", float, 0.5, "lower bound required of every P_ii (Sec. 2: 1/2; 'any positive constant will do')"),
+    Param("min_diag", number, 0.5, "lower bound required of every P_ii (Sec. 2: 1/2; 'any positive constant will "
+          "do'); a decimal or a fraction such as 1/3"),
 )
 
 
