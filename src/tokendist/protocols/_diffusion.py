@@ -33,6 +33,7 @@ import numpy as np
 from .._random import counter_uniform, counter_uniform_scalar, stream_key
 from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
+from ..graphs import biconnected_supergraph, orientation_sources_sinks, st_orientation
 from ._diffusivity import MATRIX_SPECS, default_diffusivity, diffusion_matrix, diffusivity
 
 __all__ = ["Diffusion", "DiffusionFloor", "DiffusionCeil", "DiffusionRandom", "DiffusionOriented",
@@ -441,8 +442,6 @@ class DiffusionOriented(_RoundedDiffusion):
     )
 
     def _setup(self, graph, rng):
-        from ..graphs import biconnected_supergraph, st_orientation
-
         super()._setup(graph, rng)
         if graph.n <= 1:
             self.orient = np.zeros(0, dtype=np.int8)
@@ -490,8 +489,6 @@ class DiffusionOriented(_RoundedDiffusion):
     def report(self):
         rep = super().report()
         if self.orient is not None and self.orient.size:
-            from ..graphs import orientation_sources_sinks
-
             src, snk = orientation_sources_sinks(self.h, self.orient)
             rep.update(source=int(src[0]), sink=int(snk[0]), added_edges=int((self.relay >= 0).sum()))
         return rep
