@@ -1,6 +1,6 @@
 """The THRESHOLD-1 theory of Houle, Symvonis and Wood (2004), Section 4, made computable.
 
-* subtree sizes ``|T(x, y)|`` and the stable gaps ``SG_1(T)`` (Sec. 4.3);
+* subtree sizes ``|T(x, y)|`` (:func:`edge_subtree_sizes`) and the stable gaps ``SG_1(T)`` (Sec. 4.3);
 * the stability of every gap, ``SG_i(T)`` and ``MSD(T)`` (Sec. 4.3; the fast search is in
   :mod:`tokendist.analysis._msd`);
 * the observer tour, the c-orderings and the c-gaps of an edge-coloured tree (Sec. 4.1);
@@ -24,7 +24,7 @@ from ._bounds import register_bounds
 from ._msd import (gap_stability, gap_stability_naive, generators_from_sizes, kary_order, kary_subtree_sizes,
                    msd_from_sizes)
 
-__all__ = ["subtree_sizes", "stable_gaps_1", "stable_gaps", "stability", "msd", "msd_of_spec",
+__all__ = ["edge_subtree_sizes", "stable_gaps_1", "stable_gaps", "stability", "msd", "msd_of_spec",
            "gap_stability", "gap_stability_naive", "msd_from_sizes", "kary_order", "kary_subtree_sizes",
            "partner_table", "round_map", "c_ordering", "c_gap", "gap_positions", "observer_tour",
            "theorem12_distribution", "construct_subgraph", "lemma15_terms", "lemma13_bound",
@@ -37,36 +37,28 @@ def _require_tree(tree) -> None:
 
 
 # ---------------------------------------------------------------------------- subtree sizes
-@numba.njit(cache=True, nogil=True)
-def _accumulate_sizes(order, pred, size):  # pragma: no cover - compiled
-    for i in range(order.shape[0] - 1, 0, -1):
-        x = order[i]
-        size[pred[x]] += size[x]
-
-
-def subtree_sizes(tree) -> np.ndarray:
+def edge_subtree_sizes(tree) -> np.ndarray:
     """``|T(u_e, v_e)|`` for every edge ``e``: the nodes on ``u_e``'s side once ``e`` is removed.
 
-    ``|T(v_e, u_e)| = n - |T(u_e, v_e)|``. ``O(n)``: one scipy BFS from node 0 and one pass
-    accumulating sizes from the leaves up.
+    ``|T(v_e, u_e)| = n - |T(u_e, v_e)|``. ``O(n)``: the subtree sizes of the tree rooted at 0
+    (:func:`tokendist.graphs.subtree_sizes`); removing an edge leaves the child's subtree on the
+    child's side.
 
     Examples
     --------
     >>> from tokendist.graphs import path_graph
-    >>> subtree_sizes(path_graph(4)).tolist()
+    >>> edge_subtree_sizes(path_graph(4)).tolist()
     [1, 2, 3]
     """
-    _require_tree(tree)
-    from scipy.sparse.csgraph import breadth_first_order
+    from ..graphs import parents, subtree_sizes
 
+    _require_tree(tree)
     n = tree.n
     if n == 1:
         return np.zeros(0, dtype=np.int64)
-    order, pred = breadth_first_order(tree.adjacency, 0, directed=False, return_predecessors=True)
-    size = np.ones(n, dtype=np.int64)
-    _accumulate_sizes(order.astype(np.int64), pred.astype(np.int64), size)
+    size = subtree_sizes(tree, 0)
+    pred = parents(tree, 0)
     child_is_v = pred[tree.v] == tree.u
-    # Removing edge e leaves the child's subtree on the child's side.
     return np.where(child_is_v, n - size[tree.v], size[tree.u])
 
 
@@ -79,7 +71,7 @@ def stable_gaps_1(tree) -> np.ndarray:
     >>> stable_gaps_1(kary_tree(2, 2)).tolist()
     [1, 3, 4, 6]
     """
-    return generators_from_sizes(tree.n, subtree_sizes(tree))
+    return generators_from_sizes(tree.n, edge_subtree_sizes(tree))
 
 
 def stability(tree) -> np.ndarray:
@@ -277,31 +269,12 @@ def _component(adj, start, allowed: set, banned: int) -> set:
 def _centroid(adj, nodes: set) -> int:
     """A centroid of the subtree induced on ``nodes``: least largest component after removal; ties
     go to the smallest node id (Kang and Ault 1975: that component has at most |nodes|/2 nodes)."""
-    from ..graphs import Graph
-
-    try:
-        from ..graphs import tree_centroid
-    except ImportError:  # TEMPORARY until graphs/_trees.py lands; removed before the final commit
-        tree_centroid = _tmp_centroid
+    from ..graphs import Graph, tree_centroid
     index = {x: i for i, x in enumerate(sorted(nodes))}
     edges = [(index[x], index[y]) for x in nodes for y in adj[x] if y in index and x < y]
     sub = Graph.from_edges(len(index), edges)
     centre = np.atleast_1d(np.asarray(tree_centroid(sub)))
     return sorted(nodes)[int(centre.min())]
-
-
-def _tmp_centroid(g):  # TEMPORARY fallback, see _centroid
-    import networkx as nx
-
-    t = g.to_networkx()
-    best = None
-    for v in range(g.n):
-        h = t.copy()
-        h.remove_node(v)
-        c = max((len(x) for x in nx.connected_components(h)), default=0)
-        if best is None or c < best[0]:
-            best = (c, v)
-    return best[1]
 
 
 def construct_subgraph(tree, p: int, *, leaf: int | None = None, order: str = "neighbour") -> dict:

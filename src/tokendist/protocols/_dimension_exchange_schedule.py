@@ -29,10 +29,7 @@ def spanning_tree(graph, how: str):
     The result keeps ``base_edges`` (each tree edge's index in ``graph``) so that flows can be
     reported on the graph's edges.
     """
-    try:
-        from ..graphs import bfs_tree, min_diameter_spanning_tree
-    except ImportError:  # TEMPORARY until graphs/_trees.py lands; removed before the final commit
-        bfs_tree, min_diameter_spanning_tree = _tmp_bfs_tree, _tmp_bfs_tree
+    from ..graphs import bfs_tree, min_diameter_spanning_tree
 
     if not graph.is_connected:
         raise TokendistError(f"a spanning tree needs a connected graph; {graph.spec or 'this graph'} is not connected")
@@ -134,12 +131,3 @@ def make_schedule(run_graph, *, colouring: str = "auto", colour_start: int = 0, 
     return Schedule(graph, colours, chi, colour_start % chi, np.ascontiguousarray(graph.u[order]),
                     np.ascontiguousarray(graph.v[order]), np.ascontiguousarray(eid, dtype=np.int64), offsets, partner)
 
-
-def _tmp_bfs_tree(graph):  # TEMPORARY fallback, see spanning_tree
-    from scipy.sparse.csgraph import breadth_first_order
-
-    order, pred = breadth_first_order(graph.adjacency, 0, directed=False, return_predecessors=True)
-    child = order[1:]
-    mask = np.zeros(graph.m, dtype=bool)
-    mask[graph.edge_index(child, pred[child])] = True
-    return graph.edge_subgraph(mask)
