@@ -169,6 +169,14 @@ def gnp_graph(n: int, p: float, seed=None, *, connected: bool = True, max_tries:
     check_size(spec, n)
     if p * n * (n - 1) / 2 > _MAX_EDGES:
         raise SpecError(f"bad spec {spec!r}: about {p * n * (n - 1) / 2:.3g} edges is too many")
+    if connected and n > 1:
+        # Fail fast below the connectivity threshold: with mu expected isolated nodes a sample has
+        # none with probability about exp(-mu) (Poisson limit), so for mu > 5 fewer than 1 in 150
+        # samples are connected and max_tries = 100 rejections would almost surely fail anyway.
+        mu = n * math.exp((n - 1) * math.log1p(-p)) if p < 1.0 else 0.0
+        if mu > 5.0:
+            raise TokendistError(f"{spec}: a connected sample is too unlikely (about {mu:.3g} isolated nodes "
+                                 f"expected); the connectivity threshold is P = ln(N)/N = {math.log(n) / n:.3g}")
     for _ in range(max_tries if connected else 1):
         i, j = _gnp_edges(n, p, rng)
         g = Graph(n, *_sorted(i, j, n), spec=spec)
