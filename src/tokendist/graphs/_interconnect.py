@@ -177,12 +177,14 @@ def lps_generators(p: int, q: int) -> np.ndarray:
 
     A quaternion ``alpha = (a0, a1, a2, a3)`` maps to
     ``[[a0 + a1 x + a3 y, -a1 y + a2 + a3 x], [-a1 y - a2 + a3 x, a0 - a1 x - a3 y]]`` mod q, where
-    ``x^2 + y^2 + 1 = 0`` mod q (the smallest such x, then y). This is an isomorphism of the
+    ``x^2 + y^2 + 1 = 0`` mod q (the smallest such x, then the smaller root y). This is an isomorphism of the
     quaternion algebra mod q onto ``M_2(F_q)`` with determinant = norm = p (Davidoff, Sarnak,
     Valette 2003, Section 4.2); for q = 1 mod 4 it is conjugate to LPS's
     ``[[a0 + i a1, a2 + i a3], [-a2 + i a3, a0 - i a1]]`` with ``i^2 = -1``.
     """
-    sq = {(t * t) % q: t for t in range(q)}
+    sq = {}
+    for t in range(q):
+        sq.setdefault((t * t) % q, t)  # the smaller square root
     x = y = None
     for xx in range(q):
         need = (-1 - xx * xx) % q
@@ -275,7 +277,9 @@ def lps_graph(p: int, q: int) -> Graph:
     for s in gens:
         prod = np.stack([a0 * s[0, 0] + b0 * s[1, 0], a0 * s[0, 1] + b0 * s[1, 1],
                          c0 * s[0, 0] + d0 * s[1, 0], c0 * s[0, 1] + d0 * s[1, 1]], axis=1) % q
-        target = np.searchsorted(codes, _code(_normalise(prod, q, inv), q))
+        code = _code(_normalise(prod, q, inv), q)
+        target = np.minimum(np.searchsorted(codes, code), n - 1)
+        assert np.array_equal(codes[target], code), "LPS generator left the group"  # a bug, never user input
         us.append(np.arange(n, dtype=np.int64))
         vs.append(target)
     # Each edge appears twice (s and its inverse class); merging is exact, never hides a collision
