@@ -70,7 +70,8 @@ def ghosh_bounds(graph, loads, algo: str) -> dict:
     if mu is not None and not ex["mu"]["exact"]:
         mu = ex["mu"]["lower"]
     out = {"paper": "Ghosh et al. 1995", "n": n, "d": d, "rho": rho, "Delta": delta,
-           "alpha": ex["alpha"], "mu": ex["mu"]}
+           "alpha": ex["alpha"], "mu": ex["mu"], "alpha_used": alpha, "mu_used": mu,
+           "expansion_note": "figures use the exact expansion, or its lower bound when only bounds are known"}
     if not alpha or n < 2:
         out["note"] = "edge expansion unavailable or zero: no expansion bounds"
         return out
