@@ -212,3 +212,18 @@ def test_user_errors():
         msd(make_graph("ring:5"))
     with pytest.raises(TokendistError):
         construct_subgraph(make_graph("path:4"), 4)
+
+
+def test_registered_bounds_threshold1_threshold2_discrepancy1():
+    from tokendist.analysis import predict
+
+    g = make_graph("kary:2,4")
+    loads = td.make_loads("msd-stable", g)
+    p1 = predict("threshold1", g, loads)
+    assert p1["msd"] == 3 and p1["bound_theorem16"] == 6 and p1["bound_lemma17"] == 5
+    assert predict("threshold2", make_graph("grid:3x5"), np.zeros(15))["final_discrepancy_bound"] == 6
+    p = predict("discrepancy1", make_graph("ring:6"), np.array([7, 0, 0, 0, 0, 0]))
+    assert p["time_bound"] == 2 * 6 * p["chi"] * 6 and p["final_discrepancy_bound"] == 1
+    with pytest.raises(TokendistError):
+        predict("threshold1", make_graph("ring:6"), np.zeros(6))
+    assert predict("threshold1", make_graph("ring:6"), np.zeros(6), {"spanning_tree": "bfs"})["msd"] == 1

@@ -38,9 +38,13 @@ __all__ = ["gap_stability", "gap_stability_naive", "msd_from_sizes", "kary_subtr
 
 def generators_from_sizes(n: int, sizes) -> np.ndarray:
     """``SG_1`` from subtree sizes: the distinct values ``s`` and ``n - s`` in ``1 .. n-1``, sorted."""
-    s = np.unique(np.asarray(sizes, dtype=np.int64))
+    s = np.asarray(sizes, dtype=np.int64)
     s = s[(s >= 1) & (s <= n - 1)]
-    return np.union1d(s, n - s).astype(np.int64)
+    # A presence mask, not np.unique: O(n) and, with numpy 2.4, far faster on a million sizes.
+    present = np.zeros(max(n, 1), dtype=bool)
+    present[s] = True
+    present[n - s] = True
+    return np.flatnonzero(present).astype(np.int64)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -194,7 +194,7 @@ def c_ordering(tree, colours=None, c: int = 0, start: int = 0, chi: int | None =
     """
     out = partner_table(tree, colours, chi)
     seq, back = _orbit(round_map(out, c % out.shape[1]), int(start))
-    if back != start or np.unique(seq).size != tree.n:
+    if back != start or np.bincount(seq, minlength=tree.n).max() != 1:
         raise RuntimeError("the observer tour is not a single cycle: Lemma 6 failed (not a tree?)")
     return seq
 
@@ -446,9 +446,9 @@ def _threshold1_bounds(graph, loads, params):
 @register_bounds("discrepancy1")
 def _discrepancy1_bounds(graph, loads, params):
     tree = _tree_for(graph, params, "bfs")
-    from ..graphs import edge_colouring
+    from ..protocols._dimension_exchange_schedule import resolve_colouring
 
-    chi = int(edge_colouring(tree).max()) + 1 if tree.m else 1
+    chi = int(resolve_colouring(tree, str(params.get("colouring", "auto"))).max()) + 1 if tree.m else 1
     d0 = int(np.max(loads) - np.min(loads)) if len(loads) else 0
     return {"final_discrepancy_bound": min(d0, 1), "time_bound": 2 * max(d0 - 1, 0) * chi * tree.n,
             "chi": chi, "basis": "Theorem 18: discrepancy <= 1 within 2 (Delta_0 - 1) chi n steps"}
