@@ -42,6 +42,12 @@ def butterfly_graph(d: int) -> Graph:
     joined to ``((l+1) mod d, w)`` (straight edge) and ``((l+1) mod d, w xor 2^l)`` (cross edge)
     (Leighton 1992, Section 3.1.2). For d < 3 the wrap-around produces parallel edges, so the
     family starts at d = 3.
+
+    Examples
+    --------
+    >>> g = butterfly_graph(6)
+    >>> g.n, g.m, set(g.degrees.tolist())
+    (384, 768, {4})
     """
     if d < 3:
         raise SpecError(f"a wrapped butterfly needs d >= 3 (got {d})")
@@ -255,6 +261,12 @@ def lps_graph(p: int, q: int) -> Graph:
 
     LPS state the theorem for p, q = 1 mod 4; the same construction for p = 3 mod 4 is the one of
     Davidoff, Sarnak and Valette (2003), which Elsässer et al. use with p = 3 (RAMAN-C(3,7)).
+
+    Examples
+    --------
+    >>> g = lps_graph(3, 7)          # (3/7) = -1: PGL(2, 7)
+    >>> g.n, set(g.degrees.tolist()), g.is_connected
+    (336, {4}, True)
     """
     spec = f"lps:{p},{q}"
     _check_pq(spec, p, q)
@@ -310,6 +322,12 @@ def lps_quotient_graph(p: int, q: int) -> Graph:
     generator that fixes both points of a pair would give a self-loop, and two generators that
     agree on a pair a parallel edge; both are dropped/merged, so the graph can have degrees
     below p + 1.
+
+    Examples
+    --------
+    >>> g = lps_quotient_graph(3, 17)
+    >>> g.n, g.max_degree
+    (306, 4)
     """
     spec = f"lps-quotient:{p},{q}"
     _check_pq(spec, p, q)
