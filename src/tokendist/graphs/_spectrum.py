@@ -1,0 +1,264 @@
+"""Laplacian spectra: lambda2 (algebraic connectivity), its multiplicity, the Fiedler vector and
+the diffusion norm gamma.
+
+The diffusion bounds are stated through the second smallest Laplacian eigenvalue ``lambda2``
+(Elsässer, Monien and Schamberger 2006, Sec. 2, Lemma 1: FOS needs ``Theta((d / lambda2) ln(..))``
+steps) and through the second largest eigenvalue of the diffusion matrix in absolute value
+(``gamma``, the *diffusion norm*, same section; the error bound of Subramanian and Scherson 1994).
+
+Solvers (the method used is returned by :func:`smallest_laplacian_eigenvalues`):
+
+* ``n <= DENSE_LIMIT`` (2000): dense ``numpy.linalg.eigvalsh`` / ``eigh`` of the symmetric matrix;
+  all eigenvalues, exact to rounding.
+* larger: Lanczos (``scipy.sparse.linalg.eigsh``, ``which="LA"``) on the flipped matrix
+  ``c I - L`` (``c`` = twice the largest weighted degree >= lambda_max), whose largest
+  eigenvalues are the smallest of L, with the kernel vector ``S^{1/2} 1`` deflated. Lanczos finds a
+  multiple eigenvalue only a few copies at a time, so lambda2's eigenvectors found so far are
+  deflated too (``c I - L - c V V^T``) and Lanczos runs again until a run finds no further copy:
+  the multiplicity is then counted in full (e.g. 12 for ``hypercube:12``, 4 for ``torus:60x60``).
+  Convergence slows down when lambda2 is tiny compared with lambda_max (large meshes).
+
+Multiplicity: the number of eigenvalues within ``tol * max(1, lambda_max)`` of ``lambda2``
+(default ``tol = 1e-8``), lambda_max bounded by twice the largest weighted degree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import TokendistError
+
+__all__ = ["laplacian", "laplacian_spectrum", "lambda2", "smallest_laplacian_eigenvalues", "fiedler_vector",
+           "second_largest_abs_eigenvalue", "DENSE_LIMIT"]
+
+#: Largest n for which the dense eigensolver is used.
+DENSE_LIMIT = 2000
+
+
+def laplacian(graph, *, generalized: bool = False, symmetric: bool = True) -> sp.csr_array:
+    """The Laplacian ``L = D - A`` of ``graph`` as a sparse matrix.
+
+    Parameters
+    ----------
+    generalized : bool
+        False (default): the combinatorial Laplacian of the unweighted graph (every edge weight 1,
+        capacities ignored), as in Table 1 of Elsässer et al. 2006. True: the generalised Laplacian
+        of a heterogeneous network (Elsässer et al. 2006, Sec. 2): edge weights are the
+        capacities ``c_ij`` (1 if none), ``D`` the weighted degrees, and node speeds ``S``
+        enter as below.
+    symmetric : bool
+        Only with ``generalized=True``. The paper's matrix is ``L S^{-1}``, which is not
+        symmetric. It is similar to ``S^{-1/2} L S^{-1/2}`` (conjugate by ``S^{1/2}``), so both
+        have the same, real, non-negative eigenvalues; True (default) returns the symmetric form,
+        which the eigensolvers use; False returns ``L S^{-1}`` itself.
+
+    Examples
+    --------
+    >>> from tokendist.graphs import path_graph
+    >>> laplacian(path_graph(3)).toarray().tolist()
+    [[1.0, -1.0, 0.0], [-1.0, 2.0, -1.0], [0.0, -1.0, 1.0]]
+    """
+    n = graph.n
+    w = np.ones(graph.m) if (not generalized or graph.capacities is None) else np.asarray(graph.capacities)
+    rows = np.concatenate([graph.u, graph.v])
+    cols = np.concatenate([graph.v, graph.u])
+    a = sp.coo_array((np.concatenate([w, w]), (rows, cols)), shape=(n, n))
+    deg = np.bincount(rows, weights=np.concatenate([w, w]), minlength=n)
+    lap = (sp.diags_array(deg) - a).tocsr()
+    if generalized and graph.speeds is not None:
+        s = np.asarray(graph.speeds, dtype=np.float64)
+        if symmetric:
+            r = sp.diags_array(1.0 / np.sqrt(s))
+            lap = (r @ lap @ r).tocsr()
+        else:
+            lap = (lap @ sp.diags_array(1.0 / s)).tocsr()
+    return lap
+
+
+def laplacian_spectrum(graph, *, generalized: bool = False) -> np.ndarray:
+    """All Laplacian eigenvalues in increasing order (dense; refuses ``n > 4 * DENSE_LIMIT``)."""
+    if graph.n > 4 * DENSE_LIMIT:
+        raise TokendistError(f"the full spectrum of a {graph.n}-node graph is too expensive; use lambda2()")
+    return np.linalg.eigvalsh(laplacian(graph, generalized=generalized).toarray())
+
+
+def _tol_scale(graph, generalized: bool, tol: float) -> float:
+    lap = laplacian(graph, generalized=generalized)
+    lam_max_bound = 2.0 * float(np.abs(lap.diagonal()).max()) if graph.n else 0.0
+    return tol * max(1.0, lam_max_bound)
+
+
+def smallest_laplacian_eigenvalues(graph, k: int, *, generalized: bool = False,
+                                   vectors: bool = False):
+    """The ``k`` smallest Laplacian eigenvalues (increasing), with the solver used.
+
+    Returns ``(values, method)`` or, with ``vectors=True``, ``(values, vectors, method)`` where
+    ``vectors[:, i]`` is a unit eigenvector of the symmetric form for ``values[i]``.
+    """
+    n = graph.n
+    k = max(1, min(int(k), n))
+    lap = laplacian(graph, generalized=generalized)
+    if n <= DENSE_LIMIT or k >= n - 1:
+        if vectors:
+            w, x = np.linalg.eigh(lap.toarray())
+            return w[:k], x[:, :k], "dense eigh"
+        return np.linalg.eigvalsh(lap.toarray())[:k], "dense eigvalsh"
+    w, x = _lanczos_smallest(lap, k, _kernel(graph, generalized))
+    method = f"sparse Lanczos eigsh on c I - L (k={k}; multiplicities not guaranteed, see lambda2)"
+    if vectors:
+        return w, x, method
+    return w, method
+
+
+def _kernel(graph, generalized):
+    # The eigenvector of eigenvalue 0 of the symmetric form: S^{1/2} 1 (normalised).
+    s = graph.speeds if (generalized and graph.speeds is not None) else np.ones(graph.n)
+    v = np.sqrt(np.asarray(s, dtype=np.float64))
+    return v / np.linalg.norm(v)
+
+
+def _lanczos_smallest(lap, k, kernel, deflate=None):
+    """The k smallest eigenpairs of the symmetric ``lap`` orthogonal to ``kernel`` (and ``deflate``),
+    plus the kernel pair first."""
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    n = lap.shape[0]
+    c = 2.0 * float(np.abs(lap.diagonal()).max()) + 1.0
+    v = kernel[:, None] if deflate is None else np.column_stack([kernel, deflate])
+
+    def matvec(x):
+        x = np.asarray(x).reshape(-1)
+        return c * x - lap @ x - c * (v @ (v.T @ x))
+
+    op = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+    kk = min(k - 1 if deflate is None else k, n - v.shape[1] - 1)
+    v0 = np.random.default_rng(0).random(n) - 0.5  # deterministic start
+    w, x = eigsh(op, k=max(1, kk), which="LA", v0=v0, tol=1e-12, ncv=min(n - 1, max(2 * kk + 1, 40)))
+    lam = c - w
+    order = np.argsort(lam)
+    lam, x = lam[order], x[:, order]
+    if deflate is None:
+        lam = np.concatenate([[0.0], lam])
+        x = np.column_stack([kernel, x])
+    return lam, x
+
+
+def _lambda2_sparse(graph, generalized, eps):
+    lap = laplacian(graph, generalized=generalized)
+    kernel = _kernel(graph, generalized)
+    w, x = _lanczos_smallest(lap, 6, kernel)
+    lam = float(w[1])
+    found = x[:, np.abs(w - lam) <= eps]
+    found = found[:, 1:] if abs(lam) <= eps else found  # the kernel vector is not a new copy
+    while found.shape[1] < graph.n - 2:
+        q, _ = np.linalg.qr(found)
+        # Small batches: measured faster than asking for many eigenpairs at once (lps:3,17, whose
+        # lambda2 has multiplicity 48: 34 s with batches of 4 against 180 s with batches of 50).
+        w2, x2 = _lanczos_smallest(lap, 4, kernel, deflate=q)
+        new = np.abs(w2 - lam) <= eps
+        if w2.min() < lam - eps:  # a smaller one was missed: restart from it
+            lam = float(w2.min())
+            found = x2[:, np.abs(w2 - lam) <= eps]
+            continue
+        if not new.any():
+            break
+        found = np.column_stack([q, x2[:, new]])
+    return lam, found.shape[1] + (1 if abs(lam) <= eps else 0), found[:, 0]
+
+
+def lambda2(graph, *, generalized: bool = False, tol: float = 1e-8, return_method: bool = False):
+    """The second smallest Laplacian eigenvalue and its multiplicity: ``(value, multiplicity)``.
+
+    ``lambda2 > 0`` exactly when the graph is connected (Fiedler's algebraic connectivity). For a
+    disconnected graph the value is 0 and the multiplicity the number of components (every
+    eigenvalue 0). See the module notes for the solvers and the tolerance.
+
+    Parameters
+    ----------
+    generalized : bool
+        Use the generalised Laplacian ``L S^{-1}`` with capacities and speeds (see :func:`laplacian`).
+    tol : float
+        Relative tolerance for counting eigenvalues equal to lambda2.
+    return_method : bool
+        Also return the solver used, as a third element.
+
+    Examples
+    --------
+    >>> from tokendist.graphs import hypercube_graph, complete_graph
+    >>> value, mult = lambda2(hypercube_graph(4))
+    >>> round(value, 9), mult
+    (2.0, 4)
+    >>> value, mult = lambda2(complete_graph(6))
+    >>> round(value, 9), mult
+    (6.0, 5)
+    """
+    n = graph.n
+    if n < 2:
+        raise TokendistError("lambda2 needs at least 2 nodes")
+    eps = _tol_scale(graph, generalized, tol)
+    if n > DENSE_LIMIT:
+        lam, mult, _ = _lambda2_sparse(graph, generalized, eps)
+        if lam <= eps:
+            lam, mult = 0.0, mult
+        method = "sparse Lanczos on c I - L with deflation of the copies found"
+        return (lam, mult, method) if return_method else (lam, mult)
+    w, method = smallest_laplacian_eigenvalues(graph, n, generalized=generalized)
+    lam = float(w[1])
+    if lam <= eps:  # disconnected: lambda2 = 0
+        lam = 0.0
+    mult = int(np.count_nonzero(np.abs(w - lam) <= eps))
+    return (lam, mult, method) if return_method else (lam, mult)
+
+
+def fiedler_vector(graph, *, generalized: bool = False) -> np.ndarray:
+    """A unit eigenvector of the (symmetric) Laplacian for lambda2.
+
+    Not unique when lambda2 is multiple (the hypercube, the torus); the solver's choice is
+    deterministic. With ``generalized=True`` it is the eigenvector ``x`` of ``S^{-1/2} L S^{-1/2}``;
+    the right eigenvector of the paper's ``L S^{-1}`` is ``S^{1/2} x``.
+    """
+    if graph.n < 2:
+        raise TokendistError("the Fiedler vector needs at least 2 nodes")
+    if graph.n > DENSE_LIMIT:
+        v = _lambda2_sparse(graph, generalized, _tol_scale(graph, generalized, 1e-8))[2]
+    else:
+        _, x, _ = smallest_laplacian_eigenvalues(graph, 2, generalized=generalized, vectors=True)
+        v = x[:, 1]
+    # Fix the sign so that the result is reproducible: the largest-magnitude entry is positive.
+    i = int(np.argmax(np.abs(v)))
+    return v if v[i] >= 0 else -v
+
+
+def second_largest_abs_eigenvalue(matrix) -> float:
+    """The diffusion norm ``gamma = max(|mu_2|, |mu_n|)`` of a diffusion matrix.
+
+    ``matrix`` (dense or sparse, n x n) has the eigenvalue ``mu_1 = 1`` (a stochastic or diffusion
+    matrix, e.g. ``M = I - L S^{-1}`` of Elsässer et al. 2006, Sec. 2). ``gamma`` is the largest
+    absolute value among the remaining eigenvalues: one eigenvalue closest to 1 is removed. Dense
+    eigenvalues (``eigvalsh`` if symmetric, ``eigvals`` otherwise) up to ``2 * DENSE_LIMIT`` nodes,
+    else ``scipy.sparse.linalg.eigs`` for the 3 eigenvalues of largest magnitude.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(second_largest_abs_eigenvalue(np.array([[0.5, 0.5], [0.5, 0.5]])), 12)
+    0.0
+    """
+    is_sparse = sp.issparse(matrix)
+    n = matrix.shape[0]
+    if matrix.shape != (n, n):
+        raise TokendistError("the diffusion matrix must be square")
+    if n < 2:
+        return 0.0
+    if n <= 2 * DENSE_LIMIT:
+        a = matrix.toarray() if is_sparse else np.asarray(matrix, dtype=np.float64)
+        w = np.linalg.eigvalsh(a) if np.allclose(a, a.T) else np.linalg.eigvals(a)
+    else:
+        from scipy.sparse.linalg import eigs
+
+        v0 = np.random.default_rng(0).random(n)
+        w = eigs(sp.csr_array(matrix), k=3, which="LM", v0=v0, return_eigenvectors=False, tol=1e-10)
+    w = np.asarray(w, dtype=np.complex128)
+    one = int(np.argmin(np.abs(w - 1.0)))
+    return float(np.abs(np.delete(w, one)).max())
