@@ -158,3 +158,33 @@ def test_single_port_report_next_to_lemma3_2():
 def test_counter_uniform_is_uniformish():
     x = counter_uniform(7, 3, np.arange(100_000))
     assert stats.kstest(x, "uniform").pvalue > 1e-3
+
+
+# ------------------------------------------------------------------ geometric skipping
+def test_geometric_kernel_matches_numpy_reference_and_node_form():
+    from tokendist.engine import run_node_rules
+
+    for spec in ("torus:6x6", "hypercube:4", "grid:3x5"):
+        kw = dict(seed=5, max_steps=150, keep_loads_every=1, params={"coins": "geometric"})
+        a = simulate(spec, "single-port", "random:0..40", check=True, **kw)
+        b = simulate(spec, "single-port", "random:0..40", **{**kw, "params": {"coins": "geometric", "kernel": "numpy"}})
+        np.testing.assert_array_equal(a.load_history, b.load_history)
+        hist, _ = run_node_rules(spec, "single-port", "random:0..40", 40, seed=5, params={"coins": "geometric"})
+        np.testing.assert_array_equal(hist, a.load_history[:41])
+
+
+@pytest.mark.parametrize("p", [0.05, 0.3, 1.0])
+def test_geometric_candidates_are_bernoulli_p(p):
+    """Geometric gaps give independent Bernoulli(p) candidates: per-edge counts over T steps."""
+    from tokendist.protocols._local_balancing import geometric_candidates
+
+    m, T = 40, 4000
+    counts = sum(geometric_candidates(m, 77, t, p).astype(int) for t in range(T))
+    if p == 1.0:
+        assert (counts == T).all()
+        return
+    pvals = [stats.binomtest(int(c), T, p).pvalue for c in counts]
+    assert min(pvals) * m > 1e-3
+    # Independence between neighbouring edges: joint frequency of consecutive candidates is p^2.
+    both = sum((lambda c: (c[:-1] & c[1:]).sum())(geometric_candidates(m, 78, t, p)) for t in range(T))
+    assert stats.binomtest(int(both), T * (m - 1), p * p).pvalue > 1e-3

@@ -165,11 +165,90 @@ def _single_port_kernel(eu, ev, loads, key, t, p, threshold, out, flows, count, 
     return moved
 
 
-def single_port_matching(graph, key: int, t: int, p: float) -> np.ndarray:
+def single_port_matching(graph, key: int, t: int, p: float, coins: str = "per-edge") -> np.ndarray:
     """Reference (plain numpy): the boolean mask of the edges in step t's random matching (Sec. 1.1)."""
-    cand = counter_uniform(key, t, np.arange(graph.m)) < p
+    if coins == "geometric":
+        cand = geometric_candidates(graph.m, key, t, p)
+    else:
+        cand = counter_uniform(key, t, np.arange(graph.m)) < p
     count = np.bincount(graph.u[cand], minlength=graph.n) + np.bincount(graph.v[cand], minlength=graph.n)
     return cand & (count[graph.u] == 1) & (count[graph.v] == 1)
+
+
+@numba.njit(cache=True, nogil=True)
+def _single_port_geometric_kernel(eu, ev, loads, key, t, p, threshold, out, flows, count, cands, ncand_prev,
+                                  selected):
+    """One single-port step touching only the candidate edges (geometric skipping).
+
+    The gaps between candidate edges are Geometric(p): gap j is ``floor(log(1 - U_j) / log(1 - p))``
+    with ``U_j = counter_uniform(key, t, j)``, so each edge is a candidate independently with
+    probability p, using ~m p draws instead of m (PERFORMANCE.md). ``flows`` is only non-zero on the
+    previous step's candidates (``cands[:ncand_prev]``), which are cleared first. Returns
+    ``(moved, ncand)``.
+    """
+    n = loads.shape[0]
+    m = eu.shape[0]
+    for i in range(ncand_prev):
+        flows[cands[i]] = 0
+    for i in range(n):
+        out[i] = loads[i]
+    base = _mix64(np.uint64(key) ^ _mix64(np.uint64(t)))
+    scale = 1.0 / 9007199254740992.0
+    ncand = 0
+    if p <= 0.0:
+        return 0, 0
+    logq = np.log1p(-p) if p < 1.0 else -np.inf
+    pos = -1
+    j = 0
+    while True:
+        r = np.float64(_mix64(base ^ _mix64(np.uint64(j))) >> np.uint64(11)) * scale
+        j += 1
+        gap = 0.0 if p >= 1.0 else np.floor(np.log1p(-r) / logq)
+        if gap > m:
+            break
+        pos += np.int64(gap) + 1
+        if pos >= m:
+            break
+        cands[ncand] = pos
+        ncand += 1
+        count[eu[pos]] += 1
+        count[ev[pos]] += 1
+    moved = 0
+    for i in range(ncand):
+        e = cands[i]
+        a = eu[e]
+        b = ev[e]
+        if count[a] == 1 and count[b] == 1:
+            selected[e] += 1
+            diff = loads[a] - loads[b]
+            s = np.int64(diff >= threshold) - np.int64(diff <= -threshold)
+            flows[e] = s
+            out[a] -= s
+            out[b] += s
+            moved += s if s > 0 else -s
+    for i in range(ncand):
+        e = cands[i]
+        count[eu[e]] = 0
+        count[ev[e]] = 0
+    return moved, ncand
+
+
+def geometric_candidates(m: int, key: int, t: int, p: float) -> np.ndarray:
+    """Reference (numpy): the candidate mask of step t drawn by geometric skipping (see the kernel)."""
+    mask = np.zeros(m, dtype=bool)
+    if p <= 0 or m == 0:
+        return mask
+    pos, j, chunk = -1, 0, max(16, int(2 * m * p) + 16)
+    while True:
+        r = counter_uniform(key, t, np.arange(j, j + chunk))
+        gaps = np.zeros(chunk) if p >= 1 else np.floor(np.log1p(-r) / np.log1p(-p))
+        gaps = np.minimum(gaps, m + 1).astype(np.int64)
+        steps = np.cumsum(gaps + 1) + pos
+        inside = steps[steps < m]
+        mask[inside] = True
+        if inside.size < chunk:
+            return mask
+        pos, j = int(steps[-1]), j + chunk
 
 
 def single_port_flows(graph, loads, key: int, t: int, p: float, threshold: int = 1) -> np.ndarray:
@@ -224,7 +303,10 @@ class SinglePort(Protocol):
                                           "(any difference)"),
               Param("kernel", str, "numba", "numba (fast) or numpy (reference)", ("numba", "numpy")),
               Param("flows", bool, True, "return per-edge flows so that the engine can check the matching "
-                                         "(false: faster, loads only)"))
+                                         "(false: faster, loads only)"),
+              Param("coins", str, "per-edge", "per-edge: one counter draw per edge; geometric: draw the gaps "
+                                              "between candidates (~m/(4d) draws; same distribution, other coins)",
+                    ("per-edge", "geometric")))
 
     def reset(self, graph, loads, rng):
         d = max(graph.max_degree, 1)
@@ -243,11 +325,15 @@ class SinglePort(Protocol):
         self._flows = np.zeros(graph.m, dtype=np.int64)
         self._count = np.zeros(graph.n, dtype=np.int64)
         self._cand = np.zeros(graph.m, dtype=np.bool_)
+        self._cands = np.zeros(graph.m, dtype=np.int64)
+        self._ncand = 0
+        self._geo_cache = (None, None)  # (t, candidate mask) for the per-node form
 
     def step(self, t, graph, loads):
         self._steps += 1
+        coins = self.options["coins"]
         if self.options["kernel"] == "numpy":
-            matched = single_port_matching(graph, self.key, t, self.p)
+            matched = single_port_matching(graph, self.key, t, self.p, coins)
             self._selected += matched
             diff = loads[graph.u] - loads[graph.v]
             s = (diff >= self.threshold).astype(np.int64) - (diff <= -self.threshold).astype(np.int64)
@@ -255,8 +341,13 @@ class SinglePort(Protocol):
             return Step(_apply_flows(graph, loads, flows), moved=int(np.abs(flows).sum()),
                         messages=4 * graph.m, flows=flows)
         out = self._out if self._out is not loads else np.empty_like(loads)
-        moved = _single_port_kernel(graph.u, graph.v, loads, self.key, t, self.p, self.threshold, out,
-                                    self._flows, self._count, self._cand, self._selected)
+        if coins == "geometric":
+            moved, self._ncand = _single_port_geometric_kernel(
+                graph.u, graph.v, loads, self.key, t, self.p, self.threshold, out, self._flows, self._count,
+                self._cands, self._ncand, self._selected)
+        else:
+            moved = _single_port_kernel(graph.u, graph.v, loads, self.key, t, self.p, self.threshold, out,
+                                        self._flows, self._count, self._cand, self._selected)
         self._out = loads
         flows = self._flows.copy() if self.options["flows"] else None
         return Step(out, moved=int(moved), messages=4 * graph.m, flows=flows)
@@ -293,9 +384,18 @@ class SinglePort(Protocol):
     def _owned_candidates(self, t, node):
         g = self._graph
         lo, hi = g.indptr[node], g.indptr[node + 1]
+        if self.options["coins"] == "geometric":
+            # Every node can replay the shared gap sequence (a pure function of key and t); the
+            # cache only saves recomputing it for each node of the same process.
+            if self._geo_cache[0] != t:
+                self._geo_cache = (t, geometric_candidates(g.m, self.key, t, self.p))
+            mask = self._geo_cache[1]
+            coin = lambda e: bool(mask[e])  # noqa: E731
+        else:
+            coin = lambda e: counter_uniform_scalar(self.key, t, e) < self.p  # noqa: E731
         out = []
         for j, e in zip(g.indices[lo:hi].tolist(), g.csr_edges[lo:hi].tolist()):
-            if j > node and counter_uniform_scalar(self.key, t, e) < self.p:
+            if j > node and coin(e):
                 out.append(j)
         return frozenset(out)
 
