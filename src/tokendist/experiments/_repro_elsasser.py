@@ -224,6 +224,14 @@ def mobile_figure(ctx: ReproContext, number: int, speed: tuple, label: str) -> R
         "earlier than FOS",
         reach["rnd(int)"] is not None and (reach["fos(int)"] is None or reach["rnd(int)"] < reach["fos(int)"]),
         f"first step with mean max weighted load <= {level:.1f}: rnd(int) {reach['rnd(int)']}, fos(int) {reach['fos(int)']}"))
+    levels = (8.0, 6.0, 4.0, 3.0)
+    first = {}
+    for key in ("fos(int)", "rnd(int)"):
+        y = acc[key]["max_weighted_load"]
+        first[key] = [int(acc[key]["step"][np.argmax(y <= n + k)]) if np.any(y <= n + k) else None for k in levels]
+    rep.tables.append(Table("first iteration with mean max weighted load <= W/n + k",
+                            ["curve", *[f"k={k:g}" for k in levels]],
+                            [[key, *first[key]] for key in ("fos(int)", "rnd(int)")]))
     rep.claims.append(Claim(
         "with mobility, FOS alone balances better than on the static topologies (movement spreads tokens)",
         bool(acc["fos(int)"]["max_weighted_load"][-1] < 1.2 * n),
