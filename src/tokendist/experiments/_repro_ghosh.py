@@ -21,6 +21,7 @@ from ..engine._metrics import local_discrepancy
 from ..graphs import make_graph
 from ..graphs._lower_bound import lower_bound_layout
 from ..analysis._offline import offline_optimum
+from ..errors import TokendistError
 from ._reproduce import Claim, Reproduction, Table, reproduction
 
 __all__ = ["edge_expansion_of", "half_loads"]
@@ -103,19 +104,22 @@ def scaling(ctx) -> Reproduction:
         g = make_graph(spec, seed=ctx.seed)
         d, n = g.max_degree, g.n
         alpha, how = edge_expansion_of(g)
-        for delta in deltas:
+        for delta in (deltas[:2] if spec.startswith("ring") and not ctx.quick else deltas):
             w = half_loads(g, delta)
             ceil_rho = -(-int(w.sum()) // n)
             for algo in ("multi-port", "single-port"):
+                # Keep the trace to ~500 rows: times are then resolved to 1/500 of the order time.
+                every = max(1, int((d if algo == "single-port" else 1) * delta / alpha / 500))
                 if algo == "multi-port":
                     order_final = d * d * math.log(n) / alpha
                     order_time = delta / alpha
-                    r = simulate(g, algo, w, seed=ctx.seed, max_steps=200_000)
+                    r = simulate(g, algo, w, seed=ctx.seed, max_steps=200_000, record_every=every)
                     claims_local &= bool(local_discrepancy(g, r.loads) <= 2 * d)
                 else:
                     order_final = d * math.log(n) / alpha
                     order_time = d * delta / alpha
-                    r = simulate(g, algo, w, seed=ctx.seed, max_steps=int(20 * order_time + 2000))
+                    r = simulate(g, algo, w, seed=ctx.seed, max_steps=int(20 * order_time + 2000),
+                                 record_every=every, params={"flows": False})
                 # Time: first step at which the discrepancy is within the theorem's order (only
                 # meaningful when the run starts above that level).
                 t_hit = r.steps_to("discrepancy", order_final) if r.initial["discrepancy"] > order_final else None
@@ -126,8 +130,12 @@ def scaling(ctx) -> Reproduction:
                 off = None
                 if n <= 256:
                     model = "single-port" if algo == "single-port" else "multi-port"
-                    off = offline_optimum(g, w, slack=K, model=model).steps
-                    claims_lower &= off <= reached
+                    try:
+                        off = offline_optimum(g, w, slack=K, model=model, max_steps=4000).steps
+                    except TokendistError:  # time-expanded network too large: left out
+                        off = None
+                    if off is not None and reached is not None:
+                        claims_lower &= off <= reached
                 rows.append([spec, n, d, round(alpha, 4), delta, algo, t_hit, round(order_time, 1),
                              None if t_hit is None else round(t_hit / order_time, 3), final_disc,
                              round(order_final, 1), round(final_disc / order_final, 3), K, reached, off])
