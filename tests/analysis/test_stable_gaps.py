@@ -227,3 +227,20 @@ def test_registered_bounds_threshold1_threshold2_discrepancy1():
     with pytest.raises(TokendistError):
         predict("threshold1", make_graph("ring:6"), np.zeros(6))
     assert predict("threshold1", make_graph("ring:6"), np.zeros(6), {"spanning_tree": "bfs"})["msd"] == 1
+
+
+def test_sec45_conjecture_fails_just_beyond_the_checked_range():
+    """MSD(T_{6,7}) = 17 < floor((7-1) 6 / 2) = 18, checked here by a plain numpy BFS as well."""
+    g = kary_tree(7, 6)
+    gens = stable_gaps_1(g)
+    n = g.n
+    dist = np.full(n, -1)
+    dist[0] = 0
+    frontier, level = np.array([0]), 0
+    while frontier.size:
+        nxt = np.unique((frontier[:, None] + gens[None, :]) % n)
+        nxt = nxt[dist[nxt] < 0]
+        level += 1
+        dist[nxt] = level
+        frontier = nxt
+    assert dist.max() == msd(g) == 17 and 17 not in (18, 19)

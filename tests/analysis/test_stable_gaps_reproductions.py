@@ -19,6 +19,8 @@ def test_kary_msd_reproduction_reports_the_degenerate_theorem16_case():
     t16 = r.claims[2]
     assert not t16.holds and "k=1, h=1, n=2" in t16.detail and "k=2" not in t16.detail
     assert by
+    beyond = r.claims[3]
+    assert not beyond.holds and "k=7, h=6, n=137257: MSD 17 < 18" in beyond.detail
 
 
 def test_fig1_colouring_is_recovered_uniquely():

@@ -219,7 +219,15 @@ def _kary(ctx) -> Reproduction:
                                       f"{r['bound_theorem16']})" for r in t16_fails)
               + " -- the degenerate n = 2 tree (D = 1), where 1 + (D-2) ceil(log2 n) = 0" if t16_fails else ""),
     ]
+    # Just beyond the range the paper checked.
+    beyond = [r for r in kary_msd_table(8 if not ctx.quick else 7, 7 if not ctx.quick else 6)
+              if r["k"] >= 7 and r["h"] >= 6]
+    broken = [r for r in beyond if not r["conjecture_holds"]]
+    claims.append(Claim("beyond the checked range (k = 7.., h = 6..) the conjecture still holds", not broken,
+                        "fails at " + ", ".join(f"(k={r['k']}, h={r['h']}, n={r['n']}: MSD {r['msd']} < "
+                                                f"{r['conjecture_low']})" for r in broken) if broken else ""))
     cols = ["k", "h", "n", "msd", "conjecture_low", "conjecture_holds", "bound_lemma17", "bound_theorem16"]
     return Reproduction("houle-kary-msd", "MSD of complete k-ary trees", PAPER + ", Sec. 4.5",
-                        tables=[Table("MSD(T_{h,k})", cols, [[r[c] for c in cols] for r in rows])], claims=claims,
-                        data={"rows": rows})
+                        tables=[Table("MSD(T_{h,k})", cols, [[r[c] for c in cols] for r in rows]),
+                                Table("beyond the paper's range", cols, [[r[c] for c in cols] for r in beyond])],
+                        claims=claims, data={"rows": rows, "beyond": beyond})

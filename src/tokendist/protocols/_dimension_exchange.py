@@ -234,6 +234,8 @@ class Discrepancy1(_DimensionExchange):
             np.maximum(self.lm, loads, out=self.lm)
         if pos == self.A:
             self.cycles[-1]["b_start_discrepancy"] = int(loads.max() - loads.min())
+            if self.lm.size <= 64:
+                self.cycles[-1]["local_max"] = self.lm.tolist()
             if self.prev_lm is not None:
                 k = self.options["stop_cycles"] - 1
                 self.same = np.where(self.lm == self.prev_lm, np.minimum(self.same + 1, k), 0)
