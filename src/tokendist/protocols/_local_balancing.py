@@ -654,13 +654,21 @@ class AsyncMultiPort(Protocol):
         self.executor = MessageExecutor(graph, handlers, np.asarray(loads, dtype=np.int64), schedule=delay)
         self._moved = 0
         self._messages = 0
+        self._last = np.asarray(loads, dtype=np.int64).copy()
 
     def step(self, t, graph, loads):
         ex = self.executor
+        if self._last is not None and not np.array_equal(loads, self._last):
+            # Tokens injected or consumed between steps (engine ``injection``): the nodes' holdings
+            # change by the same amounts inside the executor.
+            delta = np.asarray(loads, dtype=np.int64) - self._last
+            ex.loads += delta
+            ex.total += delta.sum()
         ex.run(until=t + 1)
         moved, messages = ex.tokens_moved - self._moved, ex.messages - self._messages
         self._moved, self._messages = ex.tokens_moved, ex.messages
-        return Step(ex.loads.copy(), moved=int(moved), messages=int(messages), in_transit=int(ex.in_transit))
+        self._last = ex.loads.copy()
+        return Step(self._last.copy(), moved=int(moved), messages=int(messages), in_transit=int(ex.in_transit))
 
     def is_stable(self, graph, loads):
         """No token in flight, every message in flight carries its sender's current load, and no edge
