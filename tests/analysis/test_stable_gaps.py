@@ -244,3 +244,28 @@ def test_sec45_conjecture_fails_just_beyond_the_checked_range():
         dist[nxt] = level
         frontier = nxt
     assert dist.max() == msd(g) == 17 and 17 not in (18, 19)
+
+
+@settings(max_examples=30, deadline=None)
+@given(trees, st.integers(0, 6))
+def test_lemma9_observers_meet_at_an_active_edge_iff_gap_in_sg1(tree, c):
+    from tokendist.analysis import partner_table
+
+    out = partner_table(tree, edge_colouring(tree))
+    chi, n = out.shape[1], tree.n
+    c %= chi
+    pos = gap_positions(tree, None, c, 0)
+    where = np.arange(n)  # where[v]: the node the observer of v is at
+    met = set()
+    for j in range(chi * n):
+        col = (c + j) % chi
+        at = np.empty(n, dtype=np.int64)
+        at[where] = np.arange(n)  # at[x]: the observer at node x
+        for x in range(n):
+            y = int(out[x, col])
+            if y != x:
+                met.add((int(at[x]), int(at[y])))
+        where = out[where, col]
+    sg1 = set(stable_gaps_1(tree).tolist())
+    expect = {(v, w) for v in range(n) for w in range(n) if v != w and (pos[w] - pos[v]) % n in sg1}
+    assert met == expect
