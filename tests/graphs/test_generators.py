@@ -337,6 +337,26 @@ def test_random_regular_is_simple_and_regular(n, d):
         Graph.from_edges(n, np.stack([g.u, g.v], 1))      # validates: no loops, no parallel edges
 
 
+def test_random_regular_every_small_case():
+    # Every valid (n, d) with n < 13 (including multigraphs made only of loops, which a repair that
+    # only switched with good edges could never fix).
+    for n in range(1, 13):
+        for d in range(n):
+            if n * d % 2 == 0:
+                for seed in range(4):
+                    g = make_graph(f"random-regular:{n},{d}", seed=seed)
+                    assert np.all(g.degrees == d) and g.m == n * d // 2
+
+
+def test_random_regular_switch_repair_all_loops():
+    from tokendist.graphs._random_graphs import _switch_repair
+
+    n = 8
+    a = np.arange(n)                       # a 2-regular multigraph of 8 loops: every edge is bad
+    a2, b2 = _switch_repair(a.copy(), a.copy(), n, np.random.default_rng(3))
+    assert np.all(np.bincount(np.concatenate([a2, b2]), minlength=n) == 2) and np.all(a2 != b2)
+
+
 def test_random_regular_switch_repair_keeps_degrees_and_simplifies():
     from tokendist.graphs._random_graphs import _switch_repair
 

@@ -25,9 +25,9 @@ def _switch_repair(a: np.ndarray, b: np.ndarray, n: int, rng: np.random.Generato
     """Remove self-loops and repeated edges of a multigraph by random degree-preserving switches.
 
     Each bad edge ``{a, b}`` (a loop, or a later copy of an edge) picks a uniformly random partner
-    edge ``{c, d}`` that is not bad and not picked by another bad edge this round, and the pair is
-    rewired to ``{a, c}, {b, d}`` or ``{a, d}, {b, c}`` (a fair coin). Rounds repeat until the
-    graph is simple. Degrees never change.
+    edge ``{c, d}``; a greedy set of disjoint pairs (no edge in two switches) is rewired to
+    ``{a, c}, {b, d}`` or ``{a, d}, {b, c}`` (a fair coin). Rounds repeat until the graph is
+    simple. Degrees never change.
     """
     m = a.size
     for _ in range(max_rounds):
@@ -48,11 +48,15 @@ def _switch_repair(a: np.ndarray, b: np.ndarray, n: int, rng: np.random.Generato
             return a, b
         partner = rng.integers(0, m, size=bad_idx.size)
         coin = rng.random(bad_idx.size) < 0.5
-        ok = ~bad[partner]
-        _, first = np.unique(partner, return_index=True)
-        unique = np.zeros(bad_idx.size, dtype=bool)
-        unique[first] = True
-        ok &= unique
+        # Switch only disjoint pairs this round (greedily, in the order drawn): an edge takes part
+        # in one switch at most. The partner may itself be bad, otherwise a multigraph made only
+        # of loops could never move. The loop is over the bad edges only: O(d^2) of them.
+        used: set = set()
+        ok = np.zeros(bad_idx.size, dtype=bool)
+        for k, (e, f) in enumerate(zip(bad_idx.tolist(), partner.tolist())):
+            if e != f and e not in used and f not in used:
+                used.update((e, f))
+                ok[k] = True
         e, f, coin = bad_idx[ok], partner[ok], coin[ok]
         ae, be, af, bf = a[e], b[e], a[f], b[f]
         a[e], b[e] = ae, np.where(coin, af, bf)
