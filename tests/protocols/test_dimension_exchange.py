@@ -199,6 +199,21 @@ def test_discrepancy1_local_termination_rule_is_not_safe():
     assert term["nodes_stopped"] == 13 and r.final["discrepancy"] <= 1
 
 
+def test_discrepancy1_local_termination_rule_is_not_safe_halting_leaves_discrepancy_4():
+    """Leaf 3 sees localMax 6 in cycles 0 and 1 and stops at step 128 at discrepancy 24; honouring
+    the rule freezes it at 7 and the run ends with discrepancy 4 (without halting: all 10)."""
+    tree = Graph.from_edges(8, [(0, 1), (1, 6), (2, 3), (2, 7), (4, 6), (5, 6), (6, 7)], spec="halt-example")
+    loads = np.array([63, 0, 17, 0, 0, 0, 0, 0])
+    rec = td.simulate(tree, "discrepancy1", loads, params={"colour_start": 1}, max_steps=10_000)
+    assert rec.report["termination"]["stop_step"][3] == 128 and rec.report["termination"]["discrepancy_at_first_stop"] == 24
+    assert rec.final["discrepancy"] == 0
+    halt = td.simulate(tree, "discrepancy1", loads, params={"colour_start": 1, "termination": "halt"},
+                       max_steps=10_000)
+    assert halt.stop_reason == "stable" and halt.final["discrepancy"] == 4
+    # Node 0 is cut off by halted node 1 at step 320 and nothing can move any more: the run ends.
+    assert halt.report["termination"]["nodes_stopped"] == 7
+
+
 def test_discrepancy1_termination_records_and_halts():
     r = td.simulate("kary:2,3", "discrepancy1", "random:0..20", seed=1, max_steps=50_000)
     term = r.report["termination"]
