@@ -188,3 +188,17 @@ def test_geometric_candidates_are_bernoulli_p(p):
     # Independence between neighbouring edges: joint frequency of consecutive candidates is p^2.
     both = sum((lambda c: (c[:-1] & c[1:]).sum())(geometric_candidates(m, 78, t, p)) for t in range(T))
     assert stats.binomtest(int(both), T * (m - 1), p * p).pvalue > 1e-3
+
+
+@given(graphs, st.integers(0, 10**6))
+@settings(max_examples=25)
+def test_sec4_3_potential_drops_by_at_least_d_while_unbalanced(g, seed):
+    """Sec. 4.3: while some edge differs by >= 2d + 1, a multi-port step lowers sum (w - rho)^2 by >= d."""
+    loads = np.random.default_rng(seed).integers(0, 150, size=g.n)
+    r = simulate(g, "multi-port", loads, max_steps=3000, keep_loads_every=1, detect_cycles=False)
+    H = r.load_history.astype(float)
+    phi = ((H - H[0].mean()) ** 2).sum(axis=1)
+    d = g.max_degree
+    for k in range(len(H) - 1):
+        if np.abs(H[k][g.u] - H[k][g.v]).max() >= 2 * d + 1:
+            assert phi[k] - phi[k + 1] >= d
