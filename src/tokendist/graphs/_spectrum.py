@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 from ..errors import TokendistError
 
-__all__ = ["laplacian", "laplacian_spectrum", "lambda2", "smallest_laplacian_eigenvalues", "fiedler_vector",
+__all__ = ["laplacian", "laplacian_spectrum", "lambda2", "lambda2_pair", "smallest_laplacian_eigenvalues", "fiedler_vector",
            "second_largest_abs_eigenvalue", "DENSE_LIMIT"]
 
 #: Largest n for which the dense eigensolver is used.
@@ -76,11 +76,25 @@ def laplacian(graph, *, generalized: bool = False, symmetric: bool = True) -> sp
     return lap
 
 
+def _cache(graph) -> dict:
+    # Derived spectral data is stored on the (immutable) graph, like its cached properties, so that
+    # lambda2, the Fiedler vector and the expansion bounds share one eigensolve.
+    return graph.__dict__.setdefault("_spectrum_cache", {})
+
+
+def _dense_eigh(graph, generalized):
+    key = ("dense", generalized)
+    c = _cache(graph)
+    if key not in c:
+        c[key] = np.linalg.eigh(laplacian(graph, generalized=generalized).toarray())
+    return c[key]
+
+
 def laplacian_spectrum(graph, *, generalized: bool = False) -> np.ndarray:
     """All Laplacian eigenvalues in increasing order (dense; refuses ``n > 4 * DENSE_LIMIT``)."""
     if graph.n > 4 * DENSE_LIMIT:
         raise TokendistError(f"the full spectrum of a {graph.n}-node graph is too expensive; use lambda2()")
-    return np.linalg.eigvalsh(laplacian(graph, generalized=generalized).toarray())
+    return _dense_eigh(graph, generalized)[0].copy()
 
 
 def _tol_scale(graph, generalized: bool, tol: float) -> float:
@@ -100,10 +114,10 @@ def smallest_laplacian_eigenvalues(graph, k: int, *, generalized: bool = False,
     k = max(1, min(int(k), n))
     lap = laplacian(graph, generalized=generalized)
     if n <= DENSE_LIMIT or k >= n - 1:
+        w, x = _dense_eigh(graph, generalized)
         if vectors:
-            w, x = np.linalg.eigh(lap.toarray())
             return w[:k], x[:, :k], "dense eigh"
-        return np.linalg.eigvalsh(lap.toarray())[:k], "dense eigvalsh"
+        return w[:k], "dense eigh"
     w, x = _lanczos_smallest(lap, k, _kernel(graph, generalized))
     method = f"sparse Lanczos eigsh on c I - L (k={k}; multiplicities not guaranteed, see lambda2)"
     if vectors:
@@ -145,6 +159,14 @@ def _lanczos_smallest(lap, k, kernel, deflate=None):
 
 
 def _lambda2_sparse(graph, generalized, eps):
+    key = ("sparse-lambda2", generalized, eps)
+    c = _cache(graph)
+    if key not in c:
+        c[key] = _lambda2_sparse_uncached(graph, generalized, eps)
+    return c[key]
+
+
+def _lambda2_sparse_uncached(graph, generalized, eps):
     lap = laplacian(graph, generalized=generalized)
     kernel = _kernel(graph, generalized)
     w, x = _lanczos_smallest(lap, 6, kernel)
@@ -211,6 +233,26 @@ def lambda2(graph, *, generalized: bool = False, tol: float = 1e-8, return_metho
     return (lam, mult, method) if return_method else (lam, mult)
 
 
+def lambda2_pair(graph, *, generalized: bool = False) -> tuple[float, np.ndarray]:
+    """lambda2 and one unit eigenvector (no multiplicity count: one Lanczos run when sparse).
+
+    Cached on the graph, shared by :func:`fiedler_vector` and the expansion bounds.
+    """
+    if graph.n <= DENSE_LIMIT:
+        w, x = _dense_eigh(graph, generalized)
+        return float(w[1]), x[:, 1]
+    c = _cache(graph)
+    done = [k for k in c if k[0] == "sparse-lambda2" and k[1] == generalized]
+    if done:
+        lam, _, vec = c[done[0]]
+        return lam, vec
+    key = ("sparse-pair", generalized)
+    if key not in c:
+        w, x = _lanczos_smallest(laplacian(graph, generalized=generalized), 2, _kernel(graph, generalized))
+        c[key] = (float(w[1]), x[:, 1])
+    return c[key]
+
+
 def fiedler_vector(graph, *, generalized: bool = False) -> np.ndarray:
     """A unit eigenvector of the (symmetric) Laplacian for lambda2.
 
@@ -220,11 +262,7 @@ def fiedler_vector(graph, *, generalized: bool = False) -> np.ndarray:
     """
     if graph.n < 2:
         raise TokendistError("the Fiedler vector needs at least 2 nodes")
-    if graph.n > DENSE_LIMIT:
-        v = _lambda2_sparse(graph, generalized, _tol_scale(graph, generalized, 1e-8))[2]
-    else:
-        _, x, _ = smallest_laplacian_eigenvalues(graph, 2, generalized=generalized, vectors=True)
-        v = x[:, 1]
+    v = lambda2_pair(graph, generalized=generalized)[1]
     # Fix the sign so that the result is reproducible: the largest-magnitude entry is positive.
     i = int(np.argmax(np.abs(v)))
     return v if v[i] >= 0 else -v
