@@ -21,6 +21,7 @@ class BenchCommand(Command):
         p.add_argument("--algos", default=None, help="comma-separated algorithms (default: every synchronous one)")
         p.add_argument("--steps", type=positive_int, default=5, help="timed steps per case (median reported)")
         p.add_argument("--naive-graph", default="torus:100x100", help="graph for the naive networkx reference")
+        p.add_argument("--timeout", type=positive_int, default=300, help="seconds allowed per case (default 300)")
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
@@ -28,15 +29,17 @@ class BenchCommand(Command):
         # Split "a;b" and also "a,b" where a comma separates whole specs (spec arguments use commas too).
         algos = [a.strip() for a in args.algos.split(",")] if args.algos else None
         with progress_bar("bench", None, enabled=not args.json) as update:
-            rows, naive = bench(graphs, algos, steps=args.steps, naive_graph=args.naive_graph, progress=update)
+            rows, naive = bench(graphs, algos, steps=args.steps, naive_graph=args.naive_graph,
+                                timeout=args.timeout, progress=update)
         if args.json:
             print_json({"naive_ns_per_edge_step": naive, "naive_graph": args.naive_graph,
                         "rows": [r.__dict__ for r in rows]})
             return 0
         table(f"one synchronous step (median of {args.steps}); naive networkx loop on {args.naive_graph}: "
               f"{naive:.0f} ns per edge-step",
-              ["algorithm", "graph", "m", "ns / edge-step", "x faster than naive", "bytes / edge", "note"],
+              ["algorithm", "graph", "m", "ns / edge-step", "x faster than naive", "bytes / edge", "reset s", "note"],
               [[r.algorithm, r.graph, r.m, None if r.ns_per_edge_step is None else round(r.ns_per_edge_step, 2),
                 None if r.ratio_vs_naive is None else round(r.ratio_vs_naive), 
-                None if r.bytes_per_edge is None else round(r.bytes_per_edge, 1), r.note] for r in rows])
+                None if r.bytes_per_edge is None else round(r.bytes_per_edge, 1),
+                None if r.reset_seconds is None else round(r.reset_seconds, 2), r.note] for r in rows])
         return 0

@@ -61,7 +61,7 @@ class BenchRow:
     ns_per_edge_step: float | None
     ratio_vs_naive: float | None
     bytes_per_edge: float | None
-    build_seconds: float
+    reset_seconds: float | None
     note: str = ""
 
 
@@ -76,52 +76,76 @@ def _state_bytes(obj) -> int:
 
 
 def _graph_bytes(g) -> int:
-    arrays = [g.u, g.v, g.indptr, g.indices, g.csr_edges]
-    return sum(a.nbytes for a in arrays)
+    return sum(a.nbytes for a in (g.u, g.v, g.indptr, g.indices, g.csr_edges))
+
+
+def _measure_case(name, g, loads, steps, seed, conn):
+    """Runs in a forked child: reset, one warm-up step, then ``steps`` timed steps."""
+    try:
+        proto = make_protocol(name)
+        proto.check_graph(g)
+        w = loads.astype(np.float64) if proto.divisible else loads.copy()
+        t0 = time.perf_counter()
+        proto.reset(g, w.copy(), stream(seed, "protocol"))
+        reset = time.perf_counter() - t0
+        w = proto.step(0, g, w).loads.copy()  # warm-up: numba compilation, caches
+        times = []
+        for t in range(1, steps + 1):
+            t1 = time.perf_counter()
+            out = proto.step(t, g, w)
+            times.append(time.perf_counter() - t1)
+            w = out.loads.copy() if out.loads is w else out.loads
+        mem = (_graph_bytes(g) + 2 * w.nbytes + _state_bytes(proto)) / max(g.m, 1)
+        conn.send(("ok", float(np.median(times)), reset, mem))
+    except TokendistError as exc:
+        conn.send(("skipped", str(exc)))
+    except Exception as exc:  # a bench reports every case, it does not stop at the first failure
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
 
 
 def bench(graphs=DEFAULT_BENCH_GRAPHS, algos=None, *, steps: int = 5, seed: int = 0,
-          naive_graph: str = "torus:100x100", progress=None) -> tuple[list[BenchRow], float]:
+          naive_graph: str = "torus:100x100", timeout: float = 300.0, progress=None) -> tuple[list[BenchRow], float]:
     """Time ``steps`` synchronous steps of each protocol on each graph.
 
-    Returns the rows and the naive reference's nanoseconds per edge-step.
+    Each case runs in a forked child process with a time limit of ``timeout`` seconds (reset,
+    warm-up and timed steps together), so that one slow protocol cannot stall the benchmark; the
+    graph is built once in the parent and shared copy-on-write. Returns the rows and the naive
+    reference's nanoseconds per edge-step.
     """
+    import multiprocessing as mp
+
     # Message-passing protocols run on the event executor, not in vectorised steps.
     names = algos or [n for n, c in PROTOCOLS.items() if c.model != "message"]
     naive_ns = _time_naive(naive_graph, 3, seed)
+    ctx = mp.get_context("fork")
     rows = []
     total = len(graphs) * len(names)
     k = 0
     for spec in graphs:
-        t0 = time.perf_counter()
         g = make_graph(spec, seed=seed)
-        g.indptr  # build CSR once, outside the timings
-        build = time.perf_counter() - t0
+        g.indptr, g.degrees, g.is_connected  # derived arrays built once, before forking
         loads = stream(seed, "init").integers(0, 100, size=g.n).astype(np.int64)
         for name in names:
             k += 1
             if progress is not None:
                 progress(k, total)
-            proto = make_protocol(name)
-            try:
-                proto.check_graph(g)
-            except TokendistError as exc:
-                rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, build, f"skipped: {exc}"))
-                continue
-            w = loads.astype(np.float64) if proto.divisible else loads.copy()
-            try:
-                proto.reset(g, w.copy(), stream(seed, "protocol"))
-                w = proto.step(0, g, w).loads.copy()  # warm-up (numba compilation, caches)
-                times = []
-                for t in range(1, steps + 1):
-                    t1 = time.perf_counter()
-                    out = proto.step(t, g, w)
-                    times.append(time.perf_counter() - t1)
-                    w = out.loads.copy() if out.loads is w else out.loads
-            except Exception as exc:  # a bench reports, it does not stop at the first failure
-                rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, build, f"failed: {exc}"))
-                continue
-            ns = float(np.median(times)) / g.m * 1e9
-            mem = (_graph_bytes(g) + 2 * w.nbytes + _state_bytes(proto)) / g.m
-            rows.append(BenchRow(name, spec, g.n, g.m, ns, naive_ns / ns, mem, build))
+            parent, child = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_measure_case, args=(name, g, loads, steps, seed, child))
+            proc.start()
+            child.close()
+            result = parent.recv() if parent.poll(timeout) else None
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            if result is None:
+                rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, None, f"timed out after {timeout:g} s"))
+            elif result[0] == "ok":
+                _, med, reset, mem = result
+                ns = med / g.m * 1e9
+                rows.append(BenchRow(name, spec, g.n, g.m, ns, naive_ns / ns, mem, reset))
+            else:
+                rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, None, f"{result[0]}: {result[1]}"))
     return rows, naive_ns
