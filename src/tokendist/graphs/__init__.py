@@ -19,6 +19,8 @@ from ._colouring import *  # noqa: F401,F403
 from ._trees import *  # noqa: F401,F403
 from ._orientation import *  # noqa: F401,F403
 from ._lower_bound import *  # noqa: F401,F403
+from ._summary import *  # noqa: F401,F403
+from . import _summary as _su
 
 from . import _interconnect as _ic, _random_graphs as _rg, _io as _fio, _properties as _pr, _spectrum as _sp
 from . import _expansion as _ex, _colouring as _co, _trees as _tr, _orientation as _or, _lower_bound as _lb
@@ -28,6 +30,6 @@ __all__ = [
     "path_graph", "ring_graph", "star_graph", "complete_graph", "kary_tree", "random_tree", "grid_graph",
     "torus_graph", "hypercube_graph",
 ]
-for _m in (_ic, _rg, _fio, _pr, _sp, _ex, _co, _tr, _or, _lb):
+for _m in (_ic, _rg, _fio, _pr, _sp, _ex, _co, _tr, _or, _lb, _su):
     __all__ += list(getattr(_m, "__all__", []))
 del _m

@@ -318,7 +318,7 @@ def electrical_conductance(graph, *, weights="max-degree", exact_limit: int = DE
     w = _weights(graph, weights)
     if graph.n <= exact_limit and graph.n <= DENSE_LIMIT:
         r = float(effective_resistances(graph, weights=w).max())
-        return Estimate(1.0 / r, 1.0 / r, 1.0 / r, True, "exact: 1 / max effective resistance from the Laplacian "
+        return Estimate(1.0 / r, 1.0 / r, 1.0 / r, True, "1 / max effective resistance from the Laplacian "
                                                          "pseudo-inverse")
     from scipy.sparse.linalg import spsolve
 
