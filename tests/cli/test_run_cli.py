@@ -121,7 +121,10 @@ def test_bench_reports_ratio_against_naive(capsys):
     d = _json(capsys, ["bench", "--graphs", "torus:30x30", "--algos", "multi-port", "--naive-graph", "torus:20x20",
                        "--steps", "2", "--json"])
     row = d["rows"][0]
-    assert row["ns_per_edge_step"] > 0 and row["ratio_vs_naive"] > 1 and d["naive_ns_per_edge_step"] > 0
+    # Structure, not speed: timings on a shared machine are not test assertions.
+    assert row["ns_per_edge_step"] > 0 and d["naive_ns_per_edge_step"] > 0
+    assert row["ratio_vs_naive"] == pytest.approx(d["naive_ns_per_edge_step"] / row["ns_per_edge_step"])
+    assert row["bytes_per_edge"] > 0 and row["reset_seconds"] >= 0 and row["note"] == ""
 
 
 def test_reproduce_list(capsys):
