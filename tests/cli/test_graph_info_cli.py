@@ -94,7 +94,7 @@ def test_graph_colour_outputs_a_verified_colouring(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_graph_info_on_table1_graph_matches_direct_computation(capsys):
-    code, out, _ = run(capsys, "graph", "info", "ccc:6", "--json")
+    code, out, _ = run(capsys, "graph", "info", "lps-quotient:3,7", "--json")
     s = json.loads(out)
-    g = make_graph("ccc:6")
-    assert s["girth"] == girth(g) == 6 and s["diameter"] == 13
+    g = make_graph("lps-quotient:3,7")
+    assert s["girth"] == girth(g) == 4 and s["diameter"] == 5 and s["lambda2_multiplicity"] == lambda2(g)[1]
