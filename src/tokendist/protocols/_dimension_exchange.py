@@ -182,6 +182,9 @@ class Discrepancy1(_DimensionExchange):
     steps. Local termination (end of Sec. 5): a node whose localMax did not change over
     ``stop_cycles`` consecutive cycles stops; ``termination=record`` (default) only records when
     each node would stop, ``termination=halt`` makes it stop (a halted node exchanges with no one).
+    The rule is not safe: a node can stop while the discrepancy is large, and honouring it can end
+    the run above discrepancy 1 (docs/houle-symvonis-wood.md gives an 8-node example ending at 4);
+    Theorem 18 is about the algorithm run without halting.
     On a graph that is not a tree it runs on a spanning tree (``spanning_tree``, default bfs).
     """
 
