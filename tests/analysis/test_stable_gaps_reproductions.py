@@ -28,3 +28,10 @@ def test_fig1_colouring_is_recovered_uniquely():
     assert len(sols) == 1
     edges = sols[0]["edges"]
     assert ("a", "b", 0) in edges and ("a", "i", 1) in edges and len(edges) == 14
+
+
+def test_termination_reproduction_measures_the_unsafe_rule():
+    r = run_reproduction("houle-termination", ReproContext(quick=True))
+    assert r.tables[0].rows[0] == ["8-node", 128, 24, 0, 4]
+    assert not r.claims[0].holds and not r.claims[1].holds
+    assert r.data["runs"] == 40 and r.data["unsafe_stop_runs"] >= 1

@@ -6,7 +6,9 @@
 * ``houle-stars-paths`` -- MSD of stars and paths, THRESHOLD-2 better on stars and THRESHOLD-1
   better on paths (Sec. 4.5), by theory and by runs from the worst-case distributions;
 * ``houle-kary-msd`` -- the MSD table of complete k-ary trees against the conjecture, Lemma 17 and
-  Theorem 16 (Sec. 4.5).
+  Theorem 16 (Sec. 4.5);
+* ``houle-termination`` -- whether DISCREPANCY-1's local termination rule (Sec. 5) is safe: two
+  fixed counterexamples and a seeded random search.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import numpy as np
 
 from ._reproduce import Claim, Reproduction, Table, reproduction
 
-__all__ = ["FIG1_ORDERINGS", "recover_colouring_from_orderings", "kary_msd_table"]
+__all__ = ["FIG1_ORDERINGS", "TERMINATION_EXAMPLES", "recover_colouring_from_orderings", "kary_msd_table",
+           "termination_search"]
 
 PAPER = "Houle, Symvonis, Wood 2004"
 
@@ -231,3 +234,77 @@ def _kary(ctx) -> Reproduction:
                         tables=[Table("MSD(T_{h,k})", cols, [[r[c] for c in cols] for r in rows]),
                                 Table("beyond the paper's range", cols, [[r[c] for c in cols] for r in beyond])],
                         claims=claims, data={"rows": rows, "beyond": beyond})
+
+
+#: Two trees on which DISCREPANCY-1's local termination rule (end of Sec. 5) misfires.
+TERMINATION_EXAMPLES = (
+    {"name": "8-node", "edges": [(0, 1), (1, 6), (2, 3), (2, 7), (4, 6), (5, 6), (6, 7)],
+     "loads": [63, 0, 17, 0, 0, 0, 0, 0], "colour_start": 1},
+    {"name": "13-node", "edges": [(0, 1), (0, 2), (0, 6), (0, 9), (1, 3), (1, 10), (2, 7), (3, 5), (4, 8), (5, 11),
+                                  (8, 10), (9, 12)],
+     "loads": [0] * 9 + [53, 0, 0, 0], "colour_start": 1},
+)
+
+
+def termination_search(runs: int, seed: int = 0, progress=None) -> dict:
+    """Seeded random search: random trees of 8-17 nodes with one or two piles of tokens and a random
+    colour start; DISCREPANCY-1 with ``termination=record``, then ``halt`` where a stop was unsafe."""
+    from ..engine import simulate
+    from ..graphs import edge_colouring, random_tree
+
+    rng = np.random.default_rng(seed)
+    unsafe, bad_final, examples = 0, 0, []
+    for i in range(runs):
+        n = int(rng.integers(8, 18))
+        g = random_tree(n, rng)
+        chi = int(edge_colouring(g).max()) + 1
+        loads = np.zeros(n, dtype=np.int64)
+        loads[rng.integers(n)] = int(rng.integers(20, 80))
+        if i % 2:
+            loads[rng.integers(n)] += int(rng.integers(0, 30))
+        cs = int(rng.integers(chi))
+        r = simulate(g, "discrepancy1", loads, params={"colour_start": cs}, max_steps=300_000)
+        if not r.report["termination"]["safe"]:
+            unsafe += 1
+            h = simulate(g, "discrepancy1", loads, params={"colour_start": cs, "termination": "halt"},
+                         max_steps=300_000)
+            if h.final["discrepancy"] > 1:
+                bad_final += 1
+                if len(examples) < 3:
+                    examples.append({"edges": np.stack([g.u, g.v], 1).tolist(), "loads": loads.tolist(),
+                                     "colour_start": cs, "final_discrepancy_with_halt": int(h.final["discrepancy"])})
+        if progress is not None:
+            progress(i + 1, runs)
+    return {"runs": runs, "unsafe_stop_runs": unsafe, "halt_ends_above_1": bad_final, "examples": examples}
+
+
+@reproduction("houle-termination", "Sec. 5: is DISCREPANCY-1's local termination rule safe? (measured)", PAPER)
+def _termination(ctx) -> Reproduction:
+    from ..engine import simulate
+    from ..graphs import Graph
+
+    rows = []
+    for ex in TERMINATION_EXAMPLES:
+        tree = Graph.from_edges(len(ex["loads"]), ex["edges"], spec=f"termination-{ex['name']}")
+        loads = np.array(ex["loads"], dtype=np.int64)
+        rec = simulate(tree, "discrepancy1", loads, params={"colour_start": ex["colour_start"]}, max_steps=20_000)
+        halt = simulate(tree, "discrepancy1", loads, params={"colour_start": ex["colour_start"], "termination": "halt"},
+                        max_steps=20_000)
+        t = rec.report["termination"]
+        rows.append([ex["name"], t["first_stop_step"], t["discrepancy_at_first_stop"], rec.final["discrepancy"],
+                     halt.final["discrepancy"]])
+    search = termination_search(40 if ctx.quick else 600, ctx.seed, ctx.progress)
+    claims = [
+        Claim("a node stops only when the distribution has discrepancy <= 1",
+              all(r[2] <= 1 for r in rows) and search["unsafe_stop_runs"] == 0,
+              f"examples stop at discrepancy {[r[2] for r in rows]}; random search: "
+              f"{search['unsafe_stop_runs']} of {search['runs']} runs had an unsafe stop"),
+        Claim("honouring the rule still ends with discrepancy <= 1",
+              all(r[4] <= 1 for r in rows) and search["halt_ends_above_1"] == 0,
+              f"examples end at {[r[4] for r in rows]} with termination=halt; random search: "
+              f"{search['halt_ends_above_1']} runs ended above 1"),
+    ]
+    return Reproduction("houle-termination", "DISCREPANCY-1 local termination", PAPER + ", Sec. 5",
+                        tables=[Table("examples", ["tree", "first stop step", "discrepancy then",
+                                                   "final (record)", "final (halt)"], rows)],
+                        claims=claims, data=search)
