@@ -109,11 +109,13 @@ def ghosh_bounds(graph, loads, algo: str) -> dict:
     out["lemma_6_3_offline_time_to_ceil_rho_plus_d"] = lemma_6_3_time(delta, alpha)
     if n <= OFFLINE_MAX_N and graph.is_connected and loads.dtype.kind in "iu":
         model = "single-port" if algo == "single-port" else "multi-port"
+        # Keep every time-expanded network below ~2e6 arcs so that `tokendist bounds` stays quick.
+        horizon = max(1, 2_000_000 // (2 * graph.m + 3 * n))
         try:
-            r = offline_optimum(graph, loads, slack=0, model=model, max_steps=20_000)
+            r = offline_optimum(graph, loads, slack=0, model=model, max_steps=horizon)
             out["offline_steps_to_ceil_rho"] = r.steps
             out["offline_exact"] = r.exact
-            r_d = offline_optimum(graph, loads, slack=d, model=model, max_steps=20_000)
+            r_d = offline_optimum(graph, loads, slack=d, model=model, max_steps=horizon)
             out["offline_steps_to_ceil_rho_plus_d"] = r_d.steps
         except Exception as exc:  # too large a time-expanded network: report, do not fail
             out["offline_note"] = str(exc)
