@@ -34,7 +34,7 @@ from .._random import counter_uniform, counter_uniform_scalar, stream_key
 from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ..graphs import biconnected_supergraph, orientation_sources_sinks, st_orientation
-from ._diffusivity import MATRIX_SPECS, default_diffusivity, diffusion_matrix, diffusivity
+from ._diffusivity import MATRIX_SPECS, default_diffusivity, diagonal, diffusion_matrix, diffusivity
 
 __all__ = ["Diffusion", "DiffusionFloor", "DiffusionCeil", "DiffusionRandom", "DiffusionOriented",
            "default_diffusivity", "rounded_flows", "ROUNDINGS"]
@@ -44,6 +44,7 @@ ROUNDINGS = ("floor", "ceil", "random", "oriented")
 _FLOOR, _CEIL, _RANDOM, _ORIENTED = range(4)
 _COINS = ("pij", "fraction")
 _SNAP = 1e-9
+_MASK64 = (1 << 64) - 1
 
 def number(text: str) -> float:
     """A parameter value given as a decimal or a fraction (``0.5``, ``1/3``)."""
@@ -60,51 +61,149 @@ _MATRIX_PARAMS = (
 )
 
 
-# ---------------------------------------------------------------------- the rounding, three ways
-@numba.njit(cache=True, nogil=True)
-def _rounded_kernel(indptr, indices, csr_edges, alpha, hops, loads, mode, coins, coin_fraction, orient,
-                    out, outflow):
-    """One rounded-diffusion step, per node over its CSR row; returns token-hops moved.
+# ---------------------------------------------------------------------- the fast kernels
+# Why fused numba loops: one synchronous step reads every CSR slot once and writes every node once;
+# numpy needs per-edge gathers, a flows array and bincounts (25-45 ns per edge-step against 3.6-6
+# for a per-node loop, ../shared/PERFORMANCE.md). Per-edge data is laid out per CSR slot in reset
+# (``coef[k] = P_ij`` for slot k of row i), so the loop reads three arrays in order and gathers only
+# ``loads[j]``. No kernel allocates: outputs go to buffers the protocol owns.
 
-    Node i loses what it sends to every lighter neighbour and gains what every heavier neighbour
-    sends it; both ends of an edge compute the same rounded amount from the same two loads. The
-    floor and ceiling are taken with the snapping tolerance (``floor(x + tol)``, ``ceil(x - tol)``),
-    which equals rounding the snapped x, without branches.
-    """
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xBF58476D1CE4E5B9)
+_M3 = np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+_TO_UNIT = 1.0 / (1 << 53)
+
+
+@numba.njit(cache=True, nogil=True)
+def _splitmix64(x):
+    """The SplitMix64 finaliser in uint64 arithmetic (wraps mod 2**64), as ``tokendist._random``."""
+    x = x + _M1
+    x = (x ^ (x >> _S30)) * _M2
+    x = (x ^ (x >> _S27)) * _M3
+    return x ^ (x >> _S31)
+
+
+@numba.njit(cache=True, nogil=True)
+def _step_base(key, step):
+    """The per-step part of :func:`tokendist._random.counter_uniform` (``key``, ``step``: uint64)."""
+    return _splitmix64(key ^ _splitmix64(step))
+
+
+@numba.njit(cache=True, nogil=True)
+def _uniform(base, index):
+    """``counter_uniform(key, step, index)`` given ``base = _step_base(key, step)``."""
+    return np.float64(_splitmix64(base ^ _splitmix64(np.uint64(index))) >> _S11) * _TO_UNIT
+
+
+@numba.njit(cache=True, nogil=True)
+def _counter_uniform_nb(key, step, index):
+    """:func:`tokendist._random.counter_uniform` in numba, over an array of indices (for tests)."""
+    base = _step_base(np.uint64(key), np.uint64(step))
+    out = np.empty(index.shape[0])
+    for k in range(index.shape[0]):
+        out[k] = _uniform(base, index[k])
+    return out
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _rounded_rows(indptr, indices, csr_edges, coef, loads, mode, base, coin_fraction, along, hop_extra, relays,
+                  out, outflow):
+    # The loop of _rounded_kernel; inlined once per mode, where ``mode`` is a constant, so that
+    # LLVM drops the other roundings' code from the inner loop.
     moved = 0
+    low = np.int64(9223372036854775807)
     for i in range(loads.shape[0]):
         wi = loads[i]
         delta = 0
         sent = 0
+        extra = 0
         for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
-            d = wi - loads[j]
-            if d == 0:
-                continue
-            e = csr_edges[k]
-            x = alpha[e] * (d if d > 0 else -d)
+            d = wi - loads[indices[k]]
+            pos = d > 0
+            a = coef[k]
+            x = a * abs(d)
             tol = _SNAP * max(1.0, x)
             fl = np.floor(x + tol)
-            up = np.ceil(x - tol) > fl  # x is not (nearly) an integer
-            if mode == 1:
-                pass
-            elif mode == 0:
+            # ceil(x - tol) > fl, i.e. x is not (nearly) an integer; for an integer fl the two agree.
+            up = (x - tol) > fl
+            if mode == 0:
                 up = False
             elif mode == 2:
-                up = up and coins[e] < ((x - fl) if coin_fraction else alpha[e])
-            else:
-                # The sender is u[e] (the smaller id) when d > 0 and i < j, or d < 0 and j < i;
-                # +1 orients u -> v, so the sender sends a ceiling when orient[e] > 0 matches.
-                up = up and ((orient[e] > 0) == ((d > 0) == (i < j)))
+                up = up & (_uniform(base, csr_edges[k]) < ((x - fl) if coin_fraction else a))
+            elif mode == 3:
+                up = up & (along[k] == pos)  # the sender rounds up along the orientation
             amt = np.int64(fl) + np.int64(up)
-            if d > 0:
-                delta -= amt
-                sent += amt
-                moved += amt * hops[e]
-            else:
-                delta += amt
-        out[i] = wi + delta
+            delta += (np.int64(d < 0) - np.int64(pos)) * amt
+            s = np.int64(pos) * amt
+            sent += s
+            if relays:
+                extra += s * hop_extra[k]
+        new = wi + delta
+        out[i] = new
         outflow[i] = sent
+        moved += sent + extra
+        low = min(low, new)
+    if loads.shape[0] == 0:
+        low = 0
+    return moved, low
+
+
+@numba.njit(cache=True, nogil=True)
+def _rounded_kernel(indptr, indices, csr_edges, coef, loads, mode, key, step, coin_fraction, along, hop_extra,
+                    out, outflow):
+    """One rounded-diffusion step, per node over its CSR row; returns (token-hops moved, min new load).
+
+    Node i loses what it sends to every lighter neighbour and gains what every heavier neighbour
+    sends it; both ends of an edge compute the same rounded amount from the same two loads (and,
+    for ``random``, the same coin ``counter_uniform(key, step, e)``). The floor and ceiling are taken
+    with the snapping tolerance (``floor(x + tol)``, ``ceil(x - tol)``), which equals rounding the
+    snapped x. Equal loads give x = 0 and amount 0, so no branch is needed on them; the sign of the
+    load difference enters arithmetically (branch-free, ../shared/PERFORMANCE.md). ``coef`` holds
+    ``P_ij`` per CSR slot, ``along[k]`` whether slot k's edge is directed from its row (oriented),
+    ``hop_extra[k]`` 1 for an edge of H carried over two real edges (empty when there is none).
+    ``mode`` indexes :data:`ROUNDINGS`.
+    """
+    base = _step_base(key, step)
+    relays = hop_extra.shape[0] > 0
+    if mode == 0:
+        return _rounded_rows(indptr, indices, csr_edges, coef, loads, 0, base, coin_fraction, along, hop_extra, relays, out, outflow)
+    if mode == 1:
+        return _rounded_rows(indptr, indices, csr_edges, coef, loads, 1, base, coin_fraction, along, hop_extra, relays, out, outflow)
+    if mode == 2:
+        return _rounded_rows(indptr, indices, csr_edges, coef, loads, 2, base, coin_fraction, along, hop_extra, relays, out, outflow)
+    return _rounded_rows(indptr, indices, csr_edges, coef, loads, 3, base, coin_fraction, along, hop_extra, relays, out, outflow)
+
+
+@numba.njit(cache=True, nogil=True)
+def _diffuse_kernel(indptr, indices, coef, diag, loads, out, outflow):
+    """One step of ``l(t+1) = P l(t)`` per node over its CSR row; returns the load moved.
+
+    Row i of P is summed in column order with the diagonal in its sorted place, starting from 0.0,
+    exactly as scipy's CSR product ``P @ loads`` does, so the loads are bit-for-bit the same.
+    ``outflow[i] = sum_j P_ij max(load[i] - load[j], 0)`` (what i sends, lines (6)-(7) of Figure 2)
+    is summed in the same pass; the load moved is the sum of the outflows.
+    """
+    moved = 0.0
+    for i in range(loads.shape[0]):
+        wi = loads[i]
+        s = 0.0
+        sent = 0.0
+        pending = True
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            wj = loads[j]
+            if pending and j > i:
+                s += diag[i] * wi
+                pending = False
+            a = coef[k]
+            s += a * wj
+            sent += a * max(wi - wj, 0.0)
+        if pending:
+            s += diag[i] * wi
+        out[i] = s
+        outflow[i] = sent
+        moved += sent
     return moved
 
 
@@ -161,10 +260,25 @@ class _DiffusionBase(Protocol):
     def _coefficients(self, graph) -> np.ndarray:
         return diffusivity(graph, self.options["matrix"], min_diag=self.options["min_diag"])
 
-    def _node_tables(self, graph, alpha) -> None:
-        # Per node: neighbour -> (P_ij, edge index). A node knows the diffusivity of its own edges.
-        self._lookup_graph, self._lookup_alpha = graph, alpha
+    def _set_coefficients(self, graph, alpha, per_slot: bool) -> None:
+        # The fast kernels read P_ij per CSR slot; the per-edge array is then rebuilt from it on
+        # demand (reference kernel, per-node rule), so that a run holds one copy, not two.
+        self._lookup_graph = graph
         self._rows: dict[int, dict] = {}
+        if per_slot:
+            self._coef, self._alpha = alpha[graph.csr_edges], None
+        else:
+            self._coef, self._alpha = None, alpha
+
+    @property
+    def alpha(self) -> np.ndarray:
+        """The per-edge coefficients ``P_uv`` (edge order of the graph the rule runs on)."""
+        if self._alpha is None:
+            g = self._lookup_graph
+            alpha = np.empty(g.m)
+            alpha[g.csr_edges] = self._coef
+            self._alpha = alpha
+        return self._alpha
 
     def _row(self, i: int) -> dict:
         row = self._rows.get(i)
@@ -172,7 +286,8 @@ class _DiffusionBase(Protocol):
             g = self._lookup_graph
             sl = slice(g.indptr[i], g.indptr[i + 1])
             edges = g.csr_edges[sl]
-            row = {int(j): (float(self._lookup_alpha[e]), int(e)) for j, e in zip(g.indices[sl], edges)}
+            alpha = self.alpha
+            row = {int(j): (float(alpha[e]), int(e)) for j, e in zip(g.indices[sl], edges)}
             self._rows[i] = row
         return row
 
@@ -203,16 +318,40 @@ class Diffusion(_DiffusionBase):
     exchange_rounds = 1
     params = _MATRIX_PARAMS
 
+    params = _MATRIX_PARAMS + (
+        Param("kernel", str, "numba", "numba (fused per-node CSR loop) or numpy (scipy SpMV and edge flows, the "
+              "reference)", ("numba", "numpy")),
+    )
+
     def reset(self, graph, loads, rng):
         self._graph = graph
-        self.alpha = self._coefficients(graph)
-        self.P = diffusion_matrix(graph, self.alpha)
-        self._node_tables(graph, self.alpha)
+        fast = self.options["kernel"] == "numba"
+        alpha = self._coefficients(graph)
+        self._P = None
+        if fast:
+            self._diag = diagonal(graph, alpha)
+        self._set_coefficients(graph, alpha, per_slot=fast)
+        if fast:
+            self._out = np.empty(graph.n)
+            self._outflow = np.empty(graph.n)
+
+    @property
+    def P(self):
+        """The N x N diffusivity matrix (scipy CSR), built on first use."""
+        if self._P is None:
+            self._P = diffusion_matrix(self._graph, self.alpha)
+        return self._P
 
     def step(self, t, graph, loads):
-        flows = self.alpha * (loads[graph.u] - loads[graph.v])
-        new = self.P @ loads
-        return Step(new, moved=float(np.abs(flows).sum()), messages=2 * graph.m, flows=flows)
+        if self.options["kernel"] == "numpy":
+            flows = self.alpha * (loads[graph.u] - loads[graph.v])
+            new = self.P @ loads
+            return Step(new, moved=float(np.abs(flows).sum()), messages=2 * graph.m, flows=flows)
+        new = self._out if self._out is not loads else np.empty_like(loads)
+        loads = np.ascontiguousarray(loads, dtype=np.float64)
+        moved = _diffuse_kernel(graph.indptr, graph.indices, self._coef, self._diag, loads, new, self._outflow)
+        self._out = loads  # ping-pong buffers: the next step writes over this step's input
+        return Step(new, moved=float(moved), messages=2 * graph.m, outflow=self._outflow)
 
     def is_stable(self, graph, loads):
         return bool(np.ptp(loads) <= 1e-12 * max(1.0, float(np.abs(loads).max())))
@@ -240,16 +379,26 @@ class _RoundedDiffusion(_DiffusionBase):
     def reset(self, graph, loads, rng):
         self._setup(graph, rng)
         g = self.h
-        self.alpha = self._coefficients(g) if g is graph else self._coefficients_h(g)
+        fast = self.options["kernel"] == "numba"
+        self._set_coefficients(g, self._coefficients(g) if g is graph else self._coefficients_h(g), per_slot=fast)
         self._mode = ROUNDINGS.index(self.rounding)
-        self._hops = np.where(self.relay >= 0, 2, 1).astype(np.int64)
-        self._out = np.empty(graph.n, dtype=np.int64)
-        self._outflow = np.empty(graph.n, dtype=np.int64)
-        self._no_coins = np.zeros(0)
-        self._no_orient = np.zeros(0, dtype=np.int8)
-        self._node_tables(g, self.alpha)
+        if fast:
+            self._tables(g)
+            self._out = np.empty(graph.n, dtype=np.int64)
+            self._outflow = np.empty(graph.n, dtype=np.int64)
         self.min_load = int(loads.min()) if loads.size else 0
         self.negative_steps = 0
+
+    def _tables(self, h) -> None:
+        # Per CSR slot of H: one more hop for an added edge (Case 2), and, when oriented, whether
+        # the slot's edge points away from its row node (the sender then rounds up).
+        self._hop_extra = np.zeros(0, dtype=np.int64)
+        self._along_slot = np.zeros(0, dtype=np.bool_)
+        if (self.relay >= 0).any():
+            self._hop_extra = (self.relay[h.csr_edges] >= 0).astype(np.int64)
+        if self.orient is not None and h.m:
+            rows = np.repeat(np.arange(h.n, dtype=h.indices.dtype), np.diff(h.indptr))
+            self._along_slot = (self.orient[h.csr_edges] > 0) == (rows < h.indices)
 
     def _setup(self, graph, rng) -> None:
         self.h, self.relay = graph, np.full(graph.m, -1, dtype=np.int64)
@@ -259,9 +408,6 @@ class _RoundedDiffusion(_DiffusionBase):
 
     def _coefficients_h(self, h):
         return self._coefficients(h)
-
-    def _coins(self, t):
-        return self._no_coins
 
     def _flows_h(self, t, loads) -> np.ndarray:
         h = self.h
@@ -279,16 +425,16 @@ class _RoundedDiffusion(_DiffusionBase):
             flows = self._real_flows(graph, fh)
             moved = int(np.abs(flows).sum())
             out = Step(new, moved=moved, messages=self._messages(graph), flows=flows, outflow=outflow.astype(np.int64))
+            low = int(out.loads.min()) if out.loads.size else 0
         else:
             new = self._out if self._out is not loads else np.empty_like(loads)
-            coins = self._coins(t) if self.rounding == "random" else self._no_coins
-            orient = self.orient if self.orient is not None else self._no_orient
-            moved = _rounded_kernel(h.indptr, h.indices, h.csr_edges, self.alpha, self._hops, loads, self._mode,
-                                    coins, self.options.get("coin", "pij") == "fraction", orient, new,
-                                    self._outflow)
-            self._out = loads  # ping-pong buffers
-            out = Step(new, moved=int(moved), messages=self._messages(graph), outflow=self._outflow.copy())
-        low = int(out.loads.min()) if out.loads.size else 0
+            moved, low = _rounded_kernel(h.indptr, h.indices, h.csr_edges, self._coef, loads, self._mode,
+                                         np.uint64(self._key), np.uint64(t & _MASK64),
+                                         self.options.get("coin", "pij") == "fraction", self._along_slot, self._hop_extra,
+                                         new, self._outflow)
+            self._out = loads  # ping-pong buffers: the next step writes over this step's input
+            # The engine reads outflow before the next step overwrites it.
+            out = Step(new, moved=int(moved), messages=self._messages(graph), outflow=self._outflow)
         self.min_load = min(self.min_load, low)
         self.negative_steps += low < 0
         return out
@@ -303,6 +449,12 @@ class _RoundedDiffusion(_DiffusionBase):
         if self.randomized:
             # A coin may send a ceiling across any edge whose ends differ.
             return bool(graph.m == 0 or np.all(loads[graph.u] == loads[graph.v]))
+        if self.options["kernel"] == "numba":
+            h = self.h
+            moved, _ = _rounded_kernel(h.indptr, h.indices, h.csr_edges, self._coef, loads, self._mode, np.uint64(0),
+                                       np.uint64(0), False, self._along_slot, self._hop_extra, np.empty_like(loads),
+                                       np.empty_like(loads))
+            return bool(moved == 0)
         return bool(not np.any(self._flows_h(0, loads)))
 
     def report(self):
@@ -401,10 +553,9 @@ class DiffusionRandom(_RoundedDiffusion):
     def _setup(self, graph, rng):
         super()._setup(graph, rng)
         self._key = stream_key(rng)
-        self._edge_ids = np.arange(graph.m, dtype=np.uint64)
 
     def _coins(self, t):
-        return counter_uniform(self._key, t, self._edge_ids)
+        return counter_uniform(self._key, t, np.arange(self.h.m, dtype=np.uint64))
 
     def _coin_scalar(self, t, e):
         return counter_uniform_scalar(self._key, t, e)
