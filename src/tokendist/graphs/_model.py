@@ -129,7 +129,7 @@ class Graph:
         if self.capacities is not None:
             if self.capacities.shape != (self.m,):
                 raise TokendistError(f"expected {self.m} edge capacities, got {self.capacities.shape[0]}")
-            if not np.all(np.isfinite(self.capacities)) or self.capacities.min() <= 0:
+            if self.capacities.size and (not np.all(np.isfinite(self.capacities)) or self.capacities.min() <= 0):
                 raise TokendistError("edge capacities must be finite and positive")
 
     def with_speeds(self, speeds) -> "Graph":
