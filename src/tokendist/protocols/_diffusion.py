@@ -97,6 +97,13 @@ def _uniform(base, index):
 
 
 @numba.njit(cache=True, nogil=True)
+def _fill_uniform(base, index, out):
+    """``out[k] = counter_uniform(key, step, index[k])``, given the step's ``base``."""
+    for k in range(out.shape[0]):
+        out[k] = _uniform(base, index[k])
+
+
+@numba.njit(cache=True, nogil=True)
 def _counter_uniform_nb(key, step, index):
     """:func:`tokendist._random.counter_uniform` in numba, over an array of indices (for tests)."""
     base = _step_base(np.uint64(key), np.uint64(step))
@@ -107,10 +114,10 @@ def _counter_uniform_nb(key, step, index):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _rounded_rows(indptr, indices, csr_edges, coef, loads, mode, base, coin_fraction, along, hop_extra, relays,
-                  out, outflow):
+def _rounded_rows(indptr, indices, coef, loads, mode, coins, hop_extra, relays, out, outflow):
     # The loop of _rounded_kernel; inlined once per mode, where ``mode`` is a constant, so that
     # LLVM drops the other roundings' code from the inner loop.
+    scalar = coef.shape[0] == 1
     moved = 0
     low = np.int64(9223372036854775807)
     for i in range(loads.shape[0]):
@@ -121,7 +128,8 @@ def _rounded_rows(indptr, indices, csr_edges, coef, loads, mode, base, coin_frac
         for k in range(indptr[i], indptr[i + 1]):
             d = wi - loads[indices[k]]
             pos = d > 0
-            a = coef[k]
+            c = coef[0] if scalar else coef[k]
+            a = abs(c)  # P_ij; oriented: the sign says whether the edge points away from i
             x = a * abs(d)
             tol = _SNAP * max(1.0, x)
             fl = np.floor(x + tol)
@@ -130,9 +138,11 @@ def _rounded_rows(indptr, indices, csr_edges, coef, loads, mode, base, coin_frac
             if mode == 0:
                 up = False
             elif mode == 2:
-                up = up & (_uniform(base, csr_edges[k]) < ((x - fl) if coin_fraction else a))
+                up = up & (coins[k] < a)  # coin=pij
+            elif mode == 4:
+                up = up & (coins[k] < x - fl)  # coin=fraction
             elif mode == 3:
-                up = up & (along[k] == pos)  # the sender rounds up along the orientation
+                up = up & ((c > 0) == pos)  # the sender rounds up along the orientation
             amt = np.int64(fl) + np.int64(up)
             delta += (np.int64(d < 0) - np.int64(pos)) * amt
             s = np.int64(pos) * amt
@@ -150,7 +160,7 @@ def _rounded_rows(indptr, indices, csr_edges, coef, loads, mode, base, coin_frac
 
 
 @numba.njit(cache=True, nogil=True)
-def _rounded_kernel(indptr, indices, csr_edges, coef, loads, mode, key, step, coin_fraction, along, hop_extra,
+def _rounded_kernel(indptr, indices, csr_edges, coef, loads, mode, key, step, coin_fraction, hop_extra, coins,
                     out, outflow):
     """One rounded-diffusion step, per node over its CSR row; returns (token-hops moved, min new load).
 
@@ -160,19 +170,29 @@ def _rounded_kernel(indptr, indices, csr_edges, coef, loads, mode, key, step, co
     with the snapping tolerance (``floor(x + tol)``, ``ceil(x - tol)``), which equals rounding the
     snapped x. Equal loads give x = 0 and amount 0, so no branch is needed on them; the sign of the
     load difference enters arithmetically (branch-free, ../shared/PERFORMANCE.md). ``coef`` holds
-    ``P_ij`` per CSR slot, ``along[k]`` whether slot k's edge is directed from its row (oriented),
-    ``hop_extra[k]`` 1 for an edge of H carried over two real edges (empty when there is none).
-    ``mode`` indexes :data:`ROUNDINGS`.
+    ``P_ij`` per CSR slot (or one value for all, when every P_ij is the same), negated for the
+    oriented rounding when slot k's edge points towards its row node, ``hop_extra[k]`` 1 for an edge of H carried over two real edges (empty when there is none),
+    ``coins`` a buffer of one float per CSR slot (random rounding only). ``mode`` indexes
+    :data:`ROUNDINGS`.
     """
-    base = _step_base(key, step)
-    relays = hop_extra.shape[0] > 0
-    if mode == 0:
-        return _rounded_rows(indptr, indices, csr_edges, coef, loads, 0, base, coin_fraction, along, hop_extra, relays, out, outflow)
-    if mode == 1:
-        return _rounded_rows(indptr, indices, csr_edges, coef, loads, 1, base, coin_fraction, along, hop_extra, relays, out, outflow)
     if mode == 2:
-        return _rounded_rows(indptr, indices, csr_edges, coef, loads, 2, base, coin_fraction, along, hop_extra, relays, out, outflow)
-    return _rounded_rows(indptr, indices, csr_edges, coef, loads, 3, base, coin_fraction, along, hop_extra, relays, out, outflow)
+        # One pass draws every slot's coin in CSR order (a tight loop LLVM vectorises); hashing
+        # inside the row loop, or gathering per-edge coins there, stops LLVM vectorising the row
+        # loop and costs 4-5x.
+        _fill_uniform(_step_base(key, step), csr_edges, coins)
+    # Every call below passes constants, so that each inlined copy keeps only its own rounding
+    # (and relay bookkeeping only where Case 2 needs it): LLVM then vectorises the row loop.
+    if mode == 0:
+        return _rounded_rows(indptr, indices, coef, loads, 0, coins, hop_extra, False, out, outflow)
+    if mode == 1:
+        return _rounded_rows(indptr, indices, coef, loads, 1, coins, hop_extra, False, out, outflow)
+    if mode == 2 and coin_fraction:
+        return _rounded_rows(indptr, indices, coef, loads, 4, coins, hop_extra, False, out, outflow)
+    if mode == 2:
+        return _rounded_rows(indptr, indices, coef, loads, 2, coins, hop_extra, False, out, outflow)
+    if hop_extra.shape[0] > 0:
+        return _rounded_rows(indptr, indices, coef, loads, 3, coins, hop_extra, True, out, outflow)
+    return _rounded_rows(indptr, indices, coef, loads, 3, coins, hop_extra, False, out, outflow)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -184,9 +204,12 @@ def _diffuse_kernel(indptr, indices, coef, diag, loads, out, outflow):
     ``outflow[i] = sum_j P_ij max(load[i] - load[j], 0)`` (what i sends, lines (6)-(7) of Figure 2)
     is summed in the same pass; the load moved is the sum of the outflows.
     """
+    scalar = coef.shape[0] == 1
+    same_diag = diag.shape[0] == 1
     moved = 0.0
     for i in range(loads.shape[0]):
         wi = loads[i]
+        p_ii = diag[0] if same_diag else diag[i]
         s = 0.0
         sent = 0.0
         pending = True
@@ -194,13 +217,13 @@ def _diffuse_kernel(indptr, indices, coef, diag, loads, out, outflow):
             j = indices[k]
             wj = loads[j]
             if pending and j > i:
-                s += diag[i] * wi
+                s += p_ii * wi
                 pending = False
-            a = coef[k]
+            a = coef[0] if scalar else coef[k]
             s += a * wj
             sent += a * max(wi - wj, 0.0)
         if pending:
-            s += diag[i] * wi
+            s += p_ii * wi
         out[i] = s
         outflow[i] = sent
         moved += sent
@@ -266,7 +289,10 @@ class _DiffusionBase(Protocol):
         self._lookup_graph = graph
         self._rows: dict[int, dict] = {}
         if per_slot:
-            self._coef, self._alpha = alpha[graph.csr_edges], None
+            # On a regular graph (torus, hypercube) or with uniform:W every P_ij is one number:
+            # the kernels then read no per-slot array at all (16 bytes per edge less).
+            same = alpha.size > 0 and bool(np.all(alpha == alpha[0]))
+            self._coef, self._alpha = (alpha[:1].copy() if same else alpha[graph.csr_edges]), None
         else:
             self._coef, self._alpha = None, alpha
 
@@ -275,8 +301,11 @@ class _DiffusionBase(Protocol):
         """The per-edge coefficients ``P_uv`` (edge order of the graph the rule runs on)."""
         if self._alpha is None:
             g = self._lookup_graph
-            alpha = np.empty(g.m)
-            alpha[g.csr_edges] = self._coef
+            if self._coef.size == 1:
+                alpha = np.full(g.m, self._coef[0])
+            else:
+                alpha = np.empty(g.m)
+                alpha[g.csr_edges] = np.abs(self._coef)  # (signed per slot for the oriented rounding)
             self._alpha = alpha
         return self._alpha
 
@@ -329,7 +358,8 @@ class Diffusion(_DiffusionBase):
         alpha = self._coefficients(graph)
         self._P = None
         if fast:
-            self._diag = diagonal(graph, alpha)
+            diag = diagonal(graph, alpha)
+            self._diag = diag[:1].copy() if diag.size and np.all(diag == diag[0]) else diag
         self._set_coefficients(graph, alpha, per_slot=fast)
         if fast:
             self._out = np.empty(graph.n)
@@ -390,15 +420,18 @@ class _RoundedDiffusion(_DiffusionBase):
         self.negative_steps = 0
 
     def _tables(self, h) -> None:
-        # Per CSR slot of H: one more hop for an added edge (Case 2), and, when oriented, whether
-        # the slot's edge points away from its row node (the sender then rounds up).
+        # Per CSR slot of H: one more hop for an added edge (Case 2); for the oriented rounding
+        # the sign of P_ij per slot says whether the edge points away from the slot's row node
+        # (the sender then rounds up): reading it with P_ij keeps the row loop vectorisable.
         self._hop_extra = np.zeros(0, dtype=np.int64)
-        self._along_slot = np.zeros(0, dtype=np.bool_)
+        self._coin_buf = np.empty(2 * h.m if self.rounding == "random" else 0)
         if (self.relay >= 0).any():
             self._hop_extra = (self.relay[h.csr_edges] >= 0).astype(np.int64)
         if self.orient is not None and h.m:
             rows = np.repeat(np.arange(h.n, dtype=h.indices.dtype), np.diff(h.indptr))
-            self._along_slot = (self.orient[h.csr_edges] > 0) == (rows < h.indices)
+            along = (self.orient[h.csr_edges] > 0) == (rows < h.indices)
+            coef = self._coef if self._coef.size > 1 else np.full(2 * h.m, self._coef[0])
+            self._coef = np.where(along, coef, -coef)
 
     def _setup(self, graph, rng) -> None:
         self.h, self.relay = graph, np.full(graph.m, -1, dtype=np.int64)
@@ -430,7 +463,7 @@ class _RoundedDiffusion(_DiffusionBase):
             new = self._out if self._out is not loads else np.empty_like(loads)
             moved, low = _rounded_kernel(h.indptr, h.indices, h.csr_edges, self._coef, loads, self._mode,
                                          np.uint64(self._key), np.uint64(t & _MASK64),
-                                         self.options.get("coin", "pij") == "fraction", self._along_slot, self._hop_extra,
+                                         self.options.get("coin", "pij") == "fraction", self._hop_extra, self._coin_buf,
                                          new, self._outflow)
             self._out = loads  # ping-pong buffers: the next step writes over this step's input
             # The engine reads outflow before the next step overwrites it.
@@ -452,7 +485,7 @@ class _RoundedDiffusion(_DiffusionBase):
         if self.options["kernel"] == "numba":
             h = self.h
             moved, _ = _rounded_kernel(h.indptr, h.indices, h.csr_edges, self._coef, loads, self._mode, np.uint64(0),
-                                       np.uint64(0), False, self._along_slot, self._hop_extra, np.empty_like(loads),
+                                       np.uint64(0), False, self._hop_extra, self._coin_buf, np.empty_like(loads),
                                        np.empty_like(loads))
             return bool(moved == 0)
         return bool(not np.any(self._flows_h(0, loads)))
