@@ -21,8 +21,8 @@ import numpy as np
 from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from . import _dimension_exchange_init  # noqa: F401  (registers the worst-case distributions)
-from ._dimension_exchange_kernels import (THRESHOLD1, THRESHOLD1_PLUS, THRESHOLD2, colour_step_numba,
-                                          colour_step_numpy)
+from ._dimension_exchange_kernels import (LM_KEEP, LM_MAX, LM_SET, THRESHOLD1, THRESHOLD1_PLUS, THRESHOLD2,
+                                          colour_step_numba, colour_step_numpy)
 from ._dimension_exchange_schedule import SPANNING_TREES, make_schedule
 
 __all__ = ["Threshold2", "Threshold1", "Discrepancy1"]
@@ -60,30 +60,42 @@ class _DimensionExchange(Protocol):
         self.period = self.sched.chi
         self.n = graph.n
         self._buf = np.empty_like(loads)
-        self._flows = np.zeros(graph.m, dtype=np.int64)
+        # One int8 per edge: a step moves at most one token across an edge. Only the active colour
+        # class is written (and the previous one cleared), so the engine still gets every step's
+        # flows -- feasibility and, with check=True, the single-port model -- at O(m / chi) a step.
+        self._flows = np.zeros(graph.m, dtype=np.int8)
         self._prev = (0, 0)
-        self._no_max = np.zeros(graph.n, dtype=np.int64)
-        self._awake = np.zeros(graph.n, dtype=np.bool_)
         self._spanning = self.sched.graph is not graph
 
     def _rule(self, t, loads) -> int:
         raise NotImplementedError
 
     def _local_max(self):
-        return self._no_max
+        """DISCREPANCY-1's localMax array (None: the rule does not read it)."""
+        return None
+
+    def _lm_mode(self) -> int:
+        """What the fused kernel does to localMax before the step (``LM_KEEP``, ``LM_MAX``, ``LM_SET``)."""
+        return LM_KEEP
 
     def _halted(self):
-        return self._awake
+        """The halted nodes, or None when none is halted (the kernel then reads no flags)."""
+        return None
+
+    def _after(self, t, loads) -> None:
+        """Bookkeeping that needs localMax as updated for step ``t`` (DISCREPANCY-1)."""
 
     def step(self, t, graph, loads):
         rule = self._rule(t, loads)
         lo, hi = self.sched.active(t)
         if self.options["kernel"] == "numpy":
             new, flows, moved = colour_step_numpy(loads, self.sched, t, rule, self._local_max(), self._halted(), graph.m)
+            self._after(t, loads)
             return Step(new, moved=moved, messages=2 * (hi - lo), flows=flows)
         out = self._buf if self._buf is not loads else np.empty_like(loads)
         moved = colour_step_numba(loads, out, self.sched, t, self._prev, rule, self._local_max(), self._halted(),
-                                  self._flows)
+                                  self._flows, self._lm_mode())
+        self._after(t, loads)
         self._prev = (lo, hi)
         self._buf = loads  # ping-pong buffers: the engine keeps what it needs
         return Step(out, moved=moved, messages=2 * (hi - lo), flows=self._flows)
@@ -213,14 +225,23 @@ class Discrepancy1(_DimensionExchange):
         self.same = np.zeros(graph.n, dtype=np.int64)
         self.pending = np.zeros(graph.n, dtype=bool)
         self.halted = np.zeros(graph.n, dtype=np.bool_)
+        self._any_halted = False
+        self._mode = LM_KEEP
         self.stop_step = np.full(graph.n, -1, dtype=np.int64)
         self.stop_discrepancy = np.full(graph.n, -1, dtype=np.int64)
         self.cycles = []
         self._next = 0
 
     def _advance(self, t, loads):
-        """Update localMax and the termination bookkeeping from the loads at the start of step t."""
+        """Update localMax and the termination bookkeeping from the loads at the start of step t.
+
+        With the numba kernel the localMax update itself (``localMax <- load`` at a cycle's start,
+        ``max(localMax, load)`` in the A-phase) is fused into the kernel's copy of the loads
+        (``self._mode``); :meth:`_after` then does what reads the updated localMax.
+        """
         pos = t % self.L
+        fused = self.options["kernel"] == "numba"
+        self._mode = LM_KEEP
         if pos == 0:
             disc = int(loads.max() - loads.min())
             if t > 0:
@@ -231,11 +252,20 @@ class Discrepancy1(_DimensionExchange):
                 self.pending[:] = False
                 if self.options["termination"] == "halt":
                     self.halted |= stopping
+                    self._any_halted = bool(self.halted.any())
             self.cycles.append({"cycle": t // self.L, "start_step": t, "start_discrepancy": disc})
-            self.lm = np.asarray(loads, dtype=np.int64).copy()
+            if fused:
+                self._mode = LM_SET
+            else:
+                self.lm = np.asarray(loads, dtype=np.int64).copy()
         elif pos <= self.A:
-            np.maximum(self.lm, loads, out=self.lm)
-        if pos == self.A:
+            if fused:
+                self._mode = LM_MAX
+            else:
+                np.maximum(self.lm, loads, out=self.lm)
+
+    def _after(self, t, loads):
+        if t % self.L == self.A:
             self.cycles[-1]["b_start_discrepancy"] = int(loads.max() - loads.min())
             if self.lm.size <= 64:
                 self.cycles[-1]["local_max"] = self.lm.tolist()
@@ -252,8 +282,11 @@ class Discrepancy1(_DimensionExchange):
     def _local_max(self):
         return self.lm
 
+    def _lm_mode(self):
+        return self._mode
+
     def _halted(self):
-        return self.halted
+        return self.halted if self._any_halted else None
 
     def is_stable(self, graph, loads):
         g = self.sched.graph

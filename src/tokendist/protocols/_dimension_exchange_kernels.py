@@ -18,27 +18,55 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["THRESHOLD2", "THRESHOLD1", "THRESHOLD1_PLUS", "colour_step_numba", "colour_step_numpy",
-           "naive_step"]
+__all__ = ["THRESHOLD2", "THRESHOLD1", "THRESHOLD1_PLUS", "LM_KEEP", "LM_MAX", "LM_SET", "colour_step_numba",
+           "colour_step_numpy", "naive_step"]
 
 THRESHOLD2, THRESHOLD1, THRESHOLD1_PLUS = 0, 1, 2
 
 
-@numba.njit(cache=True, nogil=True)
-def _colour_kernel(loads, out, eu, ev, eid, lo, hi, plo, phi, rule, local_max, halted, flows):  # pragma: no cover
-    """Copy ``loads`` to ``out`` and apply ``rule`` on the edges ``lo:hi``; returns tokens moved.
+#: What the numba kernel does to ``local_max`` while it copies the loads (DISCREPANCY-1's bookkeeping).
+LM_KEEP, LM_MAX, LM_SET = 0, 1, 2
 
-    ``flows`` is a reused per-edge buffer: the previous step's edges ``plo:phi`` are zeroed first,
-    so a step costs ``O(n)`` for the copy plus ``O(edges of the colour)``. Branch-free sign of the
-    move (see ../shared/PERFORMANCE.md).
+
+@numba.njit(cache=True, nogil=True)
+def _colour_kernel(loads, out, gu, gv, eid, lo, hi, plo, phi, rule, local_max, lm_mode, halted, any_halted,
+                   flows):  # pragma: no cover
+    """Copy ``loads`` to ``out`` and apply ``rule`` on the edges ``eid[lo:hi]``; returns tokens moved.
+
+    One fused pass per step, no temporaries:
+
+    1. copy the loads (the contract: ``step`` must not modify ``loads``) and, in the same sweep,
+       update DISCREPANCY-1's ``local_max`` from the loads at the start of the step
+       (``lm_mode``: ``LM_MAX`` = max with the loads, ``LM_SET`` = set to the loads);
+    2. clear the previous step's edges ``eid[plo:phi]`` of the reused per-edge ``flows`` buffer
+       (int8: one token at most per edge), so the flows cost ``O(m / chi)`` and not ``O(m)``;
+    3. the active colour class ``eid[lo:hi]``: a matching, so its updates are independent. The
+       endpoints are read from the run graph's ``gu``/``gv`` through ``eid`` (no per-colour copies
+       of the endpoints: 4 bytes per edge of schedule state instead of 12).
+
+    The sign of the move is branch-free (../shared/PERFORMANCE.md); the ``rule`` branch is the
+    same for every edge, so it is predicted. ``halted`` is read only when ``any_halted``.
     """
-    out[:] = loads
+    n = loads.shape[0]
+    if lm_mode == 1:
+        for x in range(n):
+            w = loads[x]
+            out[x] = w
+            local_max[x] = max(w, local_max[x])
+    elif lm_mode == 2:
+        for x in range(n):
+            w = loads[x]
+            out[x] = w
+            local_max[x] = w
+    else:
+        out[:] = loads
     for i in range(plo, phi):
         flows[eid[i]] = 0
     moved = 0
     for i in range(lo, hi):
-        a = eu[i]
-        b = ev[i]
+        e = eid[i]
+        a = gu[e]
+        b = gv[e]
         wa = loads[a]
         wb = loads[b]
         d = wa - wb
@@ -49,27 +77,41 @@ def _colour_kernel(loads, out, eu, ev, eid, lo, hi, plo, phi, rule, local_max, h
         else:
             s = (np.int64(d >= 2) - np.int64(d <= -2) + np.int64((d == 1) and (wa != local_max[a]))
                  - np.int64((d == -1) and (wb != local_max[b])))
-        if halted[a] or halted[b]:
+        if any_halted and (halted[a] or halted[b]):
             s = 0
         out[a] = wa - s
         out[b] = wb + s
-        flows[eid[i]] = s
+        flows[e] = s
         moved += s if s > 0 else -s
     return moved
 
 
-def colour_step_numba(loads, out, sched, t, prev, rule, local_max, halted, flows) -> int:
-    """One step of ``rule`` at time ``t`` into ``out`` (numba); ``prev`` is the previous step's edge range."""
+def colour_step_numba(loads, out, sched, t, prev, rule, local_max, halted, flows, lm_mode=LM_KEEP) -> int:
+    """One step of ``rule`` at time ``t`` into ``out`` (numba); ``prev`` is the previous step's edge range.
+
+    ``flows`` (one int8 per edge of the run graph) must hold the flows of the step whose range is
+    ``prev`` (all zero for ``prev = (0, 0)``); ``local_max`` is first updated as ``lm_mode`` says.
+    ``halted`` is ``None`` when no node is halted (then it is not read); ``local_max`` may be
+    ``None`` for the rules that do not use it.
+    """
     lo, hi = sched.active(t)
     plo, phi = prev
-    return int(_colour_kernel(loads, out, sched.eu, sched.ev, sched.eid, lo, hi, plo, phi, rule, local_max,
-                              halted, flows))
+    any_halted = halted is not None
+    h = halted if any_halted else _NO_HALTED
+    lm = _NO_MAX if local_max is None else local_max
+    return int(_colour_kernel(loads, out, sched.run_u, sched.run_v, sched.eid, lo, hi, plo, phi, rule, lm,
+                              lm_mode, h, any_halted, flows))
+
+
+_NO_HALTED = np.zeros(1, dtype=np.bool_)
+_NO_MAX = np.zeros(1, dtype=np.int64)
 
 
 def colour_step_numpy(loads, sched, t, rule, local_max, halted, m_run) -> tuple[np.ndarray, np.ndarray, int]:
     """The same step on whole arrays (numpy): returns ``(new loads, flows on the run graph, moved)``."""
     lo, hi = sched.active(t)
-    a, b = sched.eu[lo:hi], sched.ev[lo:hi]
+    e = sched.eid[lo:hi]
+    a, b = sched.run_u[e], sched.run_v[e]
     wa, wb = loads[a], loads[b]
     d = wa - wb
     if rule == THRESHOLD2:
@@ -79,12 +121,13 @@ def colour_step_numpy(loads, sched, t, rule, local_max, halted, m_run) -> tuple[
     else:
         s = ((d >= 2).astype(np.int64) - (d <= -2) + ((d == 1) & (wa != local_max[a]))
              - ((d == -1) & (wb != local_max[b])))
-    s = np.where(halted[a] | halted[b], 0, s)
+    if halted is not None:
+        s = np.where(halted[a] | halted[b], 0, s)
     new = loads.copy()
     new[a] -= s  # a matching: no index repeats within one colour
     new[b] += s
     flows = np.zeros(m_run, dtype=np.int64)
-    flows[sched.eid[lo:hi]] = s
+    flows[e] = s
     return new, flows, int(np.abs(s).sum())
 
 

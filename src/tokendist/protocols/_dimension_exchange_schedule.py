@@ -11,7 +11,7 @@ colour classes out as contiguous edge arrays so that a step touches only the act
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -71,33 +71,36 @@ def resolve_colouring(graph, colouring: str = "auto") -> np.ndarray:
 class Schedule:
     """A coloured graph laid out for stepping.
 
+    Only what a step reads is stored (4 bytes per schedule edge plus the offsets): the colour
+    classes as contiguous runs of edge indices. The endpoints, the colours and the per-node partner
+    table are derived on demand (tests, the numpy kernel, the per-node form) and cached.
+
     Attributes
     ----------
     graph : Graph
         The graph the schedule runs on (the input graph, or its spanning tree).
-    colours : ndarray
-        One colour per edge of ``graph``.
     chi : int
         Number of colours (the period in steps).
     start : int
         The colour active at step 0.
-    eu, ev, eid : ndarray
-        Edge endpoints (``eu < ev``) and the edge's index in the *run's* graph, grouped by colour.
+    eid : ndarray of int32
+        The schedule's edges as indices into the *run's* graph, grouped by colour (within a colour
+        in increasing edge order, so that a step sweeps memory forwards).
     offsets : ndarray
-        Colour ``c`` occupies ``offsets[c]:offsets[c+1]`` of ``eu``/``ev``/``eid``.
-    partner : ndarray, shape (n, chi)
-        The neighbour across each node's edge of each colour, or the node itself.
+        Colour ``c`` occupies ``offsets[c]:offsets[c+1]`` of ``eid``.
+    run_u, run_v : ndarray
+        The run graph's endpoint arrays (shared, not copied): edge ``eid[i]`` joins
+        ``run_u[eid[i]] < run_v[eid[i]]``.
     """
 
     graph: object
-    colours: np.ndarray
     chi: int
     start: int
-    eu: np.ndarray
-    ev: np.ndarray
     eid: np.ndarray
     offsets: np.ndarray
-    partner: np.ndarray
+    run_u: np.ndarray
+    run_v: np.ndarray
+    _cache: dict = field(default_factory=dict, repr=False)
 
     def colour_at(self, t: int) -> int:
         return (self.start + t) % self.chi
@@ -105,6 +108,45 @@ class Schedule:
     def active(self, t: int) -> tuple[int, int]:
         c = self.colour_at(t)
         return int(self.offsets[c]), int(self.offsets[c + 1])
+
+    @property
+    def eu(self) -> np.ndarray:
+        """Smaller endpoint of each schedule edge, in ``eid`` order."""
+        return self.run_u[self.eid]
+
+    @property
+    def ev(self) -> np.ndarray:
+        """Larger endpoint of each schedule edge, in ``eid`` order."""
+        return self.run_v[self.eid]
+
+    @property
+    def colours(self) -> np.ndarray:
+        """One colour per edge of :attr:`graph` (int64), rebuilt from the colour classes."""
+        if "colours" not in self._cache:
+            colours = np.empty(self.eid.size, dtype=np.int64)
+            colours[self._order()] = np.repeat(np.arange(self.chi, dtype=np.int64), np.diff(self.offsets))
+            self._cache["colours"] = colours
+        return self._cache["colours"]
+
+    @property
+    def partner(self) -> np.ndarray:
+        """shape (n, chi): the neighbour across each node's edge of each colour, or the node itself
+        (the per-node form's ``contacts``; built on first use)."""
+        if "partner" not in self._cache:
+            g, colours = self.graph, self.colours
+            partner = np.repeat(np.arange(g.n, dtype=np.int64)[:, None], self.chi, axis=1)
+            partner[g.u, colours] = g.v
+            partner[g.v, colours] = g.u
+            self._cache["partner"] = partner
+        return self._cache["partner"]
+
+    def _order(self) -> np.ndarray:
+        """Position in :attr:`graph`'s edge order of each entry of ``eid``."""
+        base = self.graph.base_edges if self.run_u is not self.graph.u else None
+        if base is None:
+            return self.eid
+        inv = np.argsort(base, kind="stable")
+        return inv[np.searchsorted(base[inv], self.eid)]
 
 
 def make_schedule(run_graph, *, colouring: str = "auto", colour_start: int = 0, spanning: str = "none",
@@ -120,14 +162,15 @@ def make_schedule(run_graph, *, colouring: str = "auto", colour_start: int = 0, 
     chi = int(colours.max()) + 1 if colours.size else 1
     if colour_start < 0:
         raise TokendistError("colour_start must be >= 0")
+    # Counting sort by colour, stable: within a colour the edges stay in increasing order.
     order = np.argsort(colours, kind="stable")
     offsets = np.zeros(chi + 1, dtype=np.int64)
     np.cumsum(np.bincount(colours, minlength=chi), out=offsets[1:])
     base = graph.base_edges if graph is not run_graph else None
     eid = order if base is None else base[order]
-    partner = np.repeat(np.arange(graph.n, dtype=np.int64)[:, None], chi, axis=1)
-    partner[graph.u, colours] = graph.v
-    partner[graph.v, colours] = graph.u
-    return Schedule(graph, colours, chi, colour_start % chi, np.ascontiguousarray(graph.u[order]),
-                    np.ascontiguousarray(graph.v[order]), np.ascontiguousarray(eid, dtype=np.int64), offsets, partner)
-
+    idx = np.int32 if run_graph.m < 2**31 else np.int64
+    sched = Schedule(graph, chi, colour_start % chi, np.ascontiguousarray(eid, dtype=idx), offsets,
+                     run_graph.u, run_graph.v)
+    if graph.n <= 4096:
+        sched._cache["colours"] = np.asarray(colours, dtype=np.int64)
+    return sched
