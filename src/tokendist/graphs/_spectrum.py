@@ -16,7 +16,8 @@ Solvers (the method used is returned by :func:`smallest_laplacian_eigenvalues`):
   multiple eigenvalue only a few copies at a time, so lambda2's eigenvectors found so far are
   deflated too (``c I - L - c V V^T``) and Lanczos runs again until a run finds no further copy:
   the multiplicity is then counted in full (e.g. 12 for ``hypercube:12``, 4 for ``torus:60x60``).
-  Convergence slows down when lambda2 is tiny compared with lambda_max (large meshes).
+  Convergence slows down when lambda2 is tiny compared with lambda_max (large meshes): after
+  ``LANCZOS_MAXITER`` restarts a run stops with a TokendistError rather than hang.
 
 Multiplicity: the number of eigenvalues within ``tol * max(1, lambda_max)`` of ``lambda2``
 (default ``tol = 1e-8``), lambda_max bounded by twice the largest weighted degree.
@@ -34,6 +35,9 @@ __all__ = ["laplacian", "laplacian_spectrum", "lambda2", "lambda2_pair", "smalle
 
 #: Largest n for which the dense eigensolver is used.
 DENSE_LIMIT = 2000
+#: Restarts of one Lanczos run before giving up with a TokendistError (no silent hang on large
+#: meshes, whose lambda2 is tiny compared with lambda_max and converges very slowly).
+LANCZOS_MAXITER = 60
 
 
 def laplacian(graph, *, generalized: bool = False, symmetric: bool = True) -> sp.csr_array:
@@ -148,7 +152,14 @@ def _lanczos_smallest(lap, k, kernel, deflate=None):
     op = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
     kk = min(k - 1 if deflate is None else k, n - v.shape[1] - 1)
     v0 = np.random.default_rng(0).random(n) - 0.5  # deterministic start
-    w, x = eigsh(op, k=max(1, kk), which="LA", v0=v0, tol=1e-12, ncv=min(n - 1, max(2 * kk + 1, 40)))
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    try:
+        w, x = eigsh(op, k=max(1, kk), which="LA", v0=v0, tol=1e-12, ncv=min(n - 1, max(2 * kk + 1, 40)),
+                     maxiter=LANCZOS_MAXITER)
+    except ArpackNoConvergence:
+        raise TokendistError(f"sparse eigensolver did not converge in {LANCZOS_MAXITER} restarts (n={n}): lambda2 is "
+                             "too small relative to the largest eigenvalue (a large mesh?)") from None
     lam = c - w
     order = np.argsort(lam)
     lam, x = lam[order], x[:, order]
