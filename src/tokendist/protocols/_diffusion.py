@@ -64,9 +64,9 @@ _MATRIX_PARAMS = (
 # ---------------------------------------------------------------------- the fast kernels
 # Why fused numba loops: one synchronous step reads every CSR slot once and writes every node once;
 # numpy needs per-edge gathers, a flows array and bincounts (25-45 ns per edge-step against 3.6-6
-# for a per-node loop, ../shared/PERFORMANCE.md). Per-edge data is laid out per CSR slot in reset
-# (``coef[k] = P_ij`` for slot k of row i), so the loop reads three arrays in order and gathers only
-# ``loads[j]``. No kernel allocates: outputs go to buffers the protocol owns.
+# for a per-node loop, ../shared/PERFORMANCE.md). P_ij is laid out per CSR slot in reset (or kept as
+# one number when all agree, as on tori and hypercubes), so the row loop reads arrays in order and
+# gathers only ``loads[j]``. No kernel allocates: outputs go to buffers the protocol owns.
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xBF58476D1CE4E5B9)
@@ -171,9 +171,9 @@ def _rounded_kernel(indptr, indices, csr_edges, coef, loads, mode, key, step, co
     snapped x. Equal loads give x = 0 and amount 0, so no branch is needed on them; the sign of the
     load difference enters arithmetically (branch-free, ../shared/PERFORMANCE.md). ``coef`` holds
     ``P_ij`` per CSR slot (or one value for all, when every P_ij is the same), negated for the
-    oriented rounding when slot k's edge points towards its row node, ``hop_extra[k]`` 1 for an edge of H carried over two real edges (empty when there is none),
-    ``coins`` a buffer of one float per CSR slot (random rounding only). ``mode`` indexes
-    :data:`ROUNDINGS`.
+    oriented rounding when slot k's edge points towards its row node; ``hop_extra[k]`` is 1 for an
+    edge of H carried over two real edges (empty when there is none); ``coins`` is a buffer of one
+    float per CSR slot (random rounding only). ``mode`` indexes :data:`ROUNDINGS`.
     """
     if mode == 2:
         # One pass draws every slot's coin in CSR order (a tight loop LLVM vectorises); hashing
