@@ -104,6 +104,15 @@ def _fill_uniform(base, index, out):
 
 
 @numba.njit(cache=True, nogil=True)
+def _fill_heads(base, index, coef, out):
+    """``out[k] = +P_ij`` on HEAD (``counter_uniform(key, step, index[k]) < P_ij``), else ``-P_ij``."""
+    scalar = coef.shape[0] == 1
+    for k in range(out.shape[0]):
+        a = coef[0] if scalar else coef[k]
+        out[k] = a if _uniform(base, index[k]) < a else -a
+
+
+@numba.njit(cache=True, nogil=True)
 def _counter_uniform_nb(key, step, index):
     """:func:`tokendist._random.counter_uniform` in numba, over an array of indices (for tests)."""
     base = _step_base(np.uint64(key), np.uint64(step))
@@ -138,7 +147,7 @@ def _rounded_rows(indptr, indices, coef, loads, mode, coins, hop_extra, relays, 
             if mode == 0:
                 up = False
             elif mode == 2:
-                up = up & (coins[k] < a)  # coin=pij
+                up = up & (c > 0)  # coin=pij: HEAD drawn before the loop, kept as the sign of P_ij
             elif mode == 4:
                 up = up & (coins[k] < x - fl)  # coin=fraction
             elif mode == 3:
@@ -173,13 +182,18 @@ def _rounded_kernel(indptr, indices, csr_edges, coef, loads, mode, key, step, co
     ``P_ij`` per CSR slot (or one value for all, when every P_ij is the same), negated for the
     oriented rounding when slot k's edge points towards its row node; ``hop_extra[k]`` is 1 for an
     edge of H carried over two real edges (empty when there is none); ``coins`` is a buffer of one
-    float per CSR slot (random rounding only). ``mode`` indexes :data:`ROUNDINGS`.
+    float per CSR slot (random rounding only, else empty): the coin (coin=fraction) or P_ij signed
+    by the toss (coin=pij). ``mode`` indexes :data:`ROUNDINGS`.
     """
     if mode == 2:
         # One pass draws every slot's coin in CSR order (a tight loop LLVM vectorises); hashing
-        # inside the row loop, or gathering per-edge coins there, stops LLVM vectorising the row
-        # loop and costs 4-5x.
-        _fill_uniform(_step_base(key, step), csr_edges, coins)
+        # inside the row loop costs 4-5x more. With coin=pij the toss does not depend on the
+        # loads, so the pass stores P_ij signed by the toss (+ on HEAD), which the row loop reads
+        # in place of P_ij (reading a separate per-slot flag there measured 2-3x slower).
+        if coin_fraction:
+            _fill_uniform(_step_base(key, step), csr_edges, coins)
+        else:
+            _fill_heads(_step_base(key, step), csr_edges, coef, coins)
     # Every call below passes constants, so that each inlined copy keeps only its own rounding
     # (and relay bookkeeping only where Case 2 needs it): LLVM then vectorises the row loop.
     if mode == 0:
@@ -189,7 +203,7 @@ def _rounded_kernel(indptr, indices, csr_edges, coef, loads, mode, key, step, co
     if mode == 2 and coin_fraction:
         return _rounded_rows(indptr, indices, coef, loads, 4, coins, hop_extra, False, out, outflow)
     if mode == 2:
-        return _rounded_rows(indptr, indices, coef, loads, 2, coins, hop_extra, False, out, outflow)
+        return _rounded_rows(indptr, indices, coins, loads, 2, coins, hop_extra, False, out, outflow)
     if hop_extra.shape[0] > 0:
         return _rounded_rows(indptr, indices, coef, loads, 3, coins, hop_extra, True, out, outflow)
     return _rounded_rows(indptr, indices, coef, loads, 3, coins, hop_extra, False, out, outflow)
