@@ -130,3 +130,15 @@ def test_bench_reports_ratio_against_naive(capsys):
 def test_reproduce_list(capsys):
     d = _json(capsys, ["reproduce", "list", "--json"])
     assert isinstance(d, list)
+
+
+def test_compare_offline_ratio_is_at_least_one_for_token_protocols(capsys):
+    d = _json(capsys, ["compare", "--graph", "torus:4x4", "--init", "random:0..30", "--algos",
+                       "multi-port,threshold2,single-port", "--offline", "1", "--max-steps", "2000", "--no-files",
+                       "--json"])
+    off = d["offline"]
+    assert off["exact"] and off["model"] == "multi-port" and off["steps"] >= 1
+    ratios = [r["offline_ratio"] for r in d["rows"] if r["offline_ratio"] is not None]
+    assert ratios, d["rows"]
+    # Lemma 6.3's optimum bounds every algorithm that moves at most one token per edge per step.
+    assert all(x >= 1 for x in ratios)

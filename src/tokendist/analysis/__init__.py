@@ -7,8 +7,9 @@ from ._stable_gaps import *  # noqa: F401,F403
 from ._diffusion_bounds import *  # noqa: F401,F403
 from ._heterogeneous_bounds import *  # noqa: F401,F403
 from ._ghosh_bounds import *  # noqa: F401,F403
+from ._offline import OfflineResult, offline_feasible, offline_optimum
 
-__all__ = ["BOUNDS", "predict", "register_bounds"]
+__all__ = ["BOUNDS", "predict", "register_bounds", "OfflineResult", "offline_feasible", "offline_optimum"]
 for _m in (_stable_gaps, _diffusion_bounds, _heterogeneous_bounds, _ghosh_bounds):
     __all__ += list(getattr(_m, "__all__", []))
 del _m

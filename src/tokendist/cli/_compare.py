@@ -44,6 +44,9 @@ class CompareCommand(Command):
         p.add_argument("--edge-failure", type=probability, default=None, help="edge failure probability per step")
         p.add_argument("--allow-infeasible", action="store_true", help="let infeasible rules run with negative loads")
         p.add_argument("--record-every", type=positive_int, default=None, help="record metrics every K steps")
+        p.add_argument("--offline", type=nonneg_int, default=None, metavar="K",
+                       help="also compute the off-line optimum (multi-port, max-flow) for max load <= ceil(rho)+K "
+                            "and show each protocol's time to that level as a multiple of it")
         p.add_argument("--out", type=Path, default=Path("tokendist-compare"), help="output folder")
         p.add_argument("--no-files", action="store_true", help="write no files")
         p.add_argument("--json", action="store_true", help="print JSON")
@@ -61,6 +64,8 @@ class CompareCommand(Command):
             sc.levels = _levels(args.levels)
         if args.allow_infeasible:
             sc.allow_infeasible = True
+        if args.offline is not None:
+            sc.offline_slack = args.offline
         for item in args.param:
             key, sep, value = item.partition("=")
             algo, dot, pname = key.partition(".")
@@ -77,17 +82,25 @@ class CompareCommand(Command):
             print_json(payload)
             return 0
         g = result.graph
+        off = result.offline
         cols = ["algorithm"] + [f"to <={fmt(lv)}" for lv in sc.levels] + [
             "disc.", "local", "moved", "messages", "infeas.", "min load", "stop"]
+        if off:
+            cols += [f"to max<={off['target_max_load']}", "x off-line"]
         rows = []
         for r in result.rows:
             if r.status == "ok":
                 rows.append([r.algorithm] + [r.steps_to_level[lv] for lv in sc.levels] + [
                     r.final_discrepancy, r.final_local_discrepancy, r.tokens_moved, r.messages,
-                    r.infeasible_steps, r.lowest_load, f"{r.stop_reason} @ {r.steps}"])
+                    r.infeasible_steps, r.lowest_load, f"{r.stop_reason} @ {r.steps}"]
+                            + ([r.steps_to_target, None if r.offline_ratio is None else round(r.offline_ratio, 2)]
+                               if off else []))
         table(f"compare: {g.spec} (n={g.n:,}, m={g.m:,}), init {sc.init}, {result.tokens:,} tokens, seed {sc.seed}; "
               "'to <=K': first step with discrepancy <= K; disc./local: final discrepancy and local discrepancy",
               cols, rows)
+        if off:
+            print(f"off-line optimum (multi-port, exact max-flow): {off['steps']} steps to bring every node to at "
+                  f"most {off['target_max_load']} tokens")
         others = [r for r in result.rows if r.status != "ok"]
         if others:
             table("not run", ["algorithm", "status", "reason"], [[r.algorithm, r.status, r.reason] for r in others])
@@ -112,12 +125,12 @@ class CompareCommand(Command):
             w = csv.writer(fh)
             w.writerow(["algorithm", "status", "steps", "stop_reason", *[f"steps_to_{lv}" for lv in levels],
                         "final_discrepancy", "final_local_discrepancy", "tokens_moved", "messages",
-                        "infeasible_steps", "lowest_load", "reason"])
+                        "infeasible_steps", "lowest_load", "steps_to_target", "offline_ratio", "reason"])
             for r in result.rows:
                 w.writerow([r.algorithm, r.status, r.steps, r.stop_reason,
                             *[r.steps_to_level.get(lv) for lv in levels], r.final_discrepancy,
                             r.final_local_discrepancy, r.tokens_moved, r.messages, r.infeasible_steps,
-                            r.lowest_load, r.reason])
+                            r.lowest_load, r.steps_to_target, r.offline_ratio, r.reason])
         files.append(str(out / "compare.csv"))
         (out / "compare.json").write_text(json.dumps(to_jsonable(result.to_json()), indent=2) + "\n")
         files.append(str(out / "compare.json"))

@@ -33,6 +33,8 @@ class CompareRow:
     messages: int | None = None
     infeasible_steps: int | None = None
     lowest_load: float | None = None
+    steps_to_target: int | None = None
+    offline_ratio: float | None = None
     seconds: float | None = None
     result: object = None
 
@@ -48,13 +50,14 @@ class Comparison:
     graph: object
     tokens: int
     rows: list
+    offline: dict | None = None
 
     def to_json(self) -> dict:
         s = self.scenario
         return {"scenario": {"name": s.name, "graph": s.graph, "init": s.init, "seed": s.seed,
                              "max_steps": s.max_steps, "levels": s.levels},
                 "graph": {"spec": self.graph.spec, "n": self.graph.n, "m": self.graph.m},
-                "tokens": self.tokens, "rows": [r.to_json() for r in self.rows]}
+                "tokens": self.tokens, "offline": self.offline, "rows": [r.to_json() for r in self.rows]}
 
 
 def compare(scenario: Scenario, *, progress=None) -> Comparison:
@@ -113,4 +116,28 @@ def compare(scenario: Scenario, *, progress=None) -> Comparison:
             lowest_load=float(r.trace["min"].min()) if r.trace["min"].size else None, seconds=r.seconds, result=r))
     if progress is not None:
         progress(len(names), len(names), "")
-    return Comparison(scenario, graph, int(np.asarray(loads).sum()), rows)
+    offline = None
+    if scenario.offline_slack is not None:
+        offline = _offline_ratios(graph, loads, scenario.offline_slack, rows)
+    return Comparison(scenario, graph, int(np.asarray(loads).sum()), rows, offline)
+
+
+def _offline_ratios(graph, loads, slack: int, rows) -> dict:
+    """Each run's time to bring every node to at most ceil(rho) + slack, over the off-line optimum.
+
+    The optimum is the exact multi-port one (max-flow on the time-expanded network, Ghosh et al.
+    Lemma 6.3, :func:`tokendist.analysis.offline_optimum`): no algorithm that moves at most one token
+    per edge per step can do better, so every ratio of a multi-port or single-port protocol is >= 1.
+    Diffusion schemes move any amount per edge and are not bound by it.
+    """
+    from ..analysis import offline_optimum
+
+    best = offline_optimum(graph, np.asarray(loads), slack=slack, model="multi-port")
+    target = best.target
+    for r in rows:
+        if r.status != "ok":
+            continue
+        r.steps_to_target = r.result.steps_to("max", target)
+        if r.steps_to_target is not None and best.steps > 0:
+            r.offline_ratio = r.steps_to_target / best.steps
+    return {**best.to_json(), "target_max_load": target}

@@ -31,7 +31,7 @@ from ..errors import TokendistError
 __all__ = ["Scenario", "load_scenario", "default_scenario", "SCENARIO_KEYS"]
 
 SCENARIO_KEYS = {"name", "description", "graph", "init", "seed", "max_steps", "levels", "algos", "speeds",
-                 "edge_failure", "allow_infeasible", "record_every"}
+                 "edge_failure", "allow_infeasible", "record_every", "offline_slack"}
 
 
 @dataclass
@@ -49,6 +49,7 @@ class Scenario:
     edge_failure: float | None = None
     allow_infeasible: bool = False
     record_every: int = 1
+    offline_slack: int | None = None
 
     def validate(self) -> "Scenario":
         """Resolve every name now; raise TokendistError naming the first problem."""
@@ -59,6 +60,8 @@ class Scenario:
             raise TokendistError(f"scenario {self.name}: seed must be a non-negative integer")
         if not isinstance(self.max_steps, int) or self.max_steps < 0:
             raise TokendistError(f"scenario {self.name}: max_steps must be a non-negative integer")
+        if self.offline_slack is not None and (not isinstance(self.offline_slack, int) or self.offline_slack < 0):
+            raise TokendistError(f"scenario {self.name}: offline_slack must be a non-negative integer")
         if not all(isinstance(x, (int, float)) for x in self.levels):
             raise TokendistError(f"scenario {self.name}: levels must be numbers")
         graph = make_graph(self.graph, seed=self.seed)
