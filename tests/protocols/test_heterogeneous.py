@@ -175,6 +175,9 @@ def test_dynamic_fos_conserves_and_converges_under_edge_failures():
 
 
 def _manual_sos_iou(g, w0, steps, **params):
+    # The per-edge flows come from the numpy reference; the numba kernel equals it step by step
+    # (test_heterogeneous_kernels.py), IOUs included.
+    params.setdefault("kernel", "numpy")
     p = make_protocol("sos-iou", params)
     p.check_graph(g)
     p.reset(g, w0.copy(), np.random.default_rng(0))

@@ -29,10 +29,11 @@ import numpy as np
 
 from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
-from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, edge_coefficients, fos_flows,
-                                    node_degrees, scaled_speeds, sos_beta, spectrum)
+from ._heterogeneous_kernels import fos_floor_step, fos_real_step, sos_iou_step, sos_real_step
+from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
+                                    fos_flows, node_degrees, scaled_speeds, sos_beta)
 
-__all__ = ["FOS", "SOS", "FOSFloor", "SOSIOU", "HeterogeneousDiffusion", "COMMON_PARAMS"]
+__all__ = ["FOS", "SOS", "FOSFloor", "SOSIOU", "HeterogeneousDiffusion", "COMMON_PARAMS", "KERNEL_PARAM"]
 
 PAPER = "Elsässer, Monien, Schamberger 2006"
 
@@ -43,6 +44,11 @@ COMMON_PARAMS = (
     Param("adapt_degrees", bool, True, "recompute d_i on every step's graph (Sec. 4); false: base-graph degrees"),
     Param("allow_invalid", bool, False, "run even if M = I - L S^-1 has a negative diagonal entry"),
 )
+
+#: The step kernel of fos, fos-floor, sos and sos-iou: ``numba`` (fused loops over CSR or the edge
+#: list, :mod:`._heterogeneous_kernels`) or ``numpy`` (edge gathers and bincount: the reference).
+KERNEL_PARAM = Param("kernel", str, "numba", "numba (fused per-node CSR loop) or numpy (edge gathers and "
+                     "bincount, the reference)", ("numba", "numpy"))
 
 
 class HeterogeneousDiffusion(Protocol):
@@ -72,6 +78,8 @@ class HeterogeneousDiffusion(Protocol):
         self._cache_graph = None
         self._cache_alpha = None
         self._rng = rng
+        self._slot_graph = None
+        self._bufs = None
 
     def _alpha(self, graph) -> np.ndarray:
         """Coefficients of ``graph`` (cached while the graph object stays the same), validated."""
@@ -83,6 +91,28 @@ class HeterogeneousDiffusion(Protocol):
                        allow=self.options["allow_invalid"])
         self._cache_graph, self._cache_alpha = graph, alpha
         return alpha
+
+    def _fast(self) -> bool:
+        return self.options.get("kernel", "numpy") == "numba"
+
+    def _slot_coef(self, graph) -> np.ndarray:
+        """``alpha`` per CSR slot, recomputed only when the graph object changes (dynamic networks)."""
+        alpha = self._alpha(graph)
+        if graph is not self._slot_graph:
+            self._slot_coef_arr = np.ascontiguousarray(alpha[graph.csr_edges]) if graph.m else np.zeros(0)
+            self._slot_graph = graph
+        return self._slot_coef_arr
+
+    def _buffers(self, loads):
+        """``x`` (weighted loads), two load buffers used in turn and the outflow, allocated once."""
+        n, dt = loads.shape[0], loads.dtype
+        b = self._bufs
+        if b is None or b[1].shape[0] != n or b[1].dtype != dt:
+            b = self._bufs = [np.empty(n), np.empty(n, dt), np.empty(n, dt), np.empty(n, dt)]
+        out = b[1] if b[1] is not loads else b[2]
+        # Ping-pong: the engine keeps the returned loads as the next step's input; the next step
+        # writes into the other buffer.
+        return b[0], out, b[3]
 
     def _weighted(self, loads):
         return loads / self._s
@@ -153,7 +183,14 @@ class FOS(HeterogeneousDiffusion):
     divisible = True
     exchange_rounds = 1
 
+    params = COMMON_PARAMS + (KERNEL_PARAM,)
+
     def step(self, t, graph, loads):
+        if self._fast():
+            loads = np.ascontiguousarray(loads, dtype=np.float64)
+            x, out, outflow = self._buffers(loads)
+            moved = fos_real_step(graph.indptr, graph.indices, self._slot_coef(graph), self._s, loads, x, out, outflow)
+            return Step(out, moved=float(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
         y = fos_flows(graph, alpha, self._s, loads)
         return Step(apply_flows(graph, loads, y), moved=float(np.abs(y).sum()), messages=2 * graph.m, flows=y)
@@ -183,7 +220,14 @@ class FOSFloor(HeterogeneousDiffusion):
     paper = f"{PAPER}, Sec. 1 and 4"
     exchange_rounds = 1
 
+    params = COMMON_PARAMS + (KERNEL_PARAM,)
+
     def step(self, t, graph, loads):
+        if self._fast():
+            loads = np.ascontiguousarray(loads, dtype=np.int64)
+            x, out, outflow = self._buffers(loads)
+            moved = fos_floor_step(graph.indptr, graph.indices, self._slot_coef(graph), self._s, loads, x, out, outflow)
+            return Step(out, moved=int(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
         y = np.trunc(fos_flows(graph, alpha, self._s, loads))
         return Step(apply_flows(graph, loads, y), moved=int(np.abs(y).sum()), messages=2 * graph.m, flows=y)
@@ -201,6 +245,7 @@ class _SecondOrder(HeterogeneousDiffusion):
 
     params = COMMON_PARAMS + (
         Param("beta", float, 0.0, "SOS parameter beta; 0: 2/(1 + sqrt(1 - gamma^2)) with gamma of M (Lemma 1)"),
+        KERNEL_PARAM,
     )
 
     def reset(self, graph, loads, rng):
@@ -208,7 +253,8 @@ class _SecondOrder(HeterogeneousDiffusion):
         beta = self.options["beta"]
         if beta == 0.0:
             alpha = self._alpha(graph)
-            self.spectrum = spectrum(graph, alpha, self._s)
+            # Only gamma is needed: dense below DENSE_LIMIT nodes, deflated Lanczos above (O(m) a step).
+            self.spectrum = diffusion_norm(graph, alpha, self._s)
             beta = sos_beta(self.spectrum["gamma"])
         else:
             self.spectrum = None
@@ -218,7 +264,18 @@ class _SecondOrder(HeterogeneousDiffusion):
         self._k = 0
         self._keys = None
         self._prev = None
+        self._state_graph = None
         self.dropped = 0.0
+
+    def _carry_state(self, graph, values):
+        """``values`` (per edge of the previous step's graph) on ``graph``; free when the graph is unchanged."""
+        if values is None:
+            return np.zeros(graph.m)
+        if graph is self._state_graph:
+            return values
+        out, dropped = _carry(self._keys, values, graph)
+        self.dropped += dropped
+        return out if out is not values else values.copy()
 
     def _sos_flow(self, graph, loads):
         """``y^k = beta F(w^{k-1}) + (beta - 1) y^{k-1}`` (``y^1 = F(w^0)``): the flow form of eq. (4)."""
@@ -261,6 +318,18 @@ class SOS(_SecondOrder):
     may_go_negative = True
 
     def step(self, t, graph, loads):
+        if self._fast():
+            loads = np.ascontiguousarray(loads, dtype=np.float64)
+            x, out, outflow = self._buffers(loads)
+            first = self._k == 0
+            flow = self._carry_state(graph, self._prev)
+            moved = sos_real_step(graph.indptr, graph.indices, graph.csr_edges, self._slot_coef(graph), self._s,
+                                  self.beta, first, loads, x, flow, out, outflow)
+            self._k += 1
+            if graph is not self._state_graph:
+                self._keys, self._state_graph = graph.u * graph.n + graph.v, graph
+            self._prev = flow
+            return Step(out, moved=float(moved), messages=2 * graph.m, outflow=outflow)
         y = self._sos_flow(graph, loads)
         self._remember(graph, y)
         return Step(apply_flows(graph, loads, y), moved=float(np.abs(y).sum()), messages=2 * graph.m, flows=y)
@@ -303,12 +372,39 @@ class SOSIOU(_SecondOrder):
     def reset(self, graph, loads, rng):
         super().reset(graph, loads, rng)
         self._iou = None
+        self._owe = None
         self.events = 0
         self.event_steps = 0
         self.iou_series: list[float] = []
         self.iou_max = 0.0
 
+    def _fast_step(self, graph, loads):
+        loads = np.ascontiguousarray(loads, dtype=np.int64)
+        x, out, outflow = self._buffers(loads)
+        if self._owe is None or self._owe.shape[0] != graph.n:
+            self._owe = np.empty(graph.n)
+        first = self._k == 0
+        yhat = self._carry_state(graph, self._prev)
+        iou = self._carry_state(graph, self._iou)
+        moved, short, units, biggest = sos_iou_step(graph.u, graph.v, self._alpha(graph), self._s, self.beta, first,
+                                                    self.options["overdraw"] == "iou", loads, x, yhat, iou, out,
+                                                    self._owe, outflow)
+        self._k += 1
+        if short:
+            self.events += int(short)
+            self.event_steps += 1
+        if graph is not self._state_graph:
+            self._keys, self._state_graph = graph.u * graph.n + graph.v, graph
+        self._prev, self._iou = yhat, iou
+        units = float(units)
+        self.iou_series.append(units)
+        if graph.m:
+            self.iou_max = max(self.iou_max, float(biggest))
+        return Step(out, moved=int(moved), messages=2 * graph.m, outflow=outflow, info={"iou_units": units})
+
     def step(self, t, graph, loads):
+        if self._fast():
+            return self._fast_step(graph, loads)
         yhat = self._sos_flow(graph, loads)
         iou, dropped = _carry(self._keys, self._iou, graph)
         self.dropped += dropped

@@ -22,7 +22,8 @@ import scipy.sparse as sp
 from ..errors import TokendistError
 
 __all__ = ["SPEED_SCALES", "scaled_speeds", "node_degrees", "edge_coefficients", "diagonal", "check_diagonal",
-           "fos_flows", "apply_flows", "diffusion_matrix", "spectrum", "sos_beta"]
+           "fos_flows", "apply_flows", "diffusion_matrix", "spectrum", "diffusion_norm", "sos_beta",
+           "DENSE_LIMIT", "LANCZOS_TOL"]
 
 #: How the given speeds enter M (the ideal loads ``W s_i / sum s`` do not depend on it).
 #: ``raw``: as given (equation (3) literally); ``min``: divided by the smallest speed, so that
@@ -131,16 +132,76 @@ def _symmetric(graph, weights, s) -> sp.csr_array:
     return sp.diags_array(r) @ lap @ sp.diags_array(r)
 
 
-def _eigenvalues(a: sp.csr_array, dense_limit: int = 2500) -> np.ndarray:
-    """All eigenvalues (n <= dense_limit) or the two smallest and the largest (sparse Lanczos)."""
-    n = a.shape[0]
-    if n <= dense_limit:
-        return np.linalg.eigvalsh(a.toarray())
-    from scipy.sparse.linalg import eigsh
+#: Largest n for which the spectrum is computed densely (``eigvalsh``, all eigenvalues, O(n^3)).
+DENSE_LIMIT = 2500
 
-    lo = eigsh(a, k=2, sigma=-1e-6, which="LM", return_eigenvectors=False)
-    hi = eigsh(a, k=1, which="LA", return_eigenvectors=False)
-    return np.sort(np.concatenate([lo, hi]))
+#: Relative tolerance of the Lanczos eigenvalues above :data:`DENSE_LIMIT` (ARPACK's ``tol``).
+LANCZOS_TOL = 1e-10
+
+
+def _eigenvalues(a: sp.csr_array) -> np.ndarray:
+    """All eigenvalues of the symmetric ``a`` (dense ``eigvalsh``; only for n <= DENSE_LIMIT)."""
+    return np.linalg.eigvalsh(a.toarray())
+
+
+def _extremes_lanczos(a: sp.csr_array, s: np.ndarray, *, tol: float = LANCZOS_TOL,
+                      smallest: bool = True) -> tuple[float, float]:
+    """``(mu_2, mu_n)`` of ``M`` from the symmetric ``A = I - a`` (``a = S^-1/2 L S^-1/2``) by Lanczos.
+
+    ``A`` is similar to ``M`` (``A = S^-1/2 M S^1/2``) and has the eigenvalue 1 with the known unit
+    eigenvector ``q = sqrt(s)/||sqrt(s)||`` (``M s = s``). ``mu_2`` is the largest eigenvalue of the
+    deflated operator ``P A P`` (``P = I - q q^T``, which maps ``q`` to 0 and leaves the rest of the
+    spectrum alone), ``mu_n`` the smallest of ``A``. Only matrix-vector products: O(m) memory and
+    O(m) work per Lanczos step, no factorisation (the shift-invert solve this replaces did a sparse
+    LU whose fill-in made a 300x300 torus take minutes). ARPACK stops when each Ritz value is
+    within ``tol`` (relative) of an eigenvalue; the start vector is deterministic.
+
+    ``smallest=False`` skips ``mu_n`` (returned as NaN).
+
+    If every eigenvalue but 1 is negative the deflated operator reports 0 for ``mu_2``; ``gamma``
+    is still right then, because ``|mu_n| >= |mu_2|``.
+    """
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    n = a.shape[0]
+    q = np.sqrt(s)
+    q = q / np.linalg.norm(q)
+
+    def deflated(x):
+        x = np.asarray(x).reshape(-1)
+        y = x - q * (q @ x)
+        y = y - a @ y
+        return y - q * (q @ y)
+
+    # A fixed start vector (no hidden randomness), orthogonal to q.
+    v0 = np.cos(np.arange(n) * 0.7548776662466927 + 0.1)
+    v0 = v0 - q * (q @ v0)
+    op = LinearOperator((n, n), matvec=deflated, dtype=np.float64)
+    mu2 = float(eigsh(op, k=1, which="LA", v0=v0, tol=tol, return_eigenvectors=False)[0])
+    if not smallest:
+        return mu2, float("nan")
+    ident = LinearOperator((n, n), matvec=lambda x: np.asarray(x).reshape(-1) - a @ np.asarray(x).reshape(-1),
+                           dtype=np.float64)
+    mun = float(eigsh(ident, k=1, which="SA", v0=v0, tol=tol, return_eigenvectors=False)[0])
+    return mu2, mun
+
+
+def diffusion_norm(graph, alpha: np.ndarray, s: np.ndarray, dense_limit: int = DENSE_LIMIT) -> dict:
+    """``mu_2``, ``mu_n`` and ``gamma = max(|mu_2|, |mu_n|)`` of ``M = I - L S^{-1}`` (Lemma 1).
+
+    Dense ``eigvalsh`` of the symmetric similar matrix for ``n <= dense_limit`` (exact to round-off,
+    O(n^3)); above, Lanczos with the known eigenvalue 1 deflated (:func:`_extremes_lanczos`, O(m)
+    per iteration). This is all SOS needs for its ``beta``; :func:`spectrum` adds ``lambda_2``.
+    """
+    if graph.n == 1:
+        return {"mu_2": 0.0, "mu_n": 0.0, "gamma": 0.0}
+    a = _symmetric(graph, alpha, s)
+    if graph.n <= dense_limit:
+        lam = np.linalg.eigvalsh(a.toarray())
+        mu2, mun = 1.0 - lam[1], 1.0 - lam[-1]
+    else:
+        mu2, mun = _extremes_lanczos(a, s)
+    return {"mu_2": float(mu2), "mu_n": float(mun), "gamma": float(max(abs(mu2), abs(mun)))}
 
 
 def spectrum(graph, alpha: np.ndarray, s: np.ndarray) -> dict:
@@ -154,15 +215,32 @@ def spectrum(graph, alpha: np.ndarray, s: np.ndarray) -> dict:
         ``L S^{-1}`` with the graph's capacities as edge weights: the ``lambda_2`` of Lemma 1's
         ``d / lambda_2``) and ``lambda_2_coefficients`` (the same with the weights ``c_ij``, i.e.
         ``1 - mu_2``).
+
+    Notes
+    -----
+    Dense up to :data:`DENSE_LIMIT` nodes. Above, ``mu_2``/``mu_n`` come from deflated Lanczos
+    (:func:`diffusion_norm`) and ``lambda_2`` from Lanczos on ``S^-1/2 L S^-1/2`` shifted so that its
+    smallest eigenvalues are the largest (``I - L'/b``, ``b`` the Gershgorin bound on its largest
+    eigenvalue), again with the known null vector ``sqrt(s)`` deflated.
     """
     if graph.n == 1:
         return {"mu_2": 0.0, "mu_n": 0.0, "gamma": 0.0, "lambda_2": 0.0, "lambda_2_coefficients": 0.0}
-    lam_c = _eigenvalues(_symmetric(graph, alpha, s))
     cap = np.ones(graph.m) if graph.capacities is None else graph.capacities
-    lam = _eigenvalues(_symmetric(graph, cap, s))
-    mu2, mun = 1.0 - lam_c[1], 1.0 - lam_c[-1]
+    if graph.n <= DENSE_LIMIT:
+        lam_c = _eigenvalues(_symmetric(graph, alpha, s))
+        lam = _eigenvalues(_symmetric(graph, cap, s))
+        mu2, mun = 1.0 - lam_c[1], 1.0 - lam_c[-1]
+        lam2, lam2_c = lam[1], lam_c[1]
+    else:
+        norm = diffusion_norm(graph, alpha, s)
+        mu2, mun = norm["mu_2"], norm["mu_n"]
+        lam2_c = 1.0 - mu2
+        lap = _symmetric(graph, cap, s)
+        # Gershgorin: every eigenvalue of lap is at most the largest absolute row sum.
+        bound = float(np.abs(lap).sum(axis=1).max())
+        lam2 = (1.0 - _extremes_lanczos(lap / bound, s, smallest=False)[0]) * bound
     return {"mu_2": float(mu2), "mu_n": float(mun), "gamma": float(max(abs(mu2), abs(mun))),
-            "lambda_2": float(lam[1]), "lambda_2_coefficients": float(lam_c[1])}
+            "lambda_2": float(lam2), "lambda_2_coefficients": float(lam2_c)}
 
 
 def sos_beta(gamma: float) -> float:

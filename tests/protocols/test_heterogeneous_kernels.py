@@ -1,0 +1,126 @@
+"""Fast paths of the Elsässer-Monien-Schamberger schemes against their references.
+
+* The numba kernels of fos, fos-floor, sos and sos-iou against the numpy reference (``kernel=numpy``),
+  step by step on random graphs with speeds, static and with edge failures: loads, outflows and
+  protocol state bitwise; ``moved`` exactly for the integer schemes, to 1e-12 for the real ones.
+* The deflated Lanczos ``gamma`` (used above DENSE_LIMIT nodes) against dense ``eigvalsh`` (Lemma 1).
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tokendist import simulate
+from tokendist.engine import EdgeFailures, make_protocol
+from tokendist.graphs import Graph
+from tokendist.protocols._heterogeneous_matrix import (_extremes_lanczos, _symmetric, edge_coefficients,
+                                                       scaled_speeds)
+
+
+@st.composite
+def graphs_with_loads(draw, max_n=30):
+    n = draw(st.integers(2, max_n))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    edges = {(min(i, p), max(i, p)) for i in range(1, n) for p in [int(rng.integers(0, i))]}
+    for _ in range(draw(st.integers(0, 3 * n))):
+        a, b = rng.integers(0, n, 2)
+        if a != b:
+            edges.add((int(min(a, b)), int(max(a, b))))
+    speeds = rng.uniform(1.0, 3.0, n)
+    loads = rng.integers(0, 500, n)
+    if draw(st.booleans()):
+        loads[int(rng.integers(0, n))] += int(rng.integers(0, 20000))
+    return Graph.from_edges(n, sorted(edges), speeds=speeds), loads, int(rng.integers(0, 2**31))
+
+
+def _lockstep(name, g, loads, seed, *, p_fail=0.0, steps=25, params=None):
+    """Run the numba and the numpy kernel side by side on the same graphs; compare every step."""
+    params = dict(params or {})
+    fast = make_protocol(name, {**params, "kernel": "numba"})
+    ref = make_protocol(name, {**params, "kernel": "numpy"})
+    fast.check_graph(g)
+    w0 = loads.astype(np.float64) if fast.divisible else loads.astype(np.int64)
+    fast.reset(g, w0.copy(), np.random.default_rng(0))
+    ref.reset(g, w0.copy(), np.random.default_rng(0))
+    wf, wr = w0.copy(), w0.copy()
+    rng = np.random.default_rng(seed)
+    for t in range(steps):
+        h = g.edge_subgraph(rng.random(g.m) >= p_fail) if p_fail else g
+        a = fast.step(t, h, wf)
+        b = ref.step(t, h, wr)
+        # Loads and the feasibility outflow: the same bits.
+        assert a.loads.dtype == b.loads.dtype
+        np.testing.assert_array_equal(a.loads, b.loads)
+        nz = np.flatnonzero(b.flows)
+        f = b.flows[nz]
+        ref_out = (np.bincount(h.u[nz], weights=np.maximum(f, 0), minlength=h.n)
+                   + np.bincount(h.v[nz], weights=np.maximum(-f, 0), minlength=h.n))
+        np.testing.assert_array_equal(a.outflow, ref_out)
+        if fast.divisible:
+            assert a.moved == pytest.approx(b.moved, rel=1e-12, abs=1e-300)
+        else:
+            assert a.moved == b.moved
+        assert a.messages == b.messages and a.info == b.info
+        assert fast.state_key() == ref.state_key()
+        wf, wr = a.loads.copy(), b.loads.copy()
+    assert fast.report() == ref.report() if not fast.divisible else True
+    return fast, ref
+
+
+@pytest.mark.parametrize("name", ["fos", "fos-floor", "sos", "sos-iou"])
+@settings(max_examples=25, deadline=None)
+@given(case=graphs_with_loads(), p_fail=st.sampled_from([0.0, 0.0, 0.3]))
+def test_eq3_eq4_numba_kernels_equal_numpy_reference(name, case, p_fail):
+    g, loads, seed = case
+    fast, ref = _lockstep(name, g, loads, seed, p_fail=p_fail)
+    if name in ("sos", "sos-iou"):
+        assert fast.dropped == ref.dropped
+
+
+@settings(max_examples=15, deadline=None)
+@given(case=graphs_with_loads(), overdraw=st.sampled_from(["iou", "allow"]))
+def test_theorem1_sos_iou_kernel_equals_reference_under_overdraw(case, overdraw):
+    # A point load makes sos-iou overdraw (negative-load events): both paths must scale alike.
+    g, loads, seed = case
+    loads = np.zeros_like(loads)
+    loads[0] = 5000
+    fast, ref = _lockstep("sos-iou", g, loads, seed, params={"overdraw": overdraw})
+    assert fast.events == ref.events and fast.iou_series == ref.iou_series
+
+
+@pytest.mark.parametrize("name", ["fos", "fos-floor", "sos", "sos-iou"])
+def test_simulate_reports_identical_with_both_kernels(name):
+    common = dict(seed=1, max_steps=300, speeds="uniform:0.8..1.2")
+    if name in ("sos",):
+        common["allow_infeasible"] = True
+    a = simulate("torus:8x8", name, "point:4096", params={"kernel": "numba"}, **common)
+    b = simulate("torus:8x8", name, "point:4096", params={"kernel": "numpy"}, **common)
+    np.testing.assert_array_equal(a.loads, b.loads)
+    assert a.steps == b.steps and a.stop_reason == b.stop_reason and a.infeasible_steps == b.infeasible_steps
+    assert a.final == b.final
+
+
+def test_sos_infeasible_step_reported_alike():
+    # Real SOS overdraws from a point load (Sec. 2): both kernels stop at the same step and node.
+    from tokendist.errors import InfeasibleStepError
+
+    msgs = []
+    for kernel in ("numba", "numpy"):
+        with pytest.raises(InfeasibleStepError) as exc:
+            simulate("torus:8x8", "sos", "point:4096", seed=1, max_steps=300, speeds="uniform:0.8..1.2",
+                     params={"kernel": kernel})
+        msgs.append(str(exc.value))
+    assert msgs[0] == msgs[1]
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=graphs_with_loads(max_n=40))
+def test_lemma1_lanczos_gamma_equals_dense(case):
+    g, _, _ = case
+    s = scaled_speeds(g, "raw")
+    a = _symmetric(g, edge_coefficients(g, 2.0), s)
+    lam = np.linalg.eigvalsh(a.toarray())
+    mu2, mun = _extremes_lanczos(a, s)
+    # mu_2 is exact when it is non-negative (always for valid M with c = 2 and s >= 1: M_ii >= 1/2).
+    assert mu2 == pytest.approx(1 - lam[1], abs=1e-8)
+    assert mun == pytest.approx(1 - lam[-1], abs=1e-8)
