@@ -116,3 +116,40 @@ def test_diffusion_norm_gamma():
     lns = laplacian(gs, generalized=True, symmetric=False)
     assert close(second_largest_abs_eigenvalue(np.eye(g.n) - lns.toarray() / 8),
                  second_largest_abs_eigenvalue(np.eye(g.n) - lsym))
+
+
+@pytest.mark.parametrize("spec, expect", [("hypercube:12", (2.0, 12)),
+                                          ("torus:60x60", (2 - 2 * math.cos(2 * math.pi / 60), 4))])
+def test_sparse_lambda2_counts_full_multiplicity_on_large_graphs(spec, expect):
+    # n > DENSE_LIMIT: the sparse path, which must find every copy (single-vector Lanczos finds few).
+    g = make_graph(spec)
+    assert g.n > _spectrum.DENSE_LIMIT
+    lam, mult = lambda2(g)
+    assert close(lam, expect[0]) and mult == expect[1]
+
+
+@pytest.mark.parametrize("limit", [0, 10**12])  # force "flip" (c I - L) / allow shift-invert
+@given(connected_graphs(max_n=60), st.integers(0, 2**32 - 1))
+def test_both_sparse_solvers_match_dense_eigenvalues(limit, g, seed):
+    # Generalised form too: random speeds and capacities, the sparse solvers against dense eigvalsh.
+    rng = np.random.default_rng(seed)
+    gw = Graph.from_edges(g.n, list(zip(g.u.tolist(), g.v.tolist())), capacities=rng.uniform(0.5, 3.0, g.m))
+    gw = gw.with_speeds(rng.uniform(0.5, 4.0, g.n))
+    for graph, gen in [(g, False), (gw, True)]:
+        w = np.linalg.eigvalsh(laplacian(graph, generalized=gen).toarray())
+        eps = 1e-8 * max(1.0, 2 * float(np.abs(np.diag(laplacian(graph, generalized=gen).toarray())).max()))
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_spectrum, "DENSE_LIMIT", 1)
+            mp.setattr(_spectrum, "SHIFT_INVERT_PROFILE_LIMIT", limit)
+            if g.n < 8:
+                continue
+            lam, mult = lambda2(graph, generalized=gen)
+        assert abs(lam - w[1]) <= 1e-7 * max(1.0, w[-1])
+        assert mult == int(np.count_nonzero(np.abs(w - w[1]) <= eps))
+
+
+def test_shift_invert_is_chosen_for_meshes_and_flip_for_expanders():
+    assert _spectrum._solver(make_graph("torus:50x50"), False).mode == "shift-invert"
+    assert _spectrum._solver(make_graph("hypercube:12"), False).mode == "flip"
+    lam, mult, method = lambda2(make_graph("torus:50x50"), return_method=True)
+    assert "shift-invert" in method and mult == 4 and close(lam, 2 - 2 * math.cos(2 * math.pi / 50))

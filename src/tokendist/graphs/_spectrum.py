@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import TokendistError
+from ._properties import connected_components
 
 __all__ = ["laplacian", "laplacian_spectrum", "lambda2", "lambda2_pair", "smallest_laplacian_eigenvalues", "fiedler_vector",
            "second_largest_abs_eigenvalue", "DENSE_LIMIT"]
@@ -38,6 +39,9 @@ DENSE_LIMIT = 2000
 #: Restarts of one Lanczos run before giving up with a TokendistError (no silent hang on large
 #: meshes, whose lambda2 is tiny compared with lambda_max and converges very slowly).
 LANCZOS_MAXITER = 60
+#: Largest RCM envelope of L (entries) for which the sparse solver factorises ``L - sigma I`` and
+#: uses shift-invert Lanczos; above it, Lanczos on ``c I - L`` (see :class:`_Solver`).
+SHIFT_INVERT_PROFILE_LIMIT = 50_000_000
 
 
 def laplacian(graph, *, generalized: bool = False, symmetric: bool = True) -> sp.csr_array:
@@ -116,14 +120,14 @@ def smallest_laplacian_eigenvalues(graph, k: int, *, generalized: bool = False,
     """
     n = graph.n
     k = max(1, min(int(k), n))
-    lap = laplacian(graph, generalized=generalized)
     if n <= DENSE_LIMIT or k >= n - 1:
         w, x = _dense_eigh(graph, generalized)
         if vectors:
             return w[:k], x[:, :k], "dense eigh"
         return w[:k], "dense eigh"
-    w, x = _lanczos_smallest(lap, k, _kernel(graph, generalized))
-    method = f"sparse Lanczos eigsh on c I - L (k={k}; multiplicities not guaranteed, see lambda2)"
+    solver = _solver(graph, generalized)
+    w, x = _lanczos_smallest(solver, k)
+    method = f"{solver.describe(k)}; multiplicities not guaranteed, see lambda2"
     if vectors:
         return w, x, method
     return w, method
@@ -136,31 +140,111 @@ def _kernel(graph, generalized):
     return v / np.linalg.norm(v)
 
 
-def _lanczos_smallest(lap, k, kernel, deflate=None):
-    """The k smallest eigenpairs of the symmetric ``lap`` orthogonal to ``kernel`` (and ``deflate``),
-    plus the kernel pair first."""
-    from scipy.sparse.linalg import LinearOperator, eigsh
+def _rcm_profile(graph) -> int:
+    """Envelope size of the Laplacian in reverse Cuthill-McKee order (an O(m) fill estimate).
 
+    The envelope (for each row, the distance from its first nonzero to the diagonal) bounds the
+    fill of a factorisation without pivoting in that order; SuperLU's minimum-degree order does
+    better, so this is a conservative test of whether the shift-invert factorisation is cheap.
+    About ``n^1.5`` on 2-D meshes, ``n^2`` on expanders and hypercubes.
+    """
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    if graph.m == 0:
+        return 0
+    perm = reverse_cuthill_mckee(graph.adjacency.tocsr(), symmetric_mode=True)
+    pos = np.empty(graph.n, dtype=np.int64)
+    pos[perm] = np.arange(graph.n)
+    pu, pv = pos[graph.u], pos[graph.v]
+    first = np.arange(graph.n, dtype=np.int64)
+    np.minimum.at(first, np.maximum(pu, pv), np.minimum(pu, pv))
+    return int((np.arange(graph.n) - first).sum())
+
+
+class _Solver:
+    """How the sparse eigensolves of one Laplacian are done (chosen once per graph, cached).
+
+    ``"shift-invert"``: Lanczos on ``(L - sigma I)^{-1}`` with a small negative ``sigma`` and a
+    sparse LU (``splu``, minimum-degree order) of the positive definite ``L - sigma I``: the
+    smallest eigenvalues of L become the largest, well separated ones, so a run converges in a
+    few dozen solves however small lambda2 is compared with lambda_max (large meshes). Used when
+    the RCM envelope of L is at most ``SHIFT_INVERT_PROFILE_LIMIT`` (meshes up to a few 10^5
+    nodes, small expanders). ``"flip"``: Lanczos on ``c I - L`` (``c`` > lambda_max), matrix-vector
+    products only, for graphs whose factorisation would fill in (hypercubes, expanders, very
+    large meshes); fast when lambda2 is not tiny compared with lambda_max (expanders), slow on
+    large meshes.
+    """
+
+    def __init__(self, lap, kernel, mode):
+        self.lap, self.kernel, self.mode = lap, kernel, mode
+        n = lap.shape[0]
+        self.scale = 2.0 * float(np.abs(lap.diagonal()).max()) + 1.0
+        if mode == "shift-invert":
+            from scipy.sparse.linalg import splu
+
+            # sigma < 0 keeps L - sigma I positive definite (no pivoting needed); close to 0 so
+            # that the ratio (lambda3 - sigma) / (lambda2 - sigma) that drives convergence stays
+            # large even when lambda2 is ~1e-5 lambda_max.
+            self.sigma = -1e-6 * self.scale
+            a = (lap - self.sigma * sp.identity(n, format="csr")).tocsc()
+            self.lu = splu(a, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                           options=dict(SymmetricMode=True))
+
+    def describe(self, k):
+        if self.mode == "shift-invert":
+            return f"sparse shift-invert Lanczos (splu of L + {-self.sigma:.1e} I; k={k})"
+        return f"sparse Lanczos eigsh on c I - L (k={k})"
+
+
+def _solver(graph, generalized) -> _Solver:
+    c = _cache(graph)
+    key = ("solver", generalized)
+    if key not in c:
+        lap = laplacian(graph, generalized=generalized)
+        profile = _rcm_profile(graph)
+        # Mesh-like (small separators: mean envelope width O(sqrt n)) and not too large. On an
+        # expander the factor is nearly dense, and lambda2 is not small there anyway.
+        mesh_like = profile <= 4.0 * graph.n * np.sqrt(graph.n)
+        mode = "shift-invert" if mesh_like and profile <= SHIFT_INVERT_PROFILE_LIMIT else "flip"
+        c[key] = _Solver(lap, _kernel(graph, generalized), mode)
+    return c[key]
+
+
+def _lanczos_smallest(solver, k, deflate=None):
+    """The k smallest eigenpairs of the symmetric Laplacian orthogonal to the kernel vector (and
+    ``deflate``), plus the kernel pair first when ``deflate`` is None."""
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+    lap, kernel = solver.lap, solver.kernel
     n = lap.shape[0]
-    c = 2.0 * float(np.abs(lap.diagonal()).max()) + 1.0
     v = kernel[:, None] if deflate is None else np.column_stack([kernel, deflate])
 
-    def matvec(x):
-        x = np.asarray(x).reshape(-1)
-        return c * x - lap @ x - c * (v @ (v.T @ x))
+    def project(x):
+        return x - v @ (v.T @ x)
+
+    if solver.mode == "shift-invert":
+        def matvec(x):
+            # P (L - sigma I)^{-1} P: the deflated directions get eigenvalue 0, the others
+            # 1 / (lambda - sigma) > 0, largest for the smallest lambda.
+            return project(solver.lu.solve(project(np.asarray(x, dtype=np.float64).reshape(-1))))
+    else:
+        c = solver.scale
+
+        def matvec(x):
+            x = np.asarray(x).reshape(-1)
+            return c * x - lap @ x - c * (v @ (v.T @ x))
 
     op = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
-    kk = min(k - 1 if deflate is None else k, n - v.shape[1] - 1)
-    v0 = np.random.default_rng(0).random(n) - 0.5  # deterministic start
-    from scipy.sparse.linalg import ArpackNoConvergence
-
+    kk = max(1, min(k - 1 if deflate is None else k, n - v.shape[1] - 1))
+    v0 = project(np.random.default_rng(0).random(n) - 0.5)  # deterministic start
     try:
-        w, x = eigsh(op, k=max(1, kk), which="LA", v0=v0, tol=1e-12, ncv=min(n - 1, max(2 * kk + 1, 40)),
+        w, x = eigsh(op, k=kk, which="LA", v0=v0, tol=1e-12 if solver.mode == "flip" else 1e-10,
+                     ncv=min(n - 1, max(2 * kk + 1, 20 if solver.mode == "shift-invert" else 40)),
                      maxiter=LANCZOS_MAXITER)
     except ArpackNoConvergence:
         raise TokendistError(f"sparse eigensolver did not converge in {LANCZOS_MAXITER} restarts (n={n}): lambda2 is "
                              "too small relative to the largest eigenvalue (a large mesh?)") from None
-    lam = c - w
+    lam = solver.sigma + 1.0 / w if solver.mode == "shift-invert" else solver.scale - w
     order = np.argsort(lam)
     lam, x = lam[order], x[:, order]
     if deflate is None:
@@ -178,17 +262,18 @@ def _lambda2_sparse(graph, generalized, eps):
 
 
 def _lambda2_sparse_uncached(graph, generalized, eps):
-    lap = laplacian(graph, generalized=generalized)
-    kernel = _kernel(graph, generalized)
-    w, x = _lanczos_smallest(lap, 6, kernel)
+    solver = _solver(graph, generalized)
+    w, x = _lanczos_smallest(solver, 6)
     lam = float(w[1])
     found = x[:, np.abs(w - lam) <= eps]
     found = found[:, 1:] if abs(lam) <= eps else found  # the kernel vector is not a new copy
+    batch = 4
     while found.shape[1] < graph.n - 2:
         q, _ = np.linalg.qr(found)
-        # Small batches: measured faster than asking for many eigenpairs at once (lps:3,17, whose
-        # lambda2 has multiplicity 48: 34 s with batches of 4 against 180 s with batches of 50).
-        w2, x2 = _lanczos_smallest(lap, 4, kernel, deflate=q)
+        # Small batches: measured faster than asking for many eigenpairs at once with the
+        # flipped operator (lps:3,17, multiplicity 48: 34 s with batches of 4 against 180 s with
+        # batches of 50). A batch that is all copies doubles the next one (up to 32).
+        w2, x2 = _lanczos_smallest(solver, batch, deflate=q)
         new = np.abs(w2 - lam) <= eps
         if w2.min() < lam - eps:  # a smaller one was missed: restart from it
             lam = float(w2.min())
@@ -196,6 +281,8 @@ def _lambda2_sparse_uncached(graph, generalized, eps):
             continue
         if not new.any():
             break
+        if new.all():
+            batch = min(2 * batch, 32)
         found = np.column_stack([q, x2[:, new]])
     return lam, found.shape[1] + (1 if abs(lam) <= eps else 0), found[:, 0]
 
@@ -231,10 +318,14 @@ def lambda2(graph, *, generalized: bool = False, tol: float = 1e-8, return_metho
         raise TokendistError("lambda2 needs at least 2 nodes")
     eps = _tol_scale(graph, generalized, tol)
     if n > DENSE_LIMIT:
+        if not graph.is_connected:
+            # Every eigenvalue 0 belongs to one component (indicator vectors): no eigensolve.
+            k = len(connected_components(graph))
+            return (0.0, k, "connected components") if return_method else (0.0, k)
         lam, mult, _ = _lambda2_sparse(graph, generalized, eps)
         if lam <= eps:
             lam, mult = 0.0, mult
-        method = "sparse Lanczos on c I - L with deflation of the copies found"
+        method = _solver(graph, generalized).describe(6) + ", deflating the copies found until a run finds none"
         return (lam, mult, method) if return_method else (lam, mult)
     w, method = smallest_laplacian_eigenvalues(graph, n, generalized=generalized)
     lam = float(w[1])
@@ -257,7 +348,7 @@ def lambda2_pair(graph, *, generalized: bool = False) -> tuple[float, np.ndarray
     c = _cache(graph)
     key = ("sparse-pair", generalized)
     if key not in c:
-        w, x = _lanczos_smallest(laplacian(graph, generalized=generalized), 2, _kernel(graph, generalized))
+        w, x = _lanczos_smallest(_solver(graph, generalized), 2)
         c[key] = (float(w[1]), x[:, 1])
     return c[key]
 
