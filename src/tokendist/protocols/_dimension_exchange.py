@@ -89,7 +89,8 @@ class _DimensionExchange(Protocol):
         rule = self._rule(t, loads)
         lo, hi = self.sched.active(t)
         if self.options["kernel"] == "numpy":
-            new, flows, moved = colour_step_numpy(loads, self.sched, t, rule, self._local_max(), self._halted(), graph.m)
+            new, flows, moved = colour_step_numpy(loads, self.sched, t, rule, self._local_max(), self._halted(),
+                                                  graph.m)
             self._after(t, loads)
             return Step(new, moved=moved, messages=2 * (hi - lo), flows=flows)
         out = self._buf if self._buf is not loads else np.empty_like(loads)
