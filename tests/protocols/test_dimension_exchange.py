@@ -40,7 +40,7 @@ def test_kernels_match_naive_reference(spec, rule):
     loads = rng.integers(0, 6, g.n).astype(np.int64)
     halted = np.zeros(g.n, dtype=bool)
     halted[rng.integers(g.n)] = True
-    flows = np.zeros(g.m, dtype=np.int64)
+    flows = np.zeros(g.m, dtype=np.int8)  # the protocol's buffer: one int8 per edge
     prev = (0, 0)
     for t in range(3 * sched.chi):
         local_max = loads + rng.integers(0, 2, g.n)
