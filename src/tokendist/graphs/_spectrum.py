@@ -10,13 +10,14 @@ Solvers (the method used is returned by :func:`smallest_laplacian_eigenvalues`):
 
 * ``n <= DENSE_LIMIT`` (2000): dense ``numpy.linalg.eigvalsh`` / ``eigh`` of the symmetric matrix;
   all eigenvalues, exact to rounding.
-* larger: Lanczos (``scipy.sparse.linalg.eigsh``, ``which="LA"``) on the flipped matrix
-  ``c I - L`` (``c`` = twice the largest weighted degree >= lambda_max), whose largest
-  eigenvalues are the smallest of L, with the kernel vector ``S^{1/2} 1`` deflated. Lanczos finds a
+* larger: Lanczos (``scipy.sparse.linalg.eigsh``) in one of two forms (:class:`_Solver`), chosen
+  by the reverse Cuthill-McKee envelope of L (an O(m) fill estimate): shift-invert on
+  ``(L - sigma I)^{-1}`` with a sparse LU for mesh-like graphs, whose tiny lambda2 makes plain
+  Lanczos crawl; otherwise on the flipped matrix ``c I - L`` (``c`` > lambda_max), whose largest
+  eigenvalues are the smallest of L. Both deflate the kernel vector ``S^{1/2} 1``. Lanczos finds a
   multiple eigenvalue only a few copies at a time, so lambda2's eigenvectors found so far are
-  deflated too (``c I - L - c V V^T``) and Lanczos runs again until a run finds no further copy:
-  the multiplicity is then counted in full (e.g. 12 for ``hypercube:12``, 4 for ``torus:60x60``).
-  Convergence slows down when lambda2 is tiny compared with lambda_max (large meshes): after
+  deflated too and Lanczos runs again until a run finds no further copy: the multiplicity is then
+  counted in full (e.g. 12 for ``hypercube:12``, 4 for ``torus:60x60``). After
   ``LANCZOS_MAXITER`` restarts a run stops with a TokendistError rather than hang.
 
 Multiplicity: the number of eigenvalues within ``tol * max(1, lambda_max)`` of ``lambda2``
