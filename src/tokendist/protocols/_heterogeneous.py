@@ -338,7 +338,8 @@ class SOS(_SecondOrder):
         return self._balanced(loads) and (self._prev is None or float(np.abs(self._prev).max(initial=0)) < 1e-12)
 
     def report(self):
-        return {"beta": self.beta, **({} if self.spectrum is None else {"gamma": self.spectrum["gamma"]}),
+        return {"beta": self.beta, **({} if self.spectrum is None else {"gamma": self.spectrum["gamma"],
+                                                                "gamma_method": self.spectrum.get("method", "dense")}),
                 "flow_dropped_with_edges": self.dropped}
 
 
@@ -440,7 +441,8 @@ class SOSIOU(_SecondOrder):
 
     def report(self):
         iou = np.zeros(0) if self._iou is None else self._iou
-        return {"beta": self.beta, **({} if self.spectrum is None else {"gamma": self.spectrum["gamma"]}),
+        return {"beta": self.beta, **({} if self.spectrum is None else {"gamma": self.spectrum["gamma"],
+                                                                "gamma_method": self.spectrum.get("method", "dense")}),
                 "iou_total": float(np.abs(iou).sum()), "iou_units": float(np.floor(np.abs(iou)).sum()),
                 "iou_max_ever": self.iou_max, "negative_load_events": self.events,
                 "steps_with_negative_load_events": self.event_steps,
