@@ -6,7 +6,8 @@ from hypothesis import given, settings, strategies as st
 
 from tokendist import TokendistError, make_graph, simulate
 from tokendist.engine import EdgeFailures, make_protocol
-from tokendist.graphs import Graph
+
+from ..strategies import random_connected_graph
 from tokendist.protocols._heterogeneous_matrix import (diffusion_matrix, edge_coefficients, scaled_speeds,
                                                        sos_beta, spectrum)
 
@@ -33,13 +34,8 @@ def naive_M(graph, c=2.0, speeds=None):
 def heterogeneous_graphs(draw, max_n=12):
     n = draw(st.integers(2, max_n))
     rng = np.random.default_rng(draw(st.integers(0, 2**31)))
-    edges = {(min(i, p), max(i, p)) for i in range(1, n) for p in [int(rng.integers(0, i))]}
-    for _ in range(draw(st.integers(0, 2 * n))):
-        a, b = rng.integers(0, n, 2)
-        if a != b:
-            edges.add((int(min(a, b)), int(max(a, b))))
-    speeds = rng.uniform(1.0, 3.0, n)
-    return Graph.from_edges(n, sorted(edges), speeds=speeds), rng.integers(0, 200, n)
+    g = random_connected_graph(rng, n, draw(st.integers(0, 2 * n)))
+    return g, rng.integers(0, 200, n)
 
 
 def _error_sinv(graph, w):

@@ -12,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 
 from tokendist import simulate
 from tokendist.engine import EdgeFailures, make_protocol
-from tokendist.graphs import Graph
+
+from ..strategies import random_connected_graph
 from tokendist.protocols._heterogeneous_matrix import (_extremes_lanczos, _symmetric, edge_coefficients,
                                                        scaled_speeds)
 
@@ -21,16 +22,11 @@ from tokendist.protocols._heterogeneous_matrix import (_extremes_lanczos, _symme
 def graphs_with_loads(draw, max_n=30):
     n = draw(st.integers(2, max_n))
     rng = np.random.default_rng(draw(st.integers(0, 2**31)))
-    edges = {(min(i, p), max(i, p)) for i in range(1, n) for p in [int(rng.integers(0, i))]}
-    for _ in range(draw(st.integers(0, 3 * n))):
-        a, b = rng.integers(0, n, 2)
-        if a != b:
-            edges.add((int(min(a, b)), int(max(a, b))))
-    speeds = rng.uniform(1.0, 3.0, n)
+    g = random_connected_graph(rng, n, draw(st.integers(0, 3 * n)))
     loads = rng.integers(0, 500, n)
     if draw(st.booleans()):
         loads[int(rng.integers(0, n))] += int(rng.integers(0, 20000))
-    return Graph.from_edges(n, sorted(edges), speeds=speeds), loads, int(rng.integers(0, 2**31))
+    return g, loads, int(rng.integers(0, 2**31))
 
 
 def _lockstep(name, g, loads, seed, *, p_fail=0.0, steps=25, params=None):
