@@ -19,6 +19,11 @@ from ..errors import TokendistError
 __all__ = ["Graph"]
 
 
+def _index_dtype(count: int):
+    """int32 for node and edge ids when they fit, else int64."""
+    return np.int32 if count < 2**31 else np.int64
+
+
 def _readonly(a: np.ndarray) -> np.ndarray:
     a.flags.writeable = False
     return a
@@ -31,9 +36,12 @@ class Graph:
     ----------
     n : int
         Number of nodes, labelled ``0 .. n-1``.
-    u, v : ndarray of int64, shape (m,)
+    u, v : ndarray of int32 (int64 when n >= 2**31), shape (m,)
         Edge endpoints with ``u[e] < v[e]``, sorted by ``(u, v)``. Edge ``e`` is the pair
-        ``(u[e], v[e])``; a signed per-edge flow is positive from ``u`` to ``v``.
+        ``(u[e], v[e])``; a signed per-edge flow is positive from ``u`` to ``v``. Node and edge
+        ids are int32 when they fit: they are most of a large graph's memory (issue 3 asks for
+        at most 64 bytes per edge for graph plus state). Use :attr:`edge_keys` for ``u*n + v``,
+        which needs 64 bits.
     spec : str
         The spec the graph was built from (``"torus:16x16"``, ``"file:g.txt"``, ...).
     speeds : ndarray of float64 or None
@@ -57,8 +65,9 @@ class Graph:
     def __init__(self, n, u, v, *, spec="", speeds=None, capacities=None, positions=None, base_edges=None):
         # Trusted constructor: callers guarantee u < v, sorted, unique. Use from_edges otherwise.
         self.n = int(n)
-        self.u = _readonly(np.ascontiguousarray(u, dtype=np.int64))
-        self.v = _readonly(np.ascontiguousarray(v, dtype=np.int64))
+        index_dtype = _index_dtype(self.n)
+        self.u = _readonly(np.ascontiguousarray(u, dtype=index_dtype))
+        self.v = _readonly(np.ascontiguousarray(v, dtype=index_dtype))
         self.spec = spec
         self.speeds = None if speeds is None else _readonly(np.asarray(speeds, dtype=np.float64).copy())
         self.capacities = None if capacities is None else _readonly(np.asarray(capacities, dtype=np.float64).copy())
@@ -176,8 +185,8 @@ class Graph:
         # the transpose, which scipy's csr -> csc counting sort produces with rows ascending.
         # (np.lexsort over 2m keys took ~3 s for 10^7 edges.)
         n, m = self.n, self.m
-        idx_dtype = np.int32 if n < 2**31 else np.int64
-        key = self.u * n + self.v
+        idx_dtype = _index_dtype(max(n, m))
+        key = self.edge_keys
         if m and not np.all(key[1:] > key[:-1]):  # not the documented order: the general path
             return self._csr_lexsort()
         outdeg = np.bincount(self.u, minlength=n)
@@ -189,7 +198,7 @@ class Graph:
         eids = np.arange(m, dtype=np.int64)
         csc = sp.csr_array((eids, self.v, out_ptr), shape=(n, n)).tocsc()
         nb = np.empty(2 * m, dtype=idx_dtype)
-        eid = np.empty(2 * m, dtype=np.int64)
+        eid = np.empty(2 * m, dtype=idx_dtype)
         pos_in = eids + np.repeat(indptr[:-1] - np.asarray(csc.indptr[:-1], dtype=np.int64), indeg)
         nb[pos_in] = csc.indices
         eid[pos_in] = csc.data
@@ -206,8 +215,8 @@ class Graph:
         order = np.lexsort((dst, src))
         indptr = np.zeros(self.n + 1, dtype=np.int64)
         np.cumsum(np.bincount(src, minlength=self.n), out=indptr[1:])
-        idx_dtype = np.int32 if self.n < 2**31 else np.int64
-        return (_readonly(indptr), _readonly(dst[order].astype(idx_dtype)), _readonly(eid[order].astype(np.int64)))
+        idx_dtype = _index_dtype(max(self.n, self.m))
+        return (_readonly(indptr), _readonly(dst[order].astype(idx_dtype)), _readonly(eid[order].astype(idx_dtype)))
 
     @property
     def indptr(self) -> np.ndarray:
@@ -216,13 +225,18 @@ class Graph:
 
     @property
     def indices(self) -> np.ndarray:
-        """CSR column indices (int32 when n < 2**31)."""
+        """CSR column indices (int32 when n and m < 2**31)."""
         return self._csr[1]
 
     @property
     def csr_edges(self) -> np.ndarray:
-        """For each CSR slot, the index of its edge in ``u``/``v``."""
+        """For each CSR slot, the index of its edge in ``u``/``v`` (int32 when n and m < 2**31)."""
         return self._csr[2]
+
+    @cached_property
+    def edge_keys(self) -> np.ndarray:
+        """``u * n + v`` for each edge as int64, ascending (edges are sorted by ``(u, v)``)."""
+        return _readonly(self.u.astype(np.int64) * self.n + self.v)
 
     def neighbours(self, i: int) -> np.ndarray:
         return self.indices[self.indptr[i]:self.indptr[i + 1]]
@@ -241,7 +255,7 @@ class Graph:
         """Index of edge {a, b} (vectorised); -1 where there is no such edge."""
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
         lo, hi = np.minimum(a, b), np.maximum(a, b)
-        keys = self.u * self.n + self.v
+        keys = self.edge_keys
         k = lo * self.n + hi
         pos = np.searchsorted(keys, k)
         pos = np.minimum(pos, max(self.m - 1, 0))

@@ -108,7 +108,8 @@ def random_regular_graph(n: int, d: int, seed=None) -> Graph:
         a, b = np.triu_indices(n, 1)
         keep = np.ones(a.size, dtype=bool)
         # index of (u, v) in the row-major upper triangle
-        keep[comp.u * (2 * n - comp.u - 1) // 2 + (comp.v - comp.u - 1)] = False
+        cu, cv = comp.u.astype(np.int64), comp.v.astype(np.int64)
+        keep[cu * (2 * n - cu - 1) // 2 + (cv - cu - 1)] = False
         return Graph(n, a[keep], b[keep], spec=spec)
     stubs = rng.permutation(np.repeat(np.arange(n, dtype=np.int64), d))
     a, b = _switch_repair(stubs[0::2].copy(), stubs[1::2].copy(), n, rng)

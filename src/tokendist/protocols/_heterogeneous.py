@@ -149,7 +149,7 @@ def _carry(prev_keys, prev_vals, graph):
 
     Returns the mapped values and the total absolute value dropped with edges that disappeared.
     """
-    keys = graph.u * graph.n + graph.v
+    keys = graph.edge_keys
     if prev_keys is None:
         return np.zeros(graph.m), 0.0
     if prev_keys.shape == keys.shape and np.array_equal(prev_keys, keys):
@@ -291,7 +291,7 @@ class _SecondOrder(HeterogeneousDiffusion):
         return y
 
     def _remember(self, graph, y):
-        self._keys = graph.u * graph.n + graph.v
+        self._keys = graph.edge_keys
         self._prev = y
 
     def state_key(self):
@@ -327,7 +327,7 @@ class SOS(_SecondOrder):
                                   self.beta, first, loads, x, flow, out, outflow)
             self._k += 1
             if graph is not self._state_graph:
-                self._keys, self._state_graph = graph.u * graph.n + graph.v, graph
+                self._keys, self._state_graph = graph.edge_keys, graph
             self._prev = flow
             return Step(out, moved=float(moved), messages=2 * graph.m, outflow=outflow)
         y = self._sos_flow(graph, loads)
@@ -395,7 +395,7 @@ class SOSIOU(_SecondOrder):
             self.events += int(short)
             self.event_steps += 1
         if graph is not self._state_graph:
-            self._keys, self._state_graph = graph.u * graph.n + graph.v, graph
+            self._keys, self._state_graph = graph.edge_keys, graph
         self._prev, self._iou = yhat, iou
         units = float(units)
         self.iou_series.append(units)
@@ -423,7 +423,7 @@ class SOSIOU(_SecondOrder):
                 sender = np.where(send > 0, graph.u, graph.v)
                 send = np.sign(send) * np.floor(np.abs(send) * factor[sender])
         new_iou = owed - send
-        self._keys = graph.u * graph.n + graph.v
+        self._keys = graph.edge_keys
         self._prev = yhat
         self._iou = new_iou
         units = float(np.floor(np.abs(new_iou)).sum())
