@@ -125,6 +125,16 @@ def test_bench_reports_ratio_against_naive(capsys):
     assert row["ns_per_edge_step"] > 0 and d["naive_ns_per_edge_step"] > 0
     assert row["ratio_vs_naive"] == pytest.approx(d["naive_ns_per_edge_step"] / row["ns_per_edge_step"])
     assert row["bytes_per_edge"] > 0 and row["reset_seconds"] >= 0 and row["note"] == ""
+    assert 0 <= row["transient_bytes_per_edge"] <= row["bytes_per_edge"]
+
+
+def test_bench_memory_counts_a_steps_temporaries():
+    from tokendist.experiments._bench import _transient_bytes
+
+    # 8 MB allocated and freed inside the measured call is counted; nothing allocated, nearly nothing.
+    assert _transient_bytes(lambda: np.ones(10**6).sum()) >= 8 * 10**6
+    keep = np.ones(10**6)
+    assert _transient_bytes(lambda: keep.sum()) < 10**6
 
 
 def test_reproduce_list(capsys):

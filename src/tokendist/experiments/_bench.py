@@ -63,20 +63,68 @@ class BenchRow:
     bytes_per_edge: float | None
     reset_seconds: float | None
     note: str = ""
+    transient_bytes_per_edge: float | None = None
 
 
-def _state_bytes(obj) -> int:
-    total = 0
+def _state_arrays(obj) -> list[np.ndarray]:
+    arrays = []
     for v in vars(obj).values():
         if isinstance(v, np.ndarray):
-            total += v.nbytes
+            arrays.append(v)
         elif isinstance(v, (list, tuple)) and v and all(isinstance(x, np.ndarray) for x in v):
-            total += sum(x.nbytes for x in v)
-    return total
+            arrays.extend(v)
+    return arrays
+
+
+def _state_bytes(obj, loads_arrays=()) -> int:
+    """Bytes of the protocol's array attributes, except buffers that are the load arrays."""
+    return sum(a.nbytes for a in _state_arrays(obj)
+               if not any(np.shares_memory(a, w) for w in loads_arrays))
 
 
 def _graph_bytes(g) -> int:
     return sum(a.nbytes for a in (g.u, g.v, g.indptr, g.indices, g.csr_edges))
+
+
+def _proc_status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _transient_bytes(step) -> int:
+    """Peak memory allocated while ``step()`` runs, above what was in use before it.
+
+    Two views, the larger wins: ``tracemalloc`` sees every numpy allocation (numpy reports them)
+    but not memory numba allocates inside a kernel; the resident-set high-water mark (reset by
+    writing 5 to ``/proc/self/clear_refs``, Linux) sees everything the process touches but misses
+    allocations served from memory the allocator kept from earlier steps. Both count per-step
+    temporaries, which the issue's "graph plus state" per edge must include to be honest.
+    """
+    import tracemalloc
+
+    rss_before = _proc_status_kib("VmRSS")
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        rss_before = None
+    tracemalloc.start()
+    base, _ = tracemalloc.get_traced_memory()
+    try:
+        step()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    traced = peak - base
+    hwm = _proc_status_kib("VmHWM")
+    rss = (hwm - rss_before) * 1024 if rss_before is not None and hwm is not None else 0
+    return max(traced, rss, 0)
 
 
 def _measure_case(name, g, loads, steps, seed, conn):
@@ -104,8 +152,18 @@ def _measure_case(name, g, loads, steps, seed, conn):
             out = proto.step(t, g, w)
             times.append(time.perf_counter() - t1)
             w = out.loads.copy() if out.loads is w else out.loads
-        mem = (_graph_bytes(g) + 2 * w.nbytes + _state_bytes(proto)) / max(g.m, 1)
-        conn.send(("ok", float(np.median(times)), reset, mem, note))
+        # One more step measures what a step allocates. Memory = graph + the input and output
+        # load arrays + the protocol's arrays (ping-pong load buffers not counted twice) + the
+        # step's transient peak (a freshly allocated output not counted twice).
+        before = _state_arrays(proto)
+        holder = []
+        transient = _transient_bytes(lambda: holder.append(proto.step(steps + 1, g, w)))
+        new = holder[0].loads
+        if not any(np.shares_memory(new, a) for a in [w, *before]):
+            transient = max(transient - new.nbytes, 0)
+        persistent = _graph_bytes(g) + 2 * w.nbytes + _state_bytes(proto, (w, new))
+        m = max(g.m, 1)
+        conn.send(("ok", float(np.median(times)), reset, (persistent + transient) / m, note, transient / m))
     except TokendistError as exc:
         conn.send(("skipped", str(exc)))
     except Exception as exc:  # a bench reports every case, it does not stop at the first failure
@@ -152,9 +210,9 @@ def bench(graphs=DEFAULT_BENCH_GRAPHS, algos=None, *, steps: int = 5, seed: int 
             if result is None:
                 rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, None, f"timed out after {timeout:g} s"))
             elif result[0] == "ok":
-                _, med, reset, mem, note = result
+                _, med, reset, mem, note, transient = result
                 ns = med / g.m * 1e9
-                rows.append(BenchRow(name, spec, g.n, g.m, ns, naive_ns / ns, mem, reset, note))
+                rows.append(BenchRow(name, spec, g.n, g.m, ns, naive_ns / ns, mem, reset, note, transient))
             else:
                 rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, None, f"{result[0]}: {result[1]}"))
     return rows, naive_ns
