@@ -69,3 +69,25 @@ def test_fuzzed_loads_file(tmp_path_factory, data):
         assert "\n" not in str(exc)
         return
     assert w.shape == (4,) and w.min() >= 0
+
+
+@given(st.lists(st.integers(-50, 1000), min_size=1, max_size=30), st.booleans(), st.booleans(), st.data())
+def test_fused_summary_matches_each_metric_function(values, heterogeneous, real, data):
+    from tokendist.engine._metrics import METRICS, SUMMARY_METRICS, summary
+    from tokendist.graphs import Graph
+
+    n = len(values)
+    edges = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)).filter(lambda e: e[0] != e[1]),
+                               max_size=60, unique_by=lambda e: (min(e), max(e))))
+    g = Graph.from_edges(n, edges)
+    if heterogeneous:
+        g = g.with_speeds(np.linspace(0.5, 1.5, n))
+    w = np.array(values, dtype=np.float64) / 3 if real else np.array(values, dtype=np.int64)
+    fused = summary(g, w)
+    for name in SUMMARY_METRICS:
+        one = METRICS.get(name)(g, w)
+        if name in ("discrepancy", "max", "min", "local_discrepancy", "linf_error", "max_weighted_load"):
+            assert fused[name] == one, name  # no summation: the same floats
+            assert type(fused[name]) is (float if real or name in ("linf_error", "max_weighted_load") else int)
+        else:
+            assert fused[name] == pytest.approx(float(one), rel=1e-12, abs=1e-9), name
