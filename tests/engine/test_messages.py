@@ -101,3 +101,37 @@ def test_adversarial_schedule_is_a_callable():
     ex = MessageExecutor(path_graph(2), h, [0, 0], schedule=slow)
     ex.run()
     assert h[1].log == [(10, 0)]
+
+
+def test_node_rules_see_what_each_contact_delivered_last_step():
+    # A toy rule: every node with tokens sends one to its lowest-numbered neighbour and records,
+    # each step, the tokens its view says arrived in the previous step.
+    from tokendist.engine import Protocol, Step
+    from tokendist.engine._local import run_node_rules
+
+    seen = {}
+
+    class SendLowest(Protocol):
+        name = "send-lowest-test"
+        model = "multi-port"
+        exchange_rounds = 1
+
+        def step(self, t, graph, loads):  # pragma: no cover - only the node form runs here
+            raise NotImplementedError
+
+        def publish(self, rnd, t, node, view):
+            return None
+
+        def decide(self, t, node, view):
+            seen[(t, node)] = dict(view.delivered)
+            low = int(min(view.neighbours))
+            return {low: 1} if view.load > 0 else {}
+
+    from tokendist.graphs import make_graph
+    g = make_graph("path:4")
+    history, _ = run_node_rules(g, SendLowest(), "constant:2", 3, seed=0, schedule="async")
+    for t in range(1, 3):
+        for node in range(4):
+            expected = {int(j): int(history[t - 1][j] > 0 and min(g.neighbours(j)) == node) for j in g.neighbours(node)}
+            assert seen[(t, node)] == expected
+    assert all(seen[(0, node)] == {} for node in range(4))

@@ -39,6 +39,9 @@ class NodeView:
     contacts: np.ndarray = None
     received: list = field(default_factory=list)  # one dict {neighbour: value} per exchange round
     memory: dict = field(default_factory=dict)    # persists across steps (estimates, localMax, ...)
+    # Tokens that arrived from each contact in the previous step (what a token message says; rules
+    # that keep per-edge accounts, such as IOUs, need to know what the other end actually paid).
+    delivered: dict = field(default_factory=dict)
 
 
 class _SyncNode:
@@ -89,12 +92,12 @@ class _SyncNode:
             key = ("tok", self.t)
             if len(self.inbox.get(key, ())) < len(contacts):
                 return
-            self.inbox.pop(key, None)
+            delivered = self.inbox.pop(key, {})
             self.t += 1
             self.history[self.t, ctx.node] = ctx.load
             if self.t >= self.steps:
                 return
-            self.view = NodeView(ctx.node, ctx.load, ctx.neighbours, memory=self.memory)
+            self.view = NodeView(ctx.node, ctx.load, ctx.neighbours, memory=self.memory, delivered=delivered)
             self.view.contacts = np.asarray(self.p.contacts(self.t, ctx.node, ctx.neighbours))
             self.round = 0
             contacts = self.view.contacts.tolist()
