@@ -29,9 +29,10 @@ import numpy as np
 
 from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
-from ._heterogeneous_kernels import fos_floor_step, fos_real_step, sos_iou_step, sos_real_step
+from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_step, fos_real_step,
+                                     node_alpha_sums, sos_iou_step, sos_real_step)
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
-                                    fos_flows, node_degrees, scaled_speeds, sos_beta)
+                                    fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
 
 __all__ = ["FOS", "SOS", "FOSFloor", "SOSIOU", "HeterogeneousDiffusion", "COMMON_PARAMS", "KERNEL_PARAM"]
 
@@ -49,6 +50,8 @@ COMMON_PARAMS = (
 #: list, :mod:`._heterogeneous_kernels`) or ``numpy`` (edge gathers and bincount: the reference).
 KERNEL_PARAM = Param("kernel", str, "numba", "numba (fused per-node CSR loop) or numpy (edge gathers and "
                      "bincount, the reference)", ("numba", "numpy"))
+
+_EMPTY = np.zeros(0)
 
 
 class HeterogeneousDiffusion(Protocol):
@@ -74,18 +77,32 @@ class HeterogeneousDiffusion(Protocol):
     def reset(self, graph, loads, rng):
         self._base = graph
         self._s = scaled_speeds(graph, self.options["speed_scale"])
-        self._base_degrees = node_degrees(graph)
+        # Every speed 1 (no speeds given): x = w / s is w itself, no buffer (see the kernels).
+        self._unit = bool(np.all(self._s == 1.0))
+        self._base_deg_arr = None  # computed on first use (adapt_degrees=false, capacities, per-node form)
         self._cache_graph = None
         self._cache_alpha = None
         self._rng = rng
-        self._slot_graph = None
-        self._bufs = None
+        self._coef_graph = None
+        self._coef_val = None
+        self._xbuf = None
+        self._flowbuf = None
+
+    def _base_deg(self) -> np.ndarray:
+        if self._base_deg_arr is None:
+            self._base_deg_arr = node_degrees(self._base)
+        return self._base_deg_arr
+
+    @property
+    def _base_degrees(self) -> np.ndarray:
+        """``d_i`` of the base graph (what ``adapt_degrees=false`` uses), built when first asked for."""
+        return self._base_deg()
 
     def _alpha(self, graph) -> np.ndarray:
         """Coefficients of ``graph`` (cached while the graph object stays the same), validated."""
         if graph is self._cache_graph:
             return self._cache_alpha
-        degrees = None if self.options["adapt_degrees"] else self._base_degrees
+        degrees = None if self.options["adapt_degrees"] else self._base_deg()
         alpha = edge_coefficients(graph, self.options["c"], degrees)
         check_diagonal(graph, alpha, self._s, name=self.name, c=self.options["c"],
                        allow=self.options["allow_invalid"])
@@ -95,24 +112,51 @@ class HeterogeneousDiffusion(Protocol):
     def _fast(self) -> bool:
         return self.options.get("kernel", "numpy") == "numba"
 
-    def _slot_coef(self, graph) -> np.ndarray:
-        """``alpha`` per CSR slot, recomputed only when the graph object changes (dynamic networks)."""
-        alpha = self._alpha(graph)
-        if graph is not self._slot_graph:
-            self._slot_coef_arr = np.ascontiguousarray(alpha[graph.csr_edges]) if graph.m else np.zeros(0)
-            self._slot_graph = graph
-        return self._slot_coef_arr
+    def _coefs(self, graph):
+        """``(mode, a0, inv, alpha)`` of ``graph`` for the kernels, validated; cached per graph object.
 
-    def _buffers(self, loads):
-        """``x`` (weighted loads), two load buffers used in turn and the outflow, allocated once."""
-        n, dt = loads.shape[0], loads.dtype
-        b = self._bufs
-        if b is None or b[1].shape[0] != n or b[1].dtype != dt:
-            b = self._bufs = [np.empty(n), np.empty(n, dt), np.empty(n, dt), np.empty(n, dt)]
-        out = b[1] if b[1] is not loads else b[2]
-        # Ping-pong: the engine keeps the returned loads as the next step's input; the next step
-        # writes into the other buffer.
-        return b[0], out, b[3]
+        No per-edge array unless the graph has capacities: ``c_ij = min(inv_i, inv_j)`` with
+        ``inv_i = 1 / (c d_i)`` (the same bits as ``1 / (c max(d_i, d_j))``), and a single scalar
+        when all ``inv_i`` are equal (regular graphs). See :mod:`._heterogeneous_kernels`.
+        """
+        if graph is self._coef_graph:
+            return self._coef_val
+        if graph.capacities is not None:
+            val = (COEF_EDGE, 0.0, _EMPTY, self._alpha(graph))
+        else:
+            c = self.options["c"]
+            d = node_degrees(graph) if self.options["adapt_degrees"] else self._base_deg()
+            with np.errstate(divide="ignore"):
+                inv = 1.0 / (c * d)  # inf on isolated nodes, which have no edge to use it
+            if graph.n and np.all(inv == inv[0]):
+                val = (COEF_SCALAR, float(inv[0]), _EMPTY, _EMPTY)
+            else:
+                val = (COEF_NODE, 0.0, inv, _EMPTY)
+            total = np.empty(graph.n)
+            node_alpha_sums(graph.indptr, graph.indices, val[0], val[1], val[2], _EMPTY, graph.csr_edges, total)
+            raise_on_negative_diagonal(1.0 - total / self._s, self._s, name=self.name, c=c,
+                                       allow=self.options["allow_invalid"])
+        self._coef_graph, self._coef_val = graph, val
+        return val
+
+    def _x(self, loads):
+        """``w / s`` for the kernels: ``loads`` itself when every speed is 1, else a reused buffer."""
+        if self._unit:
+            return loads
+        if self._xbuf is None or self._xbuf.shape[0] != loads.shape[0]:
+            self._xbuf = np.empty(loads.shape[0])
+        return np.divide(loads, self._s, out=self._xbuf)
+
+    def _outflow(self, n, dtype):
+        """The per-node outflow buffer, reused from step to step (the engine reads it at once)."""
+        b = self._flowbuf
+        if b is None or b.shape[0] != n or b.dtype != dtype:
+            b = self._flowbuf = np.empty(n, dtype)
+        return b
+
+    def _kernel_args(self, graph):
+        mode, a0, inv, alpha = self._coefs(graph)
+        return graph.indptr, graph.indices, mode, a0, inv, alpha
 
     def _weighted(self, loads):
         return loads / self._s
@@ -129,7 +173,7 @@ class HeterogeneousDiffusion(Protocol):
 
     def _node_degree(self, node, view):
         if not self.options["adapt_degrees"] or self._base.capacities is not None:
-            return self._base_degrees[node]
+            return self._base_deg()[node]
         return len(view.neighbours)
 
     def _node_flows(self, node, view):
@@ -188,8 +232,10 @@ class FOS(HeterogeneousDiffusion):
     def step(self, t, graph, loads):
         if self._fast():
             loads = np.ascontiguousarray(loads, dtype=np.float64)
-            x, out, outflow = self._buffers(loads)
-            moved = fos_real_step(graph.indptr, graph.indices, self._slot_coef(graph), self._s, loads, x, out, outflow)
+            ip, ind, mode, a0, inv, alpha = self._kernel_args(graph)
+            # A fresh output array each step: the engine keeps it as the next input (no ping-pong pair).
+            out, outflow = np.empty(graph.n), self._outflow(graph.n, np.float64)
+            moved = fos_real_step(ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
             return Step(out, moved=float(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
         y = fos_flows(graph, alpha, self._s, loads)
@@ -225,8 +271,9 @@ class FOSFloor(HeterogeneousDiffusion):
     def step(self, t, graph, loads):
         if self._fast():
             loads = np.ascontiguousarray(loads, dtype=np.int64)
-            x, out, outflow = self._buffers(loads)
-            moved = fos_floor_step(graph.indptr, graph.indices, self._slot_coef(graph), self._s, loads, x, out, outflow)
+            ip, ind, mode, a0, inv, alpha = self._kernel_args(graph)
+            out, outflow = np.empty(graph.n, np.int64), self._outflow(graph.n, np.int64)
+            moved = fos_floor_step(ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
             return Step(out, moved=int(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
         y = np.trunc(fos_flows(graph, alpha, self._s, loads))
@@ -253,8 +300,12 @@ class _SecondOrder(HeterogeneousDiffusion):
         beta = self.options["beta"]
         if beta == 0.0:
             alpha = self._alpha(graph)
+            if self._fast():
+                # The kernels need no per-edge coefficients: do not keep these m values.
+                self._cache_graph = self._cache_alpha = None
             # Only gamma is needed: dense below DENSE_LIMIT nodes, deflated Lanczos above (O(m) a step).
             self.spectrum = diffusion_norm(graph, alpha, self._s)
+            del alpha
             beta = sos_beta(self.spectrum["gamma"])
         else:
             self.spectrum = None
@@ -273,7 +324,8 @@ class _SecondOrder(HeterogeneousDiffusion):
             return np.zeros(graph.m)
         if graph is self._state_graph:
             return values
-        out, dropped = _carry(self._keys, values, graph)
+        # The previous graph's keys only now, when the graph changed (static runs never build them).
+        out, dropped = _carry(self._state_graph.edge_keys, values, graph)
         self.dropped += dropped
         return out if out is not values else values.copy()
 
@@ -320,14 +372,13 @@ class SOS(_SecondOrder):
     def step(self, t, graph, loads):
         if self._fast():
             loads = np.ascontiguousarray(loads, dtype=np.float64)
-            x, out, outflow = self._buffers(loads)
+            args = self._kernel_args(graph)
+            out, outflow = np.empty(graph.n), self._outflow(graph.n, np.float64)
             first = self._k == 0
             flow = self._carry_state(graph, self._prev)
-            moved = sos_real_step(graph.indptr, graph.indices, graph.csr_edges, self._slot_coef(graph), self._s,
-                                  self.beta, first, loads, x, flow, out, outflow)
+            moved = sos_real_step(*args, self.beta, first, self._x(loads), loads, flow, out, outflow)
             self._k += 1
-            if graph is not self._state_graph:
-                self._keys, self._state_graph = graph.edge_keys, graph
+            self._state_graph = graph
             self._prev = flow
             return Step(out, moved=float(moved), messages=2 * graph.m, outflow=outflow)
         y = self._sos_flow(graph, loads)
@@ -373,7 +424,6 @@ class SOSIOU(_SecondOrder):
     def reset(self, graph, loads, rng):
         super().reset(graph, loads, rng)
         self._iou = None
-        self._owe = None
         self.events = 0
         self.event_steps = 0
         self.iou_series: list[float] = []
@@ -381,21 +431,20 @@ class SOSIOU(_SecondOrder):
 
     def _fast_step(self, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
-        x, out, outflow = self._buffers(loads)
-        if self._owe is None or self._owe.shape[0] != graph.n:
-            self._owe = np.empty(graph.n)
+        args = self._kernel_args(graph)
+        out = np.empty(graph.n, np.int64)
+        # What each node owes, then (in place) what it sent: the outflow.
+        outflow = self._outflow(graph.n, np.float64)
         first = self._k == 0
         yhat = self._carry_state(graph, self._prev)
         iou = self._carry_state(graph, self._iou)
-        moved, short, units, biggest = sos_iou_step(graph.u, graph.v, self._alpha(graph), self._s, self.beta, first,
-                                                    self.options["overdraw"] == "iou", loads, x, yhat, iou, out,
-                                                    self._owe, outflow)
+        moved, short, units, biggest = sos_iou_step(*args, self.beta, first, self.options["overdraw"] == "iou",
+                                                    self._x(loads), loads, yhat, iou, out, outflow)
         self._k += 1
         if short:
             self.events += int(short)
             self.event_steps += 1
-        if graph is not self._state_graph:
-            self._keys, self._state_graph = graph.edge_keys, graph
+        self._state_graph = graph
         self._prev, self._iou = yhat, iou
         units = float(units)
         self.iou_series.append(units)

@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from ..errors import TokendistError
 
 __all__ = ["SPEED_SCALES", "scaled_speeds", "node_degrees", "edge_coefficients", "diagonal", "check_diagonal",
+           "raise_on_negative_diagonal",
            "fos_flows", "apply_flows", "diffusion_matrix", "spectrum", "diffusion_norm", "sos_beta",
            "DENSE_LIMIT", "LANCZOS_TOL"]
 
@@ -88,13 +89,18 @@ def check_diagonal(graph, alpha, s, *, name: str, c: float, allow: bool) -> np.n
     for every i is enough; the paper assumes ``1 <= s_i`` (Sec. 2).
     """
     diag = diagonal(graph, alpha, s)
+    raise_on_negative_diagonal(diag, s, name=name, c=c, allow=allow)
+    return diag
+
+
+def raise_on_negative_diagonal(diag, s, *, name: str, c: float, allow: bool) -> None:
+    """The error of :func:`check_diagonal` for a diagonal of M computed elsewhere (the kernels' path)."""
     if not allow and diag.size and diag.min() < -1e-12:
         i = int(np.argmin(diag))
         raise TokendistError(
             f"{name}: M = I - L S^-1 has a negative diagonal entry M[{i},{i}] = {diag[i]:.4g} (speed {s[i]:.4g}, "
             f"c = {c}); use a larger c, --param speed_scale=min (speeds >= 1 as the paper assumes), "
             f"or --param allow_invalid=true")
-    return diag
 
 
 def fos_flows(graph, alpha: np.ndarray, s: np.ndarray, loads: np.ndarray) -> np.ndarray:
