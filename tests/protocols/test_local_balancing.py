@@ -9,8 +9,27 @@ from tokendist._random import counter_uniform
 from tokendist.engine import simulate
 from tokendist.engine._metrics import local_discrepancy
 from tokendist.graphs import Graph, make_graph
-from tokendist.protocols._local_balancing import (SinglePort, _single_port_kernel, single_port_matching,
+from tokendist.protocols._local_balancing import (SinglePort, single_port_matching,
                                                   single_port_selection_probability)
+from tokendist.protocols._local_balancing_kernels import BLOCK, coin_bound, single_port_counter_step
+
+
+class _CounterKernel:
+    """Calls the single-port counter kernel with its own buffers; returns (moved, out, flows)."""
+
+    def __init__(self, g, cap=None):
+        self.g = g
+        cap = g.m + BLOCK if cap is None else cap
+        self.out, self.flows = np.empty(g.n, np.int64), np.zeros(g.m, np.int8)
+        self.count = np.zeros(g.n, np.uint8)
+        self.cands, self.ca, self.cb = (np.zeros(cap, np.int32) for _ in range(3))
+        self.nprev = 0
+
+    def __call__(self, loads, key, t, p, threshold, selected):
+        moved, self.nprev = single_port_counter_step(self.g.u, self.g.v, loads, key, t, coin_bound(p), threshold,
+                                                     self.out, self.flows, self.count, self.cands, self.ca, self.cb,
+                                                     self.nprev, selected)
+        return moved, self.out, self.flows
 
 
 def _random_connected_graph(draw_seed, n, extra):
@@ -60,11 +79,10 @@ def test_counter_coins_match_numpy_in_kernel():
     g = make_graph("torus:6x6")
     loads = np.arange(g.n, dtype=np.int64) % 7
     p = 1.0 / (4 * g.max_degree)
+    kernel = _CounterKernel(g)
     for t in range(30):
-        out, flows = np.empty(g.n, np.int64), np.zeros(g.m, np.int64)
         sel = np.zeros(g.m, np.int64)
-        _single_port_kernel(g.u, g.v, loads, 12345, t, p, 1, out, flows, np.zeros(g.n, np.int64),
-                            np.zeros(g.m, np.bool_), sel)
+        kernel(loads, 12345, t, p, 1, sel)
         np.testing.assert_array_equal(sel.astype(bool), single_port_matching(g, 12345, t, p))
 
 
@@ -109,10 +127,9 @@ def test_lemma3_2_selection_frequency_matches_exact_probability(spec):
     p = 1.0 / (4 * g.max_degree)
     T = 20_000
     counts = np.zeros(g.m, dtype=np.int64)  # the kernel accumulates the matchings it used
-    loads, out, flows = np.zeros(g.n, np.int64), np.empty(g.n, np.int64), np.zeros(g.m, np.int64)
-    cnt, cand = np.zeros(g.n, np.int64), np.zeros(g.m, np.bool_)
+    loads, kernel = np.zeros(g.n, np.int64), _CounterKernel(g)
     for t in range(T):
-        _single_port_kernel(g.u, g.v, loads, 2024, t, p, 1, out, flows, cnt, cand, counts)
+        kernel(loads, 2024, t, p, 1, counts)
     exact = single_port_selection_probability(g, p)
     pvals = np.array([stats.binomtest(int(c), T, float(q)).pvalue for c, q in zip(counts, exact)])
     assert pvals.min() * g.m > 1e-3

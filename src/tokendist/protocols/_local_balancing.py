@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections import deque
 
-import numba
+import copy
+
 import numpy as np
 
 from .._random import counter_uniform, counter_uniform_scalar, stream_key
 from ..engine import MessageExecutor, Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
+from ._local_balancing_kernels import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, ds_step_indexed,
+                                       multi_port_step, single_port_counter_step, single_port_geometric_step)
 
 __all__ = ["MultiPort", "SinglePort", "DynamicSynchronous", "AsyncMultiPort", "multi_port_flows",
            "single_port_flows", "single_port_selection_probability"]
@@ -29,27 +32,6 @@ __all__ = ["MultiPort", "SinglePort", "DynamicSynchronous", "AsyncMultiPort", "m
 # ---------------------------------------------------------------------------------------------------
 # multi-port
 # ---------------------------------------------------------------------------------------------------
-@numba.njit(cache=True, nogil=True)
-def _multi_port_kernel(indptr, indices, loads, threshold, out):
-    """One multi-port step, per node over its CSR row; returns tokens moved.
-
-    Branch-free update (see ../shared/PERFORMANCE.md): node i gains one token from every
-    neighbour at least ``threshold`` heavier and loses one to every neighbour at least
-    ``threshold`` lighter.
-    """
-    moved = 0
-    for i in range(loads.shape[0]):
-        wi = loads[i]
-        delta = 0
-        for k in range(indptr[i], indptr[i + 1]):
-            diff = wi - loads[indices[k]]
-            s = np.int64(diff >= threshold) - np.int64(diff <= -threshold)
-            delta -= s
-            moved += s if s > 0 else 0
-        out[i] = wi + delta
-    return moved
-
-
 def multi_port_flows(graph, loads, threshold: int) -> np.ndarray:
     """Reference (plain numpy) per-edge flows of one multi-port step: +1 from u to v, -1 back."""
     diff = loads[graph.u] - loads[graph.v]
@@ -94,7 +76,7 @@ class MultiPort(Protocol):
             return Step(_apply_flows(graph, loads, flows), moved=int(np.abs(flows).sum()), messages=2 * graph.m,
                         flows=flows)
         out = self._out if self._out is not loads else np.empty_like(loads)
-        moved = _multi_port_kernel(graph.indptr, graph.indices, loads, self.threshold, out)
+        moved = multi_port_step(graph.u, graph.v, loads, self.threshold, out)
         self._out = loads  # ping-pong buffers: the engine copies nothing
         return Step(out, moved=int(moved), messages=2 * graph.m)
 
@@ -116,55 +98,6 @@ class MultiPort(Protocol):
 # ---------------------------------------------------------------------------------------------------
 # single-port
 # ---------------------------------------------------------------------------------------------------
-@numba.njit(inline="always")
-def _mix64(x):
-    # SplitMix64 finaliser, bit for bit the one in tokendist._random (uint64 arithmetic wraps).
-    x = x + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-@numba.njit(cache=True, nogil=True)
-def _single_port_kernel(eu, ev, loads, key, t, p, threshold, out, flows, count, cand, selected):
-    """One single-port step over the edge list; returns tokens moved.
-
-    Draws ``counter_uniform(key, t, e)`` for every edge e (one draw per edge, PERFORMANCE.md), marks
-    candidates (draw < p), keeps the candidates whose two ends have no other candidate, and moves
-    one token across each kept edge whose ends differ by at least ``threshold``. ``selected``
-    accumulates how often each edge was in the matching (for the Lemma 3.2 report).
-    """
-    n = loads.shape[0]
-    m = eu.shape[0]
-    base = _mix64(np.uint64(key) ^ _mix64(np.uint64(t)))
-    scale = 1.0 / 9007199254740992.0  # 2**-53
-    for i in range(n):
-        count[i] = 0
-        out[i] = loads[i]
-    for e in range(m):
-        r = np.float64(_mix64(base ^ _mix64(np.uint64(e))) >> np.uint64(11)) * scale
-        c = r < p
-        cand[e] = c
-        flows[e] = 0
-        if c:
-            count[eu[e]] += 1
-            count[ev[e]] += 1
-    moved = 0
-    for e in range(m):
-        if cand[e]:
-            a = eu[e]
-            b = ev[e]
-            if count[a] == 1 and count[b] == 1:
-                selected[e] += 1
-                diff = loads[a] - loads[b]
-                s = np.int64(diff >= threshold) - np.int64(diff <= -threshold)
-                flows[e] = s
-                out[a] -= s
-                out[b] += s
-                moved += s if s > 0 else -s
-    return moved
-
-
 def single_port_matching(graph, key: int, t: int, p: float, coins: str = "per-edge") -> np.ndarray:
     """Reference (plain numpy): the boolean mask of the edges in step t's random matching (Sec. 1.1)."""
     if coins == "geometric":
@@ -173,64 +106,6 @@ def single_port_matching(graph, key: int, t: int, p: float, coins: str = "per-ed
         cand = counter_uniform(key, t, np.arange(graph.m)) < p
     count = np.bincount(graph.u[cand], minlength=graph.n) + np.bincount(graph.v[cand], minlength=graph.n)
     return cand & (count[graph.u] == 1) & (count[graph.v] == 1)
-
-
-@numba.njit(cache=True, nogil=True)
-def _single_port_geometric_kernel(eu, ev, loads, key, t, p, threshold, out, flows, count, cands, ncand_prev,
-                                  selected):
-    """One single-port step touching only the candidate edges (geometric skipping).
-
-    The gaps between candidate edges are Geometric(p): gap j is ``floor(log(1 - U_j) / log(1 - p))``
-    with ``U_j = counter_uniform(key, t, j)``, so each edge is a candidate independently with
-    probability p, using ~m p draws instead of m (PERFORMANCE.md). ``flows`` is only non-zero on the
-    previous step's candidates (``cands[:ncand_prev]``), which are cleared first. Returns
-    ``(moved, ncand)``.
-    """
-    n = loads.shape[0]
-    m = eu.shape[0]
-    for i in range(ncand_prev):
-        flows[cands[i]] = 0
-    for i in range(n):
-        out[i] = loads[i]
-    base = _mix64(np.uint64(key) ^ _mix64(np.uint64(t)))
-    scale = 1.0 / 9007199254740992.0
-    ncand = 0
-    if p <= 0.0:
-        return 0, 0
-    logq = np.log1p(-p) if p < 1.0 else -np.inf
-    pos = -1
-    j = 0
-    while True:
-        r = np.float64(_mix64(base ^ _mix64(np.uint64(j))) >> np.uint64(11)) * scale
-        j += 1
-        gap = 0.0 if p >= 1.0 else np.floor(np.log1p(-r) / logq)
-        if gap > m:
-            break
-        pos += np.int64(gap) + 1
-        if pos >= m:
-            break
-        cands[ncand] = pos
-        ncand += 1
-        count[eu[pos]] += 1
-        count[ev[pos]] += 1
-    moved = 0
-    for i in range(ncand):
-        e = cands[i]
-        a = eu[e]
-        b = ev[e]
-        if count[a] == 1 and count[b] == 1:
-            selected[e] += 1
-            diff = loads[a] - loads[b]
-            s = np.int64(diff >= threshold) - np.int64(diff <= -threshold)
-            flows[e] = s
-            out[a] -= s
-            out[b] += s
-            moved += s if s > 0 else -s
-    for i in range(ncand):
-        e = cands[i]
-        count[eu[e]] = 0
-        count[ev[e]] = 0
-    return moved, ncand
 
 
 def geometric_candidates(m: int, key: int, t: int, p: float) -> np.ndarray:
@@ -319,13 +194,18 @@ class SinglePort(Protocol):
             raise TokendistError("single-port: threshold must be at least 1")
         self.key = stream_key(rng)
         self._graph = graph
-        self._selected = np.zeros(graph.m, dtype=np.int64)
+        # How often each edge was in the matching (the Lemma 3.2 report); int32, widened in step()
+        # before it could overflow.
+        self._selected = np.zeros(graph.m, dtype=np.int32)
         self._steps = 0
         self._out = np.empty(graph.n, dtype=np.int64)
-        self._flows = np.zeros(graph.m, dtype=np.int64)
-        self._count = np.zeros(graph.n, dtype=np.int64)
-        self._cand = np.zeros(graph.m, dtype=np.bool_)
-        self._cands = np.zeros(graph.m, dtype=np.int64)
+        self._flows = np.zeros(graph.m, dtype=np.int8)  # one token at most: int8 (1 byte per edge)
+        self._count = np.zeros(graph.n, dtype=np.uint8)  # saturating candidate count per node
+        self._bound = coin_bound(self.p)
+        # Candidate buffers (edge, lower end, upper end) sized for ~m p candidates with a wide margin
+        # and grown if a step ever needs more (never past m + BLOCK, which always suffices).
+        mp_ = graph.m * self.p
+        self._alloc_candidates(min(int(mp_ + 8 * np.sqrt(mp_)) + 2 * BLOCK, graph.m + BLOCK))
         self._ncand = 0
         self._geo_cache = (None, None)  # (t, candidate mask) for the per-node form
 
@@ -340,17 +220,31 @@ class SinglePort(Protocol):
             flows = np.where(matched, s, 0)
             return Step(_apply_flows(graph, loads, flows), moved=int(np.abs(flows).sum()),
                         messages=4 * graph.m, flows=flows)
+        if self._steps >= INT32_MAX and self._selected.dtype == np.int32:
+            self._selected = self._selected.astype(np.int64)
         out = self._out if self._out is not loads else np.empty_like(loads)
         if coins == "geometric":
-            moved, self._ncand = _single_port_geometric_kernel(
-                graph.u, graph.v, loads, self.key, t, self.p, self.threshold, out, self._flows, self._count,
-                self._cands, self._ncand, self._selected)
+            kernel, coin = single_port_geometric_step, self.p
         else:
-            moved = _single_port_kernel(graph.u, graph.v, loads, self.key, t, self.p, self.threshold, out,
-                                        self._flows, self._count, self._cand, self._selected)
+            kernel, coin = single_port_counter_step, self._bound
+        while True:
+            moved, ncand = kernel(graph.u, graph.v, loads, self.key, t, coin, self.threshold, out, self._flows,
+                                  self._count, self._cands, self._ca, self._cb, self._ncand, self._selected)
+            if moved >= 0:
+                break
+            # Candidate buffers full (flows already cleared, nothing else written): grow, redo.
+            self._ncand = 0
+            self._alloc_candidates(min(2 * self._cands.size, graph.m + BLOCK))
+        self._ncand = ncand
         self._out = loads
         flows = self._flows.copy() if self.options["flows"] else None
         return Step(out, moved=int(moved), messages=4 * graph.m, flows=flows)
+
+    def _alloc_candidates(self, size):
+        g = self._graph
+        self._cands = np.zeros(size, dtype=np.int32 if g.m <= INT32_MAX else np.int64)
+        self._ca = np.zeros(size, dtype=g.u.dtype)
+        self._cb = np.zeros(size, dtype=g.u.dtype)
 
     def is_stable(self, graph, loads):
         # With threshold 1 only a state with equal loads across every edge is a fixed point.
@@ -472,25 +366,53 @@ class DynamicSynchronous(Protocol):
     dynamic = True
     exchange_rounds = 1
     params = (Param("threshold", int, 0, "send when w(u) - e^u(v) exceeds this; 0 means 12d (the paper's)"),
-              Param("estimates", str, "exact", "initial estimates e^u(v) (the paper: arbitrary)", ESTIMATES))
+              Param("estimates", str, "exact", "initial estimates e^u(v) (the paper: arbitrary)", ESTIMATES),
+              Param("kernel", str, "numba", "numba (fast) or numpy (reference)", ("numba", "numpy")))
 
     def reset(self, graph, loads, rng):
         self._base = graph
         self.d = max(graph.max_degree, 1)
         t = self.options["threshold"]
         self.threshold = int(t) if t > 0 else 12 * self.d
-        self.est_u, self.est_v = initial_estimates(graph, np.asarray(loads), self.options["estimates"], rng)
-        self.est_u = np.asarray(self.est_u, dtype=np.int64)
-        self.est_v = np.asarray(self.est_v, dtype=np.int64)
-        # Kept for the per-node form, which starts from the same arbitrary estimates.
-        self._est0 = (self.est_u.copy(), self.est_v.copy())
+        loads = np.asarray(loads)
+        how = self.options["estimates"]
+        # The per-node form starts from the same arbitrary estimates: keep what regenerates them
+        # (the initial loads for ``exact``, a copy of the generator for ``random``) rather than a
+        # second copy of the 2m estimates.
+        rng0 = copy.deepcopy(rng) if how == "random" else None
+        est_u, est_v = initial_estimates(graph, loads, how, rng)
+        # Estimates are loads, held as int32 when every value fits (half the memory and traffic);
+        # step() widens them to int64 the first time a load does not fit.
+        small = all(a.size == 0 or (a.min() >= INT32_MIN and a.max() <= INT32_MAX) for a in (est_u, est_v, loads))
+        dtype = np.int32 if small else np.int64
+        self.est_u = np.asarray(est_u, dtype=dtype)
+        self.est_v = np.asarray(est_v, dtype=dtype)
+        # ``exact`` needs the initial loads, ``random`` and ``max`` only their maximum.
+        if how == "exact":
+            self._loads0 = loads.astype(dtype)
+        else:
+            self._loads0 = np.array([loads.max() if loads.size else 0], dtype=np.int64)
+        self._rng0 = rng0
+        self._est0 = None
+        self._out = np.empty(graph.n, dtype=np.int64)
+        self._outflow = np.zeros(graph.n, dtype=np.int32)
 
-    def _base_index(self, graph) -> np.ndarray:
+    def _initial_estimates(self):
+        """The initial estimates ``(e^u(v), e^v(u))`` of this run, regenerated on first use."""
+        if self._est0 is None:
+            self._est0 = initial_estimates(self._base, self._loads0.astype(np.int64), self.options["estimates"],
+                                           copy.deepcopy(self._rng0))
+        return self._est0
+
+    def _base_index(self, graph):
+        """Base-graph edge of each edge of ``graph``; None when ``graph`` is the base graph."""
+        if graph is self._base:
+            return None
         if graph.base_edges is not None:
             return graph.base_edges
-        if graph is self._base or (graph.m == self._base.m and np.array_equal(graph.u, self._base.u)
-                                   and np.array_equal(graph.v, self._base.v)):
-            return np.arange(graph.m)
+        if graph.m == self._base.m and np.array_equal(graph.u, self._base.u) and np.array_equal(graph.v,
+                                                                                                self._base.v):
+            return None
         idx = self._base.edge_index(graph.u, graph.v)
         if (idx < 0).any():
             raise TokendistError("ds: a step's graph has an edge that is not in the base graph")
@@ -498,6 +420,25 @@ class DynamicSynchronous(Protocol):
 
     def step(self, t, graph, loads):
         b = self._base_index(graph)
+        if self.options["kernel"] == "numpy":
+            return self._step_numpy(graph, loads, np.arange(graph.m) if b is None else b)
+        out = self._out if self._out is not loads else np.empty_like(loads)
+        while True:
+            if b is None:
+                moved = ds_step(graph.u, graph.v, loads, self.threshold, self.est_u, self.est_v, out, self._outflow)
+            else:
+                moved = ds_step_indexed(graph.u, graph.v, b, loads, self.threshold, self.est_u, self.est_v, out,
+                                        self._outflow)
+            if moved >= 0:
+                break
+            # A load outside int32 (nothing was written): widen the estimates and redo the step.
+            self.est_u = self.est_u.astype(np.int64)
+            self.est_v = self.est_v.astype(np.int64)
+        self._out = loads  # ping-pong buffers
+        return Step(out, moved=int(moved), messages=2 * graph.m, outflow=self._outflow)
+
+    def _step_numpy(self, graph, loads, b):
+        """Reference (plain numpy, per-edge flows) of one DS step."""
         wu, wv = loads[graph.u], loads[graph.v]
         send_uv = (wu - self.est_u[b] > self.threshold).astype(np.int64)
         send_vu = (wv - self.est_v[b] > self.threshold).astype(np.int64)
@@ -507,6 +448,9 @@ class DynamicSynchronous(Protocol):
                - np.bincount(graph.v, weights=send_vu, minlength=graph.n).astype(np.int64)
                + np.bincount(graph.u, weights=send_vu, minlength=graph.n).astype(np.int64))
         # (2): the message from v carries w(v) at the start of the step.
+        if self.est_u.dtype == np.int32 and loads.size and (loads.min() < INT32_MIN or loads.max() > INT32_MAX):
+            self.est_u = self.est_u.astype(np.int64)
+            self.est_v = self.est_v.astype(np.int64)
         self.est_u[b] = wv
         self.est_v[b] = wu
         return Step(new, moved=int(send_uv.sum() + send_vu.sum()), messages=2 * graph.m, flows=flows)
@@ -537,7 +481,8 @@ class DynamicSynchronous(Protocol):
             lo, hi = g.indptr[node], g.indptr[node + 1]
             est = {}
             for j, e in zip(g.indices[lo:hi].tolist(), g.csr_edges[lo:hi].tolist()):
-                est[j] = int(self._est0[0][e] if g.u[e] == node else self._est0[1][e])
+                est0 = self._initial_estimates()
+                est[j] = int(est0[0][e] if g.u[e] == node else est0[1][e])
             view.memory["est"] = est
         sends = {j: 1 for j in view.received[0] if view.load - est[j] > self.threshold}
         for j, w in view.received[0].items():

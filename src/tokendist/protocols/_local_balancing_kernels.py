@@ -1,0 +1,306 @@
+"""numba kernels of the Ghosh et al. (1995) local balancing protocols (``_local_balancing``).
+
+One synchronous step each, over the graph's sorted edge list ``(u, v)`` (int32): an edge's
+decision is computed once, from its lower endpoint, and the heavier end's running delta stays in a
+register while the scan is on its edges (../shared/PERFORMANCE.md). No kernel allocates an array
+of size n or m: every buffer is the caller's and is reused from step to step.
+
+* :func:`multi_port_step` -- Sec. 1.1 multi-port rule (one token across every edge whose ends
+  differ by at least the threshold).
+* :func:`single_port_counter_step` -- Sec. 1.1 single-port rule with the default per-edge counter
+  coins ``counter_uniform(key, t, e) < p``, bit for bit; the hashes are computed in blocks by a
+  vectorisable loop and only the ~m p candidates are touched afterwards.
+* :func:`single_port_geometric_step` -- the same rule with geometric skipping (``coins=geometric``).
+* :func:`ds_step`, :func:`ds_step_indexed` -- Sec. 5 DS rule with per-edge estimates; the second
+  for a step graph whose edges map to base-graph edges.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["multi_port_step", "single_port_counter_step", "single_port_geometric_step", "coin_bound",
+           "ds_step", "ds_step_indexed", "INT32_MIN", "INT32_MAX", "BLOCK"]
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+#: Edges hashed per block by the single-port kernel; candidate buffers keep BLOCK spare slots.
+BLOCK = 1024
+
+
+# ---------------------------------------------------------------------------------------------------
+# multi-port (Sec. 1.1, 3.2)
+# ---------------------------------------------------------------------------------------------------
+@numba.njit(cache=True, nogil=True)
+def multi_port_step(eu, ev, loads, threshold, out):
+    """One multi-port step; writes the new loads to ``out`` and returns the tokens moved.
+
+    Edges are sorted by ``(u, v)``, so the edges of node a (as lower end) are consecutive: a's
+    load and its running change stay in registers, each edge's sign ``s`` (+1: a sends to b) is
+    computed once and applied to both ends; branch-free (PERFORMANCE.md).
+    """
+    n = loads.shape[0]
+    m = eu.shape[0]
+    for i in range(n):
+        out[i] = loads[i]
+    moved = 0
+    e = 0
+    while e < m:
+        a = eu[e]
+        wa = loads[a]
+        delta = 0
+        while e < m and eu[e] == a:
+            b = ev[e]
+            diff = wa - loads[b]
+            s = np.int64(diff >= threshold) - np.int64(diff <= -threshold)
+            delta -= s
+            out[b] += s
+            moved += s * s
+            e += 1
+        out[a] += delta
+    return moved
+
+
+# ---------------------------------------------------------------------------------------------------
+# single-port (Sec. 1.1, 3.1)
+# ---------------------------------------------------------------------------------------------------
+@numba.njit(inline="always")
+def _mix64(x):
+    # SplitMix64 finaliser, bit for bit the one in tokendist._random (uint64 arithmetic wraps).
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def coin_bound(p: float) -> int:
+    """The integer K with ``counter_uniform(...) < p``  iff  ``(hash >> 11) < K``.
+
+    ``counter_uniform`` returns ``k * 2**-53`` for the 53-bit integer ``k = hash >> 11``; both that
+    product and ``p * 2**53`` are exact in float64, so ``k * 2**-53 < p`` iff ``k < ceil(p * 2**53)``.
+    """
+    return int(np.ceil(float(p) * 2.0**53))
+
+
+@numba.njit(inline="always")
+def _count_candidate(count, a, b):
+    # Saturating count of candidate edges per node (only "exactly one" matters): 0, 1, 2.
+    x = count[a]
+    count[a] = x + (x < 2)
+    y = count[b]
+    count[b] = y + (y < 2)
+
+
+@numba.njit(inline="always")
+def _resolve_matching(loads, threshold, out, flows, count, cands, ca, cb, ncand, selected):
+    # Keep the candidates whose two ends have no other candidate (Sec. 1.1); one token from the
+    # heavier to the lighter end of each kept edge; then clear the counts for the next step.
+    moved = 0
+    for i in range(ncand):
+        a = ca[i]
+        b = cb[i]
+        if count[a] == 1 and count[b] == 1:
+            e = cands[i]
+            selected[e] += 1
+            diff = loads[a] - loads[b]
+            s = np.int64(diff >= threshold) - np.int64(diff <= -threshold)
+            flows[e] = s
+            out[a] -= s
+            out[b] += s
+            moved += s * s
+    for i in range(ncand):
+        count[ca[i]] = 0
+        count[cb[i]] = 0
+    return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def single_port_counter_step(eu, ev, loads, key, t, bound, threshold, out, flows, count, cands, ca, cb, nprev,
+                             selected):
+    """One single-port step with the per-edge counter coins; returns ``(moved, ncand)``.
+
+    Edge e is a candidate iff ``counter_uniform(key, t, e) < p``, tested exactly as
+    ``(hash >> 11) < bound`` with ``bound = coin_bound(p)``. The hashes of a block of :data:`BLOCK`
+    edges go to a byte buffer in a loop without branches (it vectorises), then the block is
+    compacted, a word of 8 flags at a time, into ``cands`` (edge ids) and ``ca``/``cb`` (their ends),
+    counting candidates per node in ``count`` (uint8, all zero between steps). ``flows`` (int8)
+    is non-zero only on the previous step's candidates ``cands[:nprev]``, cleared first.
+    ``selected`` counts how often each edge was in the matching (Lemma 3.2 report).
+
+    Returns ``(-1, 0)`` without touching ``selected`` when the candidate buffers (size at least
+    ``BLOCK`` more than the candidates found) are too small: the caller grows them and calls again
+    with ``nprev = 0``.
+    """
+    n = loads.shape[0]
+    m = eu.shape[0]
+    for i in range(nprev):
+        flows[cands[i]] = 0
+    for i in range(n):
+        out[i] = loads[i]
+    base = _mix64(np.uint64(key) ^ _mix64(np.uint64(t)))
+    bound64 = np.uint64(bound)
+    cap = cands.shape[0]
+    buf = np.zeros(BLOCK, np.uint8)
+    words = buf.view(np.uint64)
+    ncand = 0
+    for start in range(0, m, BLOCK):
+        stop = min(start + BLOCK, m)
+        for e in range(start, stop):
+            buf[e - start] = (_mix64(base ^ _mix64(np.uint64(e))) >> np.uint64(11)) < bound64
+        for j in range(stop - start, BLOCK):
+            buf[j] = 0
+        if ncand + BLOCK > cap:
+            for i in range(ncand):
+                count[ca[i]] = 0
+                count[cb[i]] = 0
+            return -1, 0
+        first = ncand
+        for w in range(BLOCK // 8):
+            if words[w] != 0:  # most words are empty when p is small: skip them
+                for j in range(8 * w, 8 * w + 8):
+                    cands[ncand] = start + j  # branch-free compaction
+                    ncand += buf[j]
+        for i in range(first, ncand):
+            e = cands[i]
+            a = eu[e]
+            b = ev[e]
+            ca[i] = a
+            cb[i] = b
+            _count_candidate(count, a, b)
+    return _resolve_matching(loads, threshold, out, flows, count, cands, ca, cb, ncand, selected), ncand
+
+
+@numba.njit(cache=True, nogil=True)
+def single_port_geometric_step(eu, ev, loads, key, t, p, threshold, out, flows, count, cands, ca, cb, nprev,
+                               selected):
+    """One single-port step touching only the candidate edges (geometric skipping).
+
+    The gaps between candidate edges are Geometric(p): gap j is ``floor(log(1 - U_j) / log(1 - p))``
+    with ``U_j = counter_uniform(key, t, j)``, so each edge is a candidate independently with
+    probability p, using ~m p draws instead of m (PERFORMANCE.md). Buffers and return value as in
+    :func:`single_port_counter_step` (``(-1, 0)`` when ``cands`` is full).
+    """
+    n = loads.shape[0]
+    m = eu.shape[0]
+    for i in range(nprev):
+        flows[cands[i]] = 0
+    for i in range(n):
+        out[i] = loads[i]
+    if p <= 0.0:
+        return 0, 0
+    base = _mix64(np.uint64(key) ^ _mix64(np.uint64(t)))
+    scale = 1.0 / 9007199254740992.0  # 2**-53
+    logq = np.log1p(-p) if p < 1.0 else -np.inf
+    cap = cands.shape[0]
+    ncand = 0
+    pos = -1
+    j = 0
+    while True:
+        r = np.float64(_mix64(base ^ _mix64(np.uint64(j))) >> np.uint64(11)) * scale
+        j += 1
+        gap = 0.0 if p >= 1.0 else np.floor(np.log1p(-r) / logq)
+        if gap > m:
+            break
+        pos += np.int64(gap) + 1
+        if pos >= m:
+            break
+        if ncand == cap:
+            for i in range(ncand):
+                count[ca[i]] = 0
+                count[cb[i]] = 0
+            return -1, 0
+        a = eu[pos]
+        b = ev[pos]
+        cands[ncand] = pos
+        ca[ncand] = a
+        cb[ncand] = b
+        ncand += 1
+        _count_candidate(count, a, b)
+    return _resolve_matching(loads, threshold, out, flows, count, cands, ca, cb, ncand, selected), ncand
+
+
+# ---------------------------------------------------------------------------------------------------
+# ds (Sec. 5)
+# ---------------------------------------------------------------------------------------------------
+@numba.njit(inline="always")
+def _fits_int32(loads):
+    for i in range(loads.shape[0]):
+        w = loads[i]
+        if w < INT32_MIN or w > INT32_MAX:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def ds_step(eu, ev, loads, threshold, est_u, est_v, out, outflow):
+    """One DS step on the base graph itself; returns the tokens moved, or -1 (nothing written)
+    when ``est_u`` is int32 and a load does not fit in it (the caller widens and calls again).
+
+    Per edge e = (a, b): a sends iff ``w(a) - est_u[e] > threshold``, b sends iff
+    ``w(b) - est_v[e] > threshold``; then ``est_u[e] = w(b)``, ``est_v[e] = w(a)`` (the loads the
+    messages carry, Sec. 5 step 2). ``outflow`` gets what each node sends over the *net* flow of
+    each edge (what the engine derived from the per-edge flows before), for its feasibility check.
+    """
+    if est_u.itemsize == 4 and not _fits_int32(loads):
+        return -1
+    n = loads.shape[0]
+    m = eu.shape[0]
+    for i in range(n):
+        out[i] = loads[i]
+        outflow[i] = 0
+    moved = 0
+    e = 0
+    while e < m:
+        a = eu[e]
+        wa = loads[a]
+        delta = 0
+        sent = 0
+        while e < m and eu[e] == a:
+            b = ev[e]
+            wb = loads[b]
+            s_ab = np.int64(wa - est_u[e] > threshold)
+            s_ba = np.int64(wb - est_v[e] > threshold)
+            est_u[e] = wb
+            est_v[e] = wa
+            f = s_ab - s_ba
+            delta -= f
+            out[b] += f
+            sent += f > 0
+            outflow[b] += f < 0
+            moved += s_ab + s_ba
+            e += 1
+        out[a] += delta
+        outflow[a] += sent
+    return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def ds_step_indexed(eu, ev, base_index, loads, threshold, est_u, est_v, out, outflow):
+    """:func:`ds_step` on a step graph whose edge e is base-graph edge ``base_index[e]`` (dynamic
+    networks: an edge that is down keeps its stale estimates)."""
+    if est_u.itemsize == 4 and not _fits_int32(loads):
+        return -1
+    n = loads.shape[0]
+    m = eu.shape[0]
+    for i in range(n):
+        out[i] = loads[i]
+        outflow[i] = 0
+    moved = 0
+    for e in range(m):
+        a = eu[e]
+        b = ev[e]
+        k = base_index[e]
+        wa = loads[a]
+        wb = loads[b]
+        s_ab = np.int64(wa - est_u[k] > threshold)
+        s_ba = np.int64(wb - est_v[k] > threshold)
+        est_u[k] = wb
+        est_v[k] = wa
+        f = s_ab - s_ba
+        out[a] -= f
+        out[b] += f
+        outflow[a] += f > 0
+        outflow[b] += f < 0
+        moved += s_ab + s_ba
+    return moved
