@@ -29,8 +29,9 @@ import numpy as np
 
 from ..engine import Param, Step, register_protocol
 from ..errors import TokendistError
-from ._heterogeneous import COMMON_PARAMS, PAPER, HeterogeneousDiffusion
-from ._heterogeneous_matrix import apply_flows, fos_flows
+from ._heterogeneous import COMMON_PARAMS, KERNEL_PARAM, PAPER, HeterogeneousDiffusion
+from ._heterogeneous_matrix import apply_flows, check_diagonal, edge_coefficients, fos_flows, node_degrees
+from ._heterogeneous_random_walk_kernels import edge_gap, fos_pair_step, mrws_step, row_offsets
 
 __all__ = ["RandomWalk", "walk_tokens", "targets", "SWITCH_RULES"]
 
@@ -40,6 +41,11 @@ __all__ = ["RandomWalk", "walk_tokens", "targets", "SWITCH_RULES"]
 #: the step's graph every edge's weighted estimate difference ``|x_i - x_j|`` is at most ``switch_tol``
 #: (a rule the nodes can check locally). ``step``: at step ``switch_step``.
 SWITCH_RULES = ("error", "local", "step")
+
+# Capacity 1 everywhere, read-only like a graph's own capacities: one compiled kernel for both.
+_NO_CAPS = np.zeros(0)
+_NO_CAPS.flags.writeable = False
+_EMPTY_F = np.zeros(0)
 
 
 def targets(estimate: np.ndarray, speeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -112,6 +118,11 @@ class RandomWalk(HeterogeneousDiffusion):
     nodes ``sbar_i < 1/3``), marks its excess tokens or creates negative tokens for its deficit, and
     both kinds walk by M and annihilate when they meet, until no marked token is left.
 
+    ``kernel=numba`` (default) runs both phases in the loops of
+    :mod:`._heterogeneous_random_walk_kernels` (same loads, counts and coins as the reference; see
+    that module for the two rounding-level details); ``kernel=numpy`` is the reference. With numba,
+    ``marked`` and ``negative`` are empty arrays until phase 2 starts.
+
     References
     ----------
     Elsässer, Monien, Schamberger 2006, Sec. 3 (the algorithm, Theorem 2) and Sec. 4 (the switch).
@@ -127,6 +138,7 @@ class RandomWalk(HeterogeneousDiffusion):
               "(every edge's weighted estimate difference <= switch_tol) or step (at switch_step)", SWITCH_RULES),
         Param("switch_tol", float, 0.0, "tolerance of the switch rule; 0: 1/n^2 (Sec. 3)"),
         Param("switch_step", int, 0, "the step at which phase 2 starts with switch=step"),
+        KERNEL_PARAM,
     )
 
     def reset(self, graph, loads, rng):
@@ -137,19 +149,34 @@ class RandomWalk(HeterogeneousDiffusion):
             raise TokendistError(f"{self.name}: switch_tol and switch_step must be non-negative")
         self.phase = 1
         self.estimate = loads.astype(np.float64)
-        total = float(loads.sum())
-        self.ideal = total * self._s / self._s.sum()
-        self.sbar = self._s * (n / self._s.sum())
+        self._total = float(loads.sum())
+        self._ssum = float(self._s.sum())
         self.switch_at = None
         self.done_at = None
         self.what = None
-        self.marked = np.zeros(n, dtype=np.int64)
-        self.negative = np.zeros(n, dtype=np.int64)
         self.series = {"marked": [], "negative": [], "estimate_l2_error": [], "estimate_max_weighted_load": []}
         self.overdraw_events = 0
         self.annihilated = 0
         self.initial_marked = self.initial_negative = 0
-        self._record_estimate()
+        # Per-graph state of the numba path: degrees and row offsets, keyed by the graph object.
+        self._deg_graph = self._coefs = self._prev_graph = None
+        self._unit_speeds = bool(np.all(self._s == 1.0))
+        self._xw = self._xe = self._outflow = self._prev = None
+        self._walk_bufs = None
+        ideal = self._total * self._s / self._s.sum()
+        sbar = self._s * (n / self._s.sum())
+        if self._fast():
+            # Empty until phase 2; the ideal loads and sbar are recomputed inside the kernel.
+            self.marked = np.zeros(0, dtype=np.int64)
+            self.negative = np.zeros(0, dtype=np.int64)
+        else:
+            self.ideal, self.sbar = ideal, sbar
+            self.marked = np.zeros(n, dtype=np.int64)
+            self.negative = np.zeros(n, dtype=np.int64)
+        e = self.estimate - ideal
+        self._max_err = float(np.abs(e).max()) if n else 0.0
+        self._est_l2 = float(np.sqrt(np.square(e).sum()))
+        self._est_max = float((self.estimate / sbar).max())
 
     # ------------------------------------------------------------------ phase switch
     def _ready(self, t, graph) -> bool:
@@ -157,9 +184,16 @@ class RandomWalk(HeterogeneousDiffusion):
         if rule == "step":
             return t >= self.options["switch_step"]
         if rule == "error":
+            if self._fast():
+                return self._max_err <= self.tol  # computed by the last phase-1 kernel call
             return float(np.abs(self.estimate - self.ideal).max()) <= self.tol
+        if graph.m == 0:
+            return True
+        if self._fast():
+            self._scratch(graph.n)
+            return edge_gap(graph.indptr, graph.indices, self.estimate, self._s, self._xe) <= self.tol
         x = self.estimate / self._s
-        return graph.m == 0 or float(np.abs(x[graph.u] - x[graph.v]).max()) <= self.tol
+        return float(np.abs(x[graph.u] - x[graph.v]).max()) <= self.tol
 
     def _prepare(self, t, loads):
         """The preparation step of phase 2: targets, marked and negative tokens (Sec. 3)."""
@@ -169,6 +203,10 @@ class RandomWalk(HeterogeneousDiffusion):
         self.initial_marked, self.initial_negative = int(self.marked.sum()), int(self.negative.sum())
         self.switch_at = t
         self.phase = 2
+        if self._fast():
+            # The phase-1 scratch is no longer needed; its memory holds the row offsets of the walk.
+            self._prev, self._prev_graph = self._xe, None
+            self._xw = self._xe = None
 
     def _record_estimate(self):
         e = self.estimate - self.ideal
@@ -181,8 +219,106 @@ class RandomWalk(HeterogeneousDiffusion):
         self.series["estimate_l2_error"].append(self._est_l2)
         self.series["estimate_max_weighted_load"].append(self._est_max)
 
+    # ------------------------------------------------------------------ numba path: per-graph state
+    def _scratch(self, n):
+        """``xw`` (``loads / s``; empty when every speed is 1) and ``xe`` (``estimate / s``)."""
+        if self._xe is None or self._xe.shape[0] != n:
+            self._xe = np.empty(n)
+            self._xw = _EMPTY_F if self._unit_speeds else np.empty(n)
+
+    def _graph_state(self, graph):
+        """``(a0, inv, deg, caps)``: the coefficients of ``graph`` for the kernels (see ``_coef``).
+
+        Cached per graph object and validated like the reference's ``_alpha`` (the diagonal of M).
+        No per-edge array is kept: a scalar on regular graphs, ``1 / (c d_i)`` per node otherwise,
+        degrees and the graph's own capacities when it has capacities.
+        """
+        if graph is self._deg_graph:
+            return self._coefs
+        c = self.options["c"]
+        base = None if self.options["adapt_degrees"] else node_degrees(self._base)
+        alpha = edge_coefficients(graph, c, base)
+        check_diagonal(graph, alpha, self._s, name=self.name, c=c, allow=self.options["allow_invalid"])
+        del alpha  # validation only: the kernels compute each coefficient when they need it
+        d = node_degrees(graph) if base is None else base
+        if graph.capacities is not None:
+            coefs = (0.0, _EMPTY_F, d, graph.capacities)
+        else:
+            with np.errstate(divide="ignore"):
+                inv = 1.0 / (c * d)  # inf on isolated nodes, which have no slot to use it
+            if graph.n and np.all(inv == inv[0]):
+                coefs = (float(inv[0]), _EMPTY_F, _EMPTY_F, _NO_CAPS)
+            else:
+                coefs = (0.0, inv, _EMPTY_F, _NO_CAPS)
+        self._deg_graph, self._coefs = graph, coefs
+        return coefs
+
     # ------------------------------------------------------------------ steps
     def step(self, t, graph, loads):
+        if not self._fast():
+            return self._step_numpy(t, graph, loads)
+        loads = np.ascontiguousarray(loads, dtype=np.int64)
+        coefs = self._graph_state(graph)
+        if self._outflow is None or self._outflow.shape[0] != graph.n:
+            self._outflow = np.empty(graph.n, dtype=np.int64)
+        if self.phase == 1 and self._ready(t, graph):
+            self._prepare(t, loads)
+            if self.marked.sum() == 0:
+                self.phase, self.done_at = 3, t
+        if self.phase == 1:
+            self._scratch(graph.n)
+            # A fresh output each step: the engine keeps it as the next input.
+            out = np.empty_like(loads)
+            est = self.estimate
+            # Unit speeds: x = w / s is w itself, so the estimate ping-pongs between two arrays;
+            # with speeds the kernel snapshots est / s into _xe and updates the estimate in place.
+            xe, dst = (est, self._xe) if self._unit_speeds else (self._xe, est)
+            moved, self._max_err, sq, self._est_max = fos_pair_step(
+                graph.indptr, graph.indices, graph.csr_edges, *coefs, self.options["c"], self._s, self._unit_speeds,
+                self._ssum, self._total, loads, self._xw, est, xe, dst, out, self._outflow)
+            if self._unit_speeds:
+                self.estimate, self._xe = dst, est
+            self._est_l2 = float(np.sqrt(sq))
+            self._record()
+            return Step(out, moved=int(moved), messages=2 * graph.m, outflow=self._outflow, info={"phase": 1})
+        if self.phase == 3:
+            self._record()
+            self._outflow[:] = 0
+            return Step(loads.copy(), moved=0, messages=0, outflow=self._outflow, info={"phase": 3})
+        return self._mrws_fast(t, graph, coefs, loads)
+
+    def _mrws_fast(self, t, graph, coefs, loads):
+        """One main random walk step in :func:`mrws_step` (same coins and counts as :meth:`_mrws`)."""
+        n = graph.n
+        if self._prev is None or self._prev.shape[0] != n:
+            self._prev = np.empty(n)
+        if graph is not self._prev_graph:
+            row_offsets(graph.indptr, graph.indices, graph.csr_edges, *coefs, self.options["c"], self._s, self._prev)
+            self._prev_graph = graph
+        b = self._walk_bufs
+        walkers = self.initial_marked + self.initial_negative  # annihilation only lowers the count
+        maxdeg = int(np.diff(graph.indptr).max()) if n else 0
+        if b is None or b["net"].shape[0] < graph.m or b["g"].shape[0] < maxdeg:
+            b = self._walk_bufs = {
+                "new_m": np.empty(n, np.int64), "new_n": np.empty(n, np.int64), "need": np.empty(n, np.int64),
+                # Net real tokens per edge: |net| <= walkers, so int32 unless there are 2^31 of them.
+                "net": np.zeros(max(graph.m, 1), np.int32 if walkers < 2**31 else np.int64),
+                "touched": np.empty(max(walkers, 1), np.int64), "g": np.empty(max(maxdeg, 1))}
+        out = np.empty_like(loads)
+        moved, messages, overdraws, gone, left_m, left_n = mrws_step(
+            graph.indptr, graph.indices, graph.csr_edges, graph.u, graph.v, *coefs, self.options["c"], self._s,
+            self._prev, self._rng, self.marked, self.negative, b["new_m"], b["new_n"], loads, out, self._outflow,
+            b["need"], b["net"], b["touched"], b["g"])
+        self.overdraw_events += int(overdraws)
+        self.annihilated += int(gone)
+        if left_m == 0:
+            self.phase, self.done_at = 3, t + 1
+        self._record()
+        return Step(out, moved=int(moved), messages=int(messages), outflow=self._outflow,
+                    info={"phase": 2, "marked": int(left_m), "negative": int(left_n)})
+
+    # ------------------------------------------------------------------ numpy reference
+    def _step_numpy(self, t, graph, loads):
         alpha = self._alpha(graph)
         if self.phase == 1 and self._ready(t, graph):
             self._prepare(t, loads)

@@ -1,0 +1,300 @@
+"""Numba steps of the randomized algorithm of Elsässer, Monien and Schamberger (2006), Sec. 3.
+
+Two hot loops, each the exact counterpart of the numpy reference in
+:mod:`._heterogeneous_random_walk` (``kernel=numpy``):
+
+* :func:`fos_pair_step` -- phase 1: integer FOS (flows rounded towards zero) on the tokens *and*
+  real FOS on the estimate, in one pass over the CSR rows. The coefficient
+  ``c_ij = cap_ij / (c max(d_i, d_j))`` of Sec. 2 is computed per slot from the node degrees (no
+  per-edge array), and the estimate is updated in place from a snapshot ``x = estimate / s``, so a
+  step allocates nothing. Loads and estimate are the reference's bits: edges are stored ``u < v``
+  sorted, so row i's slots with ``j < i`` / ``j > i`` are ``bincount(v, y)`` / ``bincount(u, y)``
+  in edge order, and summing them into two accumulators repeats the reference operation for
+  operation. The estimate's squared error is summed serially (numpy sums pairwise), so the
+  reported l2 error may differ from the reference in the last bits; its max error (the ``error``
+  switch rule) is exact.
+* :func:`mrws_step` -- phase 2: one main random walk step (MRWS) of every marked, then every
+  negative token, with the same uniform draws in the same order as the reference (one
+  ``rng.random()`` per token, tokens in node order, marked before negative), then the real-token
+  flows, the overdraw count and annihilation. A moving token on node i picks the first slot whose
+  cumulative boundary ``g_k = (i + M_ii) + (cs_k - cs_{start(i)})`` exceeds ``i + u``, where ``cs``
+  is the *global* running sum of the slot probabilities ``c_ij / s_i`` (as ``np.cumsum`` in the
+  reference): :func:`row_offsets` stores ``cs`` at each row start once per graph, after which
+  each row's boundaries are recomputed exactly with ``deg(i)`` additions. One departure, in an
+  event of probability below ``2**-30`` per draw on nodes with ids above ``2**20``: when
+  ``i + u`` rounds up to ``i + 1`` the reference's global ``searchsorted`` lands in the next row
+  (a token jumping to a non-neighbour); here it takes row i's last slot.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["fos_pair_step", "edge_gap", "row_offsets", "mrws_step"]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _coef(i, j, k, a0, inv, deg, caps, csr_edges, c):
+    """``c_ij`` of slot k (row i, neighbour j) with the bits of the reference's ``edge_coefficients``.
+
+    With capacities: ``cap / (c max(d_i, d_j))`` literally. Without: ``min(inv_i, inv_j)`` with
+    ``inv_i = 1 / (c d_i)``, equal to ``1 / (c max(d_i, d_j))`` bit for bit (multiplication by
+    ``c > 0`` and ``1/x`` are monotone under rounding); ``a0`` when every ``inv_i`` is the same
+    (regular graphs: ``inv`` is empty).
+    """
+    if caps.shape[0] > 0:
+        return caps[csr_edges[k]] / (c * max(deg[i], deg[j]))
+    if inv.shape[0] > 0:
+        return min(inv[i], inv[j])
+    return a0
+
+
+@numba.njit(cache=True, nogil=True)
+def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, unit, ssum, total, loads, xw, est, xe, dst,
+                  out, outflow):
+    """Phase 1 (Sec. 3): integer FOS on ``loads`` into ``out`` and real FOS from ``est`` into ``dst``.
+
+    Parameters
+    ----------
+    a0, inv, deg, caps
+        The coefficients (see :func:`_coef`): a scalar, per-node ``1 / (c d_i)``, or degrees with
+        capacities; unused ones are empty arrays.
+    unit : bool
+        Every speed is 1, so ``w / s`` is ``w`` itself (the same values): ``xw`` is not used, the
+        caller passes ``xe = est`` and a second array ``dst`` (ping-pong, no snapshot pass), and
+        the ideal load is one number.
+    ssum : float
+        ``sum s`` as numpy computes it (pairwise), so that the ideal loads are the reference's bits.
+    total : float
+        ``W``, the number of tokens: the ideal loads are ``W s_i / sum s`` (eq. (2)).
+    xw, xe : float64 (n,)
+        ``loads / s`` and ``est / s``: filled here unless ``unit`` (then ``xw`` is empty and ``xe``
+        is ``est``); with speeds the caller passes ``dst = est`` (updated in place from ``xe``).
+
+    Returns
+    -------
+    moved, max_err, sq_err, max_weighted
+        Tokens moved; ``max |est - ideal|``, ``sum (est - ideal)^2`` and ``max est / sbar`` of the
+        updated estimate (``sbar_i = n s_i / sum s``).
+    """
+    n = loads.shape[0]
+    if not unit:
+        for i in range(n):
+            xw[i] = loads[i] / s[i]
+            xe[i] = est[i] / s[i]
+    nfac = n / ssum
+    ideal1 = total * 1.0 / ssum  # the ideal load when every speed is 1
+    has_caps = caps.shape[0] > 0
+    has_inv = inv.shape[0] > 0
+    moved = 0
+    max_err = 0.0
+    sq = 0.0
+    wmax = -np.inf
+    for i in range(n):
+        if unit:
+            xwi = np.float64(loads[i])
+        else:
+            xwi = xw[i]
+        xei = xe[i]
+        delta = 0
+        sent = 0
+        # Row i lists its neighbours in increasing order: first the edges (j, i) with j < i, whose
+        # flows form the reference's bincount(v, y), then the edges (i, j), its bincount(u, y).
+        # Both parts add f = c_ij (x_j - x_i), the flow into i (exact negation of the edge's flow
+        # for j > i), so the integer part needs no branch; the real part keeps two sums, as the
+        # reference: inn - outs = inn + q with q = -outs.
+        inn = 0.0
+        q = 0.0
+        k = indptr[i]
+        end = indptr[i + 1]
+        lower = True
+        while k < end:
+            j = indices[k]
+            a = a0
+            if has_caps:
+                a = caps[csr_edges[k]] / (c * max(deg[i], deg[j]))
+            elif has_inv:
+                a = min(inv[i], inv[j])
+            if unit:
+                xwj = np.float64(loads[j])
+            else:
+                xwj = xw[j]
+            y = np.int64(np.trunc(a * (xwj - xwi)))
+            delta += y
+            sent += max(-y, 0)
+            f = a * (xe[j] - xei)
+            if lower and j > i:
+                lower = False
+            if lower:
+                inn += f
+            else:
+                q += f
+            k += 1
+        out[i] = loads[i] + delta
+        outflow[i] = sent
+        moved += sent
+        e = est[i] + (inn + q)
+        dst[i] = e
+        if unit:
+            err = abs(e - ideal1)
+            wmax = max(wmax, e)
+        else:
+            err = abs(e - total * s[i] / ssum)
+            wmax = max(wmax, e / (s[i] * nfac))
+        max_err = max(max_err, err)
+        sq += err * err
+    if unit:
+        # sbar_i = nfac for every i, and x -> x / nfac is monotone: max(e / nfac) = max(e) / nfac.
+        wmax = wmax / nfac
+    return moved, max_err, sq, wmax
+
+
+@numba.njit(cache=True, nogil=True)
+def edge_gap(indptr, indices, est, s, x):
+    """``max |est_i/s_i - est_j/s_j|`` over the edges (the ``local`` switch rule); ``x`` is scratch."""
+    n = est.shape[0]
+    for i in range(n):
+        x[i] = est[i] / s[i]
+    gap = 0.0
+    for i in range(n):
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            if j > i:
+                gap = max(gap, abs(x[i] - x[j]))
+    return gap
+
+
+@numba.njit(cache=True, nogil=True)
+def row_offsets(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev):
+    """``prev[i]``: the running sum of the slot probabilities ``c_ij / s_i`` before row i.
+
+    The same sequential sum as ``np.cumsum`` over all CSR slots in the reference, so each row's
+    boundaries can be rebuilt bit for bit from ``prev[i]`` alone.
+    """
+    n = s.shape[0]
+    cs = 0.0
+    for i in range(n):
+        prev[i] = cs
+        for k in range(indptr[i], indptr[i + 1]):
+            cs = cs + _coef(i, indices[k], k, a0, inv, deg, caps, csr_edges, c) / s[i]
+    return cs
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, counts, new, rng, real, net, touched, nt,
+          need, need_at_target, g):
+    """Every token in ``counts`` takes one step by M; arrivals are added to ``new`` (zeroed by the caller).
+
+    A token moving i -> j moves ``real`` (+1 marked, -1 negative) real tokens i -> j: ``net[e]``
+    (positive from ``u`` to ``v``) changes, ``e`` is appended to ``touched``, and ``need`` counts
+    the tokens the sender of the real move must give (at i for marked, at j for negative tokens).
+    Returns the new length of ``touched`` and the number of moves.
+    """
+    n = counts.shape[0]
+    moves = 0
+    for i in range(n):
+        ci = counts[i]
+        if ci == 0:
+            continue
+        a = indptr[i]
+        b = indptr[i + 1]
+        p0 = prev[i]
+        cs = p0
+        for k in range(a, b):
+            cs = cs + _coef(i, indices[k], k, a0, inv, deg, caps, csr_edges, c) / s[i]
+            g[k - a] = cs
+        out_prob = cs - p0 if b > a else 0.0
+        stay = 1.0 - out_prob
+        fi = np.float64(i)
+        base = fi + stay
+        for k in range(a, b):
+            g[k - a] = base + (g[k - a] - p0)
+        if b > a:
+            g[b - 1 - a] = fi + 1.0  # pinned against round-off, as in the reference
+        stays = 0
+        for _ in range(ci):
+            u = rng.random()
+            if u < stay:
+                stays += 1
+                continue
+            key = fi + u
+            k = b - 1
+            for q in range(a, b - 1):
+                if g[q - a] > key:
+                    k = q
+                    break
+            j = indices[k]
+            new[j] += 1
+            e = csr_edges[k]
+            if i < j:
+                net[e] += real
+            else:
+                net[e] -= real
+            touched[nt] = e
+            nt += 1
+            moves += 1
+            if need_at_target:
+                need[j] += 1
+            else:
+                need[i] += 1
+        new[i] += stays
+    return nt, moves
+
+
+@numba.njit(cache=True, nogil=True)
+def mrws_step(indptr, indices, csr_edges, u, v, a0, inv, deg, caps, c, s, prev, rng, marked, negative, new_m, new_n,
+              loads, out, outflow, need, net, touched, g):
+    """One main random walk step (Sec. 3): walks, real-token flows, overdraw count, annihilation.
+
+    ``marked`` and ``negative`` are replaced in place by the counts after the step (``new_m``,
+    ``new_n`` are scratch); ``out`` gets the real loads, ``outflow`` what each node sent. ``net``
+    (int per edge) must be all zero on entry and is left zero; ``touched`` holds at least
+    ``marked.sum() + negative.sum()`` entries; ``g`` at least the maximum degree.
+
+    Returns
+    -------
+    moved, messages, overdraws, annihilated, marked_left, negative_left
+    """
+    n = marked.shape[0]
+    for i in range(n):
+        new_m[i] = 0
+        new_n[i] = 0
+        need[i] = 0
+        outflow[i] = 0
+        out[i] = loads[i]
+    nt, mm = _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, marked, new_m, rng, 1, net, touched, 0,
+                   need, False, g)
+    nt, nm = _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, negative, new_n, rng, -1, net, touched, nt,
+                   need, True, g)
+    moved = 0
+    for q in range(nt):
+        e = touched[q]
+        f = np.int64(net[e])
+        if f == 0:
+            continue  # cancelled, or already settled (an edge appears once per move)
+        net[e] = 0
+        a = u[e]
+        b = v[e]
+        out[a] -= f
+        out[b] += f
+        if f > 0:
+            outflow[a] += f
+            moved += f
+        else:
+            outflow[b] -= f
+            moved -= f
+    overdraws = 0
+    gone = 0
+    left_m = 0
+    left_n = 0
+    for i in range(n):
+        if need[i] > loads[i]:
+            overdraws += 1
+        x = min(new_m[i], new_n[i])
+        gone += x
+        marked[i] = new_m[i] - x
+        negative[i] = new_n[i] - x
+        left_m += marked[i]
+        left_n += negative[i]
+    return moved, mm + 2 * nm, overdraws, gone, left_m, left_n
