@@ -23,7 +23,7 @@ from .._random import counter_uniform, counter_uniform_scalar, stream_key
 from ..engine import MessageExecutor, Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ._local_balancing_kernels import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, ds_step_indexed,
-                                       multi_port_step, single_port_counter_step, single_port_geometric_step)
+                                       ds_step_nodes, multi_port_step, single_port_counter_step, single_port_geometric_step)
 
 __all__ = ["MultiPort", "SinglePort", "DynamicSynchronous", "AsyncMultiPort", "multi_port_flows",
            "single_port_flows", "single_port_selection_probability"]
@@ -380,22 +380,49 @@ class DynamicSynchronous(Protocol):
         # (the initial loads for ``exact``, a copy of the generator for ``random``) rather than a
         # second copy of the 2m estimates.
         rng0 = copy.deepcopy(rng) if how == "random" else None
-        est_u, est_v = initial_estimates(graph, loads, how, rng)
-        # Estimates are loads, held as int32 when every value fits (half the memory and traffic);
-        # step() widens them to int64 the first time a load does not fit.
-        small = all(a.size == 0 or (a.min() >= INT32_MIN and a.max() <= INT32_MAX) for a in (est_u, est_v, loads))
-        dtype = np.int32 if small else np.int64
-        self.est_u = np.asarray(est_u, dtype=dtype)
-        self.est_v = np.asarray(est_v, dtype=dtype)
+        small = loads.size == 0 or (loads.min() >= INT32_MIN and loads.max() <= INT32_MAX)
+        top = int(loads.max()) if loads.size else 0
         # ``exact`` needs the initial loads, ``random`` and ``max`` only their maximum.
-        if how == "exact":
-            self._loads0 = loads.astype(dtype)
-        else:
-            self._loads0 = np.array([loads.max() if loads.size else 0], dtype=np.int64)
+        self._loads0 = loads.astype(np.int32 if small else np.int64) if how == "exact" else np.array([top])
         self._rng0 = rng0
         self._est0 = None
+        # Two representations of the same estimates. Per node (``_prev``, n values): every
+        # e^u(v) is the load v had at the start of the previous step, which holds after any step on
+        # the whole base graph and initially for ``exact``, ``zero`` and ``max``. Per edge
+        # (``_est_u``/``_est_v``, 2m values): arbitrary (``random``) initial estimates, and stale
+        # ones after a step on a dynamic subgraph; int32 while every value fits.
+        self._prev = self._est_u = self._est_v = None
+        if how == "random":
+            self._set_edge_estimates(*initial_estimates(graph, loads, how, rng))
+        elif how == "exact":
+            self._prev = loads.astype(np.int64)
+        else:
+            self._prev = np.full(graph.n, top if how == "max" else 0, dtype=np.int64)
         self._out = np.empty(graph.n, dtype=np.int64)
         self._outflow = np.zeros(graph.n, dtype=np.int32)
+
+    def _set_edge_estimates(self, est_u, est_v):
+        small = all(a.size == 0 or (a.min() >= INT32_MIN and a.max() <= INT32_MAX) for a in (est_u, est_v))
+        dtype = np.int32 if small else np.int64
+        self._est_u = np.asarray(est_u, dtype=dtype)
+        self._est_v = np.asarray(est_v, dtype=dtype)
+        self._prev = None
+
+    def _to_edges(self):
+        """Switch to the per-edge representation (before a step on a subgraph, or the numpy reference)."""
+        if self._prev is not None:
+            g = self._base
+            self._set_edge_estimates(self._prev[g.v], self._prev[g.u])
+
+    @property
+    def est_u(self) -> np.ndarray:
+        """``e^u(v)`` per edge (u, v) of the base graph."""
+        return self._prev[self._base.v] if self._prev is not None else self._est_u
+
+    @property
+    def est_v(self) -> np.ndarray:
+        """``e^v(u)`` per edge (u, v) of the base graph."""
+        return self._prev[self._base.u] if self._prev is not None else self._est_v
 
     def _initial_estimates(self):
         """The initial estimates ``(e^u(v), e^v(u))`` of this run, regenerated on first use."""
@@ -421,19 +448,28 @@ class DynamicSynchronous(Protocol):
     def step(self, t, graph, loads):
         b = self._base_index(graph)
         if self.options["kernel"] == "numpy":
+            self._to_edges()
             return self._step_numpy(graph, loads, np.arange(graph.m) if b is None else b)
         out = self._out if self._out is not loads else np.empty_like(loads)
-        while True:
+        if b is None and self._prev is not None:
+            moved = ds_step_nodes(graph.u, graph.v, loads, self.threshold, self._prev, out, self._outflow)
+        else:
+            self._to_edges()
+            while True:
+                if b is None:
+                    moved = ds_step(graph.u, graph.v, loads, self.threshold, self._est_u, self._est_v, out,
+                                    self._outflow)
+                else:
+                    moved = ds_step_indexed(graph.u, graph.v, b, loads, self.threshold, self._est_u, self._est_v,
+                                            out, self._outflow)
+                if moved >= 0:
+                    break
+                # A load outside int32 (nothing was written): widen the estimates and redo the step.
+                self._set_edge_estimates(self._est_u.astype(np.int64), self._est_v.astype(np.int64))
             if b is None:
-                moved = ds_step(graph.u, graph.v, loads, self.threshold, self.est_u, self.est_v, out, self._outflow)
-            else:
-                moved = ds_step_indexed(graph.u, graph.v, b, loads, self.threshold, self.est_u, self.est_v, out,
-                                        self._outflow)
-            if moved >= 0:
-                break
-            # A load outside int32 (nothing was written): widen the estimates and redo the step.
-            self.est_u = self.est_u.astype(np.int64)
-            self.est_v = self.est_v.astype(np.int64)
+                # Every estimate was just refreshed with the start-of-step loads: back to n values.
+                self._prev = np.array(loads, dtype=np.int64)
+                self._est_u = self._est_v = None
         self._out = loads  # ping-pong buffers
         return Step(out, moved=int(moved), messages=2 * graph.m, outflow=self._outflow)
 
@@ -448,11 +484,10 @@ class DynamicSynchronous(Protocol):
                - np.bincount(graph.v, weights=send_vu, minlength=graph.n).astype(np.int64)
                + np.bincount(graph.u, weights=send_vu, minlength=graph.n).astype(np.int64))
         # (2): the message from v carries w(v) at the start of the step.
-        if self.est_u.dtype == np.int32 and loads.size and (loads.min() < INT32_MIN or loads.max() > INT32_MAX):
-            self.est_u = self.est_u.astype(np.int64)
-            self.est_v = self.est_v.astype(np.int64)
-        self.est_u[b] = wv
-        self.est_v[b] = wu
+        if self._est_u.dtype == np.int32 and loads.size and (loads.min() < INT32_MIN or loads.max() > INT32_MAX):
+            self._set_edge_estimates(self._est_u.astype(np.int64), self._est_v.astype(np.int64))
+        self._est_u[b] = wv
+        self._est_v[b] = wu
         return Step(new, moved=int(send_uv.sum() + send_vu.sum()), messages=2 * graph.m, flows=flows)
 
     def is_stable(self, graph, loads):
@@ -464,7 +499,9 @@ class DynamicSynchronous(Protocol):
                     and np.abs(wu - wv).max() <= self.threshold)
 
     def state_key(self):
-        return self.est_u.tobytes() + self.est_v.tobytes()
+        # The per-edge estimates as int64 whichever representation holds them, so that equal
+        # states give equal keys.
+        return self.est_u.astype(np.int64).tobytes() + self.est_v.astype(np.int64).tobytes()
 
     def report(self):
         return {"threshold": self.threshold, "estimates": self.options["estimates"]}

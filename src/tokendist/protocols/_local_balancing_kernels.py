@@ -11,8 +11,10 @@ of size n or m: every buffer is the caller's and is reused from step to step.
   coins ``counter_uniform(key, t, e) < p``, bit for bit; the hashes are computed in blocks by a
   vectorisable loop and only the ~m p candidates are touched afterwards.
 * :func:`single_port_geometric_step` -- the same rule with geometric skipping (``coins=geometric``).
-* :func:`ds_step`, :func:`ds_step_indexed` -- Sec. 5 DS rule with per-edge estimates; the second
-  for a step graph whose edges map to base-graph edges.
+* :func:`ds_step_nodes` -- Sec. 5 DS rule when every estimate is the neighbour's previous load
+  (static networks after the first step): n values of state.
+* :func:`ds_step`, :func:`ds_step_indexed` -- Sec. 5 DS rule with per-edge estimates (arbitrary
+  initial ones, dynamic networks); the second for a step graph whose edges map to base edges.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numba
 import numpy as np
 
 __all__ = ["multi_port_step", "single_port_counter_step", "single_port_geometric_step", "coin_bound",
-           "ds_step", "ds_step_indexed", "INT32_MIN", "INT32_MAX", "BLOCK"]
+           "ds_step", "ds_step_indexed", "ds_step_nodes", "INT32_MIN", "INT32_MAX", "BLOCK"]
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -230,6 +232,48 @@ def _fits_int32(loads):
         if w < INT32_MIN or w > INT32_MAX:
             return False
     return True
+
+
+@numba.njit(cache=True, nogil=True)
+def ds_step_nodes(eu, ev, loads, threshold, prev, out, outflow):
+    """One DS step when every estimate is a neighbour's load of the previous step.
+
+    On a static graph every message of step t - 1 refreshed every estimate, so
+    ``e^a(b) = prev[b]`` and ``e^b(a) = prev[a]`` for every edge, with ``prev`` the loads at the start
+    of step t - 1 (before step 0: the initial estimates when they are of that form, ``exact``,
+    ``zero`` and ``max``). The state is then n values instead of 2m. Same decisions as
+    :func:`ds_step`; ``prev`` becomes ``loads``: ``prev[a]`` is overwritten once the scan has left
+    the edges of a (edges are sorted by lower end, so no later edge reads it). Returns the tokens
+    moved.
+    """
+    n = loads.shape[0]
+    m = eu.shape[0]
+    for i in range(n):
+        out[i] = loads[i]
+        outflow[i] = 0
+    moved = 0
+    e = 0
+    for a in range(n):
+        wa = loads[a]
+        pa = prev[a]
+        delta = 0
+        sent = 0
+        while e < m and eu[e] == a:
+            b = ev[e]
+            wb = loads[b]
+            s_ab = np.int64(wa - prev[b] > threshold)
+            s_ba = np.int64(wb - pa > threshold)
+            f = s_ab - s_ba
+            delta -= f
+            out[b] += f
+            sent += f > 0
+            outflow[b] += f < 0
+            moved += s_ab + s_ba
+            e += 1
+        out[a] += delta
+        outflow[a] += sent
+        prev[a] = wa
+    return moved
 
 
 @numba.njit(cache=True, nogil=True)
