@@ -395,11 +395,16 @@ class DynamicSynchronous(Protocol):
         if how == "random":
             self._set_edge_estimates(*initial_estimates(graph, loads, how, rng))
         elif how == "exact":
-            self._prev = loads.astype(np.int64)
+            self._set_node_estimates(loads.astype(np.int64))
         else:
-            self._prev = np.full(graph.n, top if how == "max" else 0, dtype=np.int64)
+            self._set_node_estimates(np.full(graph.n, top if how == "max" else 0, dtype=np.int64))
         self._out = np.empty(graph.n, dtype=np.int64)
         self._outflow = np.zeros(graph.n, dtype=np.int32)
+
+    def _set_node_estimates(self, prev):
+        self._prev = prev
+        self._prev_min = int(prev.min()) if prev.size else 0
+        self._est_u = self._est_v = None
 
     def _set_edge_estimates(self, est_u, est_v):
         small = all(a.size == 0 or (a.min() >= INT32_MIN and a.max() <= INT32_MAX) for a in (est_u, est_v))
@@ -452,7 +457,14 @@ class DynamicSynchronous(Protocol):
             return self._step_numpy(graph, loads, np.arange(graph.m) if b is None else b)
         out = self._out if self._out is not loads else np.empty_like(loads)
         if b is None and self._prev is not None:
-            moved = ds_step_nodes(graph.u, graph.v, loads, self.threshold, self._prev, out, self._outflow)
+            # Every estimate is >= min(prev): if that is >= 0 and the threshold >= d - 1, a node sends
+            # only when it holds more than d - 1 >= (its sends) - 1 tokens, so no step can overdraw
+            # and the engine's check needs no outflow (it still checks the sign of the new loads).
+            safe = self._prev_min >= 0 and self.threshold >= self._base.max_degree - 1
+            moved, self._prev_min = ds_step_nodes(graph.u, graph.v, loads, self.threshold, self._prev, out,
+                                                  self._outflow, not safe)
+            self._out = loads  # ping-pong buffers
+            return Step(out, moved=int(moved), messages=2 * graph.m, outflow=None if safe else self._outflow)
         else:
             self._to_edges()
             while True:
@@ -468,8 +480,7 @@ class DynamicSynchronous(Protocol):
                 self._set_edge_estimates(self._est_u.astype(np.int64), self._est_v.astype(np.int64))
             if b is None:
                 # Every estimate was just refreshed with the start-of-step loads: back to n values.
-                self._prev = np.array(loads, dtype=np.int64)
-                self._est_u = self._est_v = None
+                self._set_node_estimates(np.array(loads, dtype=np.int64))
         self._out = loads  # ping-pong buffers
         return Step(out, moved=int(moved), messages=2 * graph.m, outflow=self._outflow)
 

@@ -235,7 +235,7 @@ def _fits_int32(loads):
 
 
 @numba.njit(cache=True, nogil=True)
-def ds_step_nodes(eu, ev, loads, threshold, prev, out, outflow):
+def ds_step_nodes(eu, ev, loads, threshold, prev, out, outflow, with_outflow):
     """One DS step when every estimate is a neighbour's load of the previous step.
 
     On a static graph every message of step t - 1 refreshed every estimate, so
@@ -243,15 +243,19 @@ def ds_step_nodes(eu, ev, loads, threshold, prev, out, outflow):
     of step t - 1 (before step 0: the initial estimates when they are of that form, ``exact``,
     ``zero`` and ``max``). The state is then n values instead of 2m. Same decisions as
     :func:`ds_step`; ``prev`` becomes ``loads``: ``prev[a]`` is overwritten once the scan has left
-    the edges of a (edges are sorted by lower end, so no later edge reads it). Returns the tokens
-    moved.
+    the edges of a (edges are sorted by lower end, so no later edge reads it). ``outflow`` is
+    filled only if ``with_outflow``. Returns ``(moved, min(loads))`` (the next step's smallest
+    estimate).
     """
     n = loads.shape[0]
     m = eu.shape[0]
     for i in range(n):
         out[i] = loads[i]
-        outflow[i] = 0
+    if with_outflow:
+        for i in range(n):
+            outflow[i] = 0
     moved = 0
+    lowest = loads[0] if n else 0
     e = 0
     for a in range(n):
         wa = loads[a]
@@ -266,14 +270,17 @@ def ds_step_nodes(eu, ev, loads, threshold, prev, out, outflow):
             f = s_ab - s_ba
             delta -= f
             out[b] += f
-            sent += f > 0
-            outflow[b] += f < 0
+            if with_outflow:
+                sent += f > 0
+                outflow[b] += f < 0
             moved += s_ab + s_ba
             e += 1
         out[a] += delta
-        outflow[a] += sent
+        if with_outflow:
+            outflow[a] += sent
         prev[a] = wa
-    return moved
+        lowest = min(lowest, wa)
+    return moved, lowest
 
 
 @numba.njit(cache=True, nogil=True)
