@@ -149,3 +149,140 @@ def test_random_walk_seeded_runs_are_reproducible():
     b = simulate("torus:6x6", "random-walk", "point:1296", **kw)
     np.testing.assert_array_equal(a.loads, b.loads)
     assert a.report == b.report
+
+
+# ---------------------------------------------------------------------------------------------------
+# The numba kernels (kernel=numba, default) against the numpy reference (kernel=numpy), step by step.
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from tokendist.graphs import Graph  # noqa: E402
+from tokendist.protocols import _heterogeneous_random_walk_kernels as K  # noqa: E402
+
+from ..strategies import random_connected_graph  # noqa: E402
+
+
+def _reference_outflow(g, flows):
+    out = np.zeros(g.n)
+    np.add.at(out, g.u, np.maximum(flows, 0))
+    np.add.at(out, g.v, np.maximum(-flows, 0))
+    return out
+
+
+def _lockstep(g, loads, seed, *, steps, p_fail=0.0, params=None):
+    """numba and numpy side by side on the same graphs and coins: every step's loads, outflow,
+    counters and state equal (the l2 series to rounding: serial vs pairwise sum)."""
+    params = dict(params or {})
+    fast = make_protocol("random-walk", {**params, "kernel": "numba"})
+    ref = make_protocol("random-walk", {**params, "kernel": "numpy"})
+    fast.check_graph(g)
+    fast.reset(g, loads.copy(), np.random.default_rng(seed))
+    ref.reset(g, loads.copy(), np.random.default_rng(seed))
+    dyn = EdgeFailures(p_fail) if p_fail else None
+    if dyn is not None:
+        dyn.reset(g, np.random.default_rng(seed + 1))
+    wf, wr = loads.copy(), loads.copy()
+    for t in range(steps):
+        gt = g if dyn is None else dyn.graph_at(t)
+        a, b = fast.step(t, gt, wf), ref.step(t, gt, wr)
+        np.testing.assert_array_equal(a.loads, b.loads)
+        np.testing.assert_array_equal(a.outflow, _reference_outflow(gt, b.flows))
+        assert (a.moved, a.messages, a.info) == (b.moved, b.messages, b.info)
+        assert fast.phase == ref.phase
+        if fast.phase == 1:
+            np.testing.assert_array_equal(fast.estimate, ref.estimate)
+        else:
+            np.testing.assert_array_equal(fast.marked, ref.marked)
+            np.testing.assert_array_equal(fast.negative, ref.negative)
+        wf, wr = a.loads.copy(), b.loads
+    ra, rb = fast.report(), ref.report()
+    sa, sb = ra.pop("series"), rb.pop("series")
+    assert ra == rb
+    for key in sa:
+        np.testing.assert_allclose(sa[key], sb[key], rtol=1e-12, atol=1e-12)
+    return fast
+
+
+@st.composite
+def rw_cases(draw, max_n=24):
+    n = draw(st.integers(2, max_n))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    g = random_connected_graph(rng, n, draw(st.integers(0, 3 * n)))
+    kind = draw(st.sampled_from(["speeds", "unit", "capacities"]))
+    if kind == "unit":
+        g = Graph(g.n, g.u, g.v)
+    elif kind == "capacities":
+        g = g.with_capacities(rng.uniform(0.5, 2.0, g.m))
+    loads = rng.integers(0, 60, n).astype(np.int64)
+    loads[int(rng.integers(0, n))] += int(rng.integers(0, 3000))
+    params = {"switch": "step", "switch_step": str(draw(st.integers(0, 20)))}
+    if draw(st.booleans()):
+        params["adapt_degrees"] = "false"
+    return g, loads, int(rng.integers(0, 2**31)), params
+
+
+@settings(max_examples=40, deadline=None)
+@given(rw_cases(), st.sampled_from([0.0, 0.3]))
+def test_kernels_match_numpy_reference_step_by_step(case, p_fail):
+    g, loads, seed, params = case
+    _lockstep(g, loads, seed, steps=45, p_fail=p_fail, params=params)
+
+
+@pytest.mark.parametrize("switch", ["error", "local"])
+def test_kernels_match_reference_through_switch_rules(switch):
+    # The switch step itself comes from the kernel's fused error (error) or edge_gap (local).
+    g = make_graph("torus:5x5").with_speeds(np.random.default_rng(7).uniform(0.8, 1.2, 25))
+    w0 = np.zeros(25, dtype=np.int64)
+    w0[3] = 2500
+    p = _lockstep(g, w0, 5, steps=700, params={"switch": switch, "switch_tol": "1e-6"})
+    assert p.phase == 3 and p.switch_at > 0
+
+
+def _walk_once(g, c, marked, negative, seed):
+    """One MRWS of the numba kernel on ``g`` (coefficients as the protocol builds them)."""
+    p = make_protocol("random-walk", {"c": str(c)})
+    p.reset(g, np.zeros(g.n, dtype=np.int64), np.random.default_rng(0))
+    coefs = p._graph_state(g)
+    prev = np.empty(g.n)
+    K.row_offsets(g.indptr, g.indices, g.csr_edges, *coefs, c, p._s, prev)
+    marked, negative = marked.copy(), negative.copy()
+    n, walkers = g.n, int(marked.sum() + negative.sum())
+    new_m, new_n, need, outflow = (np.empty(n, np.int64) for _ in range(4))
+    out = np.empty(n, np.int64)
+    net = np.zeros(g.m, np.int32)
+    K.mrws_step(g.indptr, g.indices, g.csr_edges, g.u, g.v, *coefs, c, p._s, prev, np.random.default_rng(seed),
+                marked, negative, new_m, new_n, np.full(n, 10**6, np.int64), out, outflow, need, net,
+                np.empty(walkers, np.int64), np.empty(g.max_degree))
+    assert not net.any()  # left clean for the next step
+    return new_m, new_n, out
+
+
+@pytest.mark.parametrize("kind", ["marked", "negative"])
+def test_kernel_walk_follows_column_of_M_statistically(kind):
+    # Seeded chi-square test of the numba walk: 40000 tokens on node 0 move by column 0 of M
+    # (5 degrees of freedom, p ~ 0.001), for marked and for negative tokens (no annihilation:
+    # only one kind walks).
+    g = make_graph("star:5").with_speeds(np.array([1.5, 0.8, 1.0, 1.2, 0.9, 1.1]))
+    counts = np.zeros(6, dtype=np.int64)
+    counts[0] = 40000
+    zero = np.zeros(6, dtype=np.int64)
+    new_m, new_n, out = _walk_once(g, 1.5, counts if kind == "marked" else zero,
+                                   counts if kind == "negative" else zero, 123)
+    new = new_m if kind == "marked" else new_n
+    expected = 40000 * diffusion_matrix(g, edge_coefficients(g, 1.5), g.speeds).toarray()[:, 0]
+    chi2 = float(((new - expected) ** 2 / expected).sum())
+    assert new.sum() == 40000 and chi2 < 20.5
+    # Real tokens follow: a marked token 0 -> j takes one there, a negative one brings one back.
+    moved = new.copy()
+    moved[0] -= 40000
+    sign = 1 if kind == "marked" else -1
+    np.testing.assert_array_equal(out - 10**6, sign * moved)
+
+
+def test_kernel_walk_uses_the_reference_coins():
+    # Same generator state -> the same destinations as walk_tokens (the reference), token by token.
+    g = make_graph("grid:4x5").with_speeds(np.random.default_rng(1).uniform(0.8, 1.2, 20))
+    counts = np.random.default_rng(2).integers(0, 30, 20)
+    new_m, _, _ = _walk_once(g, 2.0, counts, np.zeros(20, dtype=np.int64), 9)
+    ref, _ = walk_tokens(counts, g, edge_coefficients(g, 2.0), g.speeds, np.random.default_rng(9))
+    np.testing.assert_array_equal(new_m, ref)

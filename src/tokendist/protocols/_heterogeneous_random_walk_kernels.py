@@ -34,20 +34,37 @@ import numpy as np
 __all__ = ["fos_pair_step", "edge_gap", "row_offsets", "mrws_step"]
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _coef(i, j, k, a0, inv, deg, caps, csr_edges, c):
-    """``c_ij`` of slot k (row i, neighbour j) with the bits of the reference's ``edge_coefficients``.
+@numba.njit(cache=True, nogil=True)
+def _row_cumsum(i, cs, indptr, indices, csr_edges, a0, inv, deg, caps, c, s, buf):
+    """Add row i's slot probabilities ``c_ij / s_i`` to the running sum ``cs`` one by one.
 
-    With capacities: ``cap / (c max(d_i, d_j))`` literally. Without: ``min(inv_i, inv_j)`` with
-    ``inv_i = 1 / (c d_i)``, equal to ``1 / (c max(d_i, d_j))`` bit for bit (multiplication by
-    ``c > 0`` and ``1/x`` are monotone under rounding); ``a0`` when every ``inv_i`` is the same
-    (regular graphs: ``inv`` is empty).
+    Writes each partial sum to ``buf`` (when it has room) and returns the final sum. ``c_ij`` has
+    the bits of the reference's ``edge_coefficients``: with capacities ``cap / (c max(d_i, d_j))``
+    literally; without, ``min(inv_i, inv_j)`` with ``inv_i = 1 / (c d_i)``, equal to
+    ``1 / (c max(d_i, d_j))`` bit for bit (multiplying by ``c > 0`` and ``1/x`` are monotone under
+    rounding); ``a0`` when every ``inv_i`` is the same (regular graphs; ``inv`` is empty).
     """
+    a = indptr[i]
+    b = indptr[i + 1]
+    si = s[i]
+    room = buf.shape[0] >= b - a
     if caps.shape[0] > 0:
-        return caps[csr_edges[k]] / (c * max(deg[i], deg[j]))
-    if inv.shape[0] > 0:
-        return min(inv[i], inv[j])
-    return a0
+        for k in range(a, b):
+            cs = cs + caps[csr_edges[k]] / (c * max(deg[i], deg[indices[k]])) / si
+            if room:
+                buf[k - a] = cs
+    elif inv.shape[0] > 0:
+        for k in range(a, b):
+            cs = cs + min(inv[i], inv[indices[k]]) / si
+            if room:
+                buf[k - a] = cs
+    else:
+        p = a0 / si
+        for k in range(a, b):
+            cs = cs + p
+            if room:
+                buf[k - a] = cs
+    return cs
 
 
 @numba.njit(cache=True, nogil=True)
@@ -58,7 +75,7 @@ def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, unit, ss
     Parameters
     ----------
     a0, inv, deg, caps
-        The coefficients (see :func:`_coef`): a scalar, per-node ``1 / (c d_i)``, or degrees with
+        The coefficients (see :func:`_row_cumsum`): a scalar, per-node ``1 / (c d_i)``, or degrees with
         capacities; unused ones are empty arrays.
     unit : bool
         Every speed is 1, so ``w / s`` is ``w`` itself (the same values): ``xw`` is not used, the
@@ -174,10 +191,10 @@ def row_offsets(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev):
     """
     n = s.shape[0]
     cs = 0.0
+    nobuf = np.zeros(0)
     for i in range(n):
         prev[i] = cs
-        for k in range(indptr[i], indptr[i + 1]):
-            cs = cs + _coef(i, indices[k], k, a0, inv, deg, caps, csr_edges, c) / s[i]
+        cs = _row_cumsum(i, cs, indptr, indices, csr_edges, a0, inv, deg, caps, c, s, nobuf)
     return cs
 
 
@@ -200,10 +217,7 @@ def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, counts, ne
         a = indptr[i]
         b = indptr[i + 1]
         p0 = prev[i]
-        cs = p0
-        for k in range(a, b):
-            cs = cs + _coef(i, indices[k], k, a0, inv, deg, caps, csr_edges, c) / s[i]
-            g[k - a] = cs
+        cs = _row_cumsum(i, p0, indptr, indices, csr_edges, a0, inv, deg, caps, c, s, g)
         out_prob = cs - p0 if b > a else 0.0
         stay = 1.0 - out_prob
         fi = np.float64(i)
