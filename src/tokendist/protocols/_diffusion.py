@@ -27,13 +27,14 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import numba
 import numpy as np
 
 from .._random import counter_uniform, counter_uniform_scalar, stream_key
 from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ..graphs import biconnected_supergraph, orientation_sources_sinks, st_orientation
+from ._diffusion_kernels import (CEIL, COIN_BLOCK, FLOOR, ORIENTED, RANDOM, RANDOM_FRACTION, SNAP,
+                                 counter_uniform_nb, diffuse_step, reciprocal, rounded_step)
 from ._diffusivity import MATRIX_SPECS, default_diffusivity, diagonal, diffusion_matrix, diffusivity
 
 __all__ = ["Diffusion", "DiffusionFloor", "DiffusionCeil", "DiffusionRandom", "DiffusionOriented",
@@ -43,7 +44,7 @@ __all__ = ["Diffusion", "DiffusionFloor", "DiffusionCeil", "DiffusionRandom", "D
 ROUNDINGS = ("floor", "ceil", "random", "oriented")
 _FLOOR, _CEIL, _RANDOM, _ORIENTED = range(4)
 _COINS = ("pij", "fraction")
-_SNAP = 1e-9
+_SNAP = SNAP
 _MASK64 = (1 << 64) - 1
 
 def number(text: str) -> float:
@@ -61,187 +62,9 @@ _MATRIX_PARAMS = (
 )
 
 
-# ---------------------------------------------------------------------- the fast kernels
-# Why fused numba loops: one synchronous step reads every CSR slot once and writes every node once;
-# numpy needs per-edge gathers, a flows array and bincounts (25-45 ns per edge-step against 3.6-6
-# for a per-node loop, ../shared/PERFORMANCE.md). P_ij is laid out per CSR slot in reset (or kept as
-# one number when all agree, as on tori and hypercubes), so the row loop reads arrays in order and
-# gathers only ``loads[j]``. No kernel allocates: outputs go to buffers the protocol owns.
-
-_M1 = np.uint64(0x9E3779B97F4A7C15)
-_M2 = np.uint64(0xBF58476D1CE4E5B9)
-_M3 = np.uint64(0x94D049BB133111EB)
-_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
-_TO_UNIT = 1.0 / (1 << 53)
-
-
-@numba.njit(cache=True, nogil=True)
-def _splitmix64(x):
-    """The SplitMix64 finaliser in uint64 arithmetic (wraps mod 2**64), as ``tokendist._random``."""
-    x = x + _M1
-    x = (x ^ (x >> _S30)) * _M2
-    x = (x ^ (x >> _S27)) * _M3
-    return x ^ (x >> _S31)
-
-
-@numba.njit(cache=True, nogil=True)
-def _step_base(key, step):
-    """The per-step part of :func:`tokendist._random.counter_uniform` (``key``, ``step``: uint64)."""
-    return _splitmix64(key ^ _splitmix64(step))
-
-
-@numba.njit(cache=True, nogil=True)
-def _uniform(base, index):
-    """``counter_uniform(key, step, index)`` given ``base = _step_base(key, step)``."""
-    return np.float64(_splitmix64(base ^ _splitmix64(np.uint64(index))) >> _S11) * _TO_UNIT
-
-
-@numba.njit(cache=True, nogil=True)
-def _fill_uniform(base, index, out):
-    """``out[k] = counter_uniform(key, step, index[k])``, given the step's ``base``."""
-    for k in range(out.shape[0]):
-        out[k] = _uniform(base, index[k])
-
-
-@numba.njit(cache=True, nogil=True)
-def _fill_heads(base, index, coef, out):
-    """``out[k] = +P_ij`` on HEAD (``counter_uniform(key, step, index[k]) < P_ij``), else ``-P_ij``."""
-    scalar = coef.shape[0] == 1
-    for k in range(out.shape[0]):
-        a = coef[0] if scalar else coef[k]
-        out[k] = a if _uniform(base, index[k]) < a else -a
-
-
-@numba.njit(cache=True, nogil=True)
-def _counter_uniform_nb(key, step, index):
-    """:func:`tokendist._random.counter_uniform` in numba, over an array of indices (for tests)."""
-    base = _step_base(np.uint64(key), np.uint64(step))
-    out = np.empty(index.shape[0])
-    for k in range(index.shape[0]):
-        out[k] = _uniform(base, index[k])
-    return out
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _rounded_rows(indptr, indices, coef, loads, mode, coins, hop_extra, relays, out, outflow):
-    # The loop of _rounded_kernel; inlined once per mode, where ``mode`` is a constant, so that
-    # LLVM drops the other roundings' code from the inner loop.
-    scalar = coef.shape[0] == 1
-    moved = 0
-    low = np.int64(9223372036854775807)
-    for i in range(loads.shape[0]):
-        wi = loads[i]
-        delta = 0
-        sent = 0
-        extra = 0
-        for k in range(indptr[i], indptr[i + 1]):
-            d = wi - loads[indices[k]]
-            pos = d > 0
-            c = coef[0] if scalar else coef[k]
-            a = abs(c)  # P_ij; oriented: the sign says whether the edge points away from i
-            x = a * abs(d)
-            tol = _SNAP * max(1.0, x)
-            fl = np.floor(x + tol)
-            # ceil(x - tol) > fl, i.e. x is not (nearly) an integer; for an integer fl the two agree.
-            up = (x - tol) > fl
-            if mode == 0:
-                up = False
-            elif mode == 2:
-                up = up & (c > 0)  # coin=pij: HEAD drawn before the loop, kept as the sign of P_ij
-            elif mode == 4:
-                up = up & (coins[k] < x - fl)  # coin=fraction
-            elif mode == 3:
-                up = up & ((c > 0) == pos)  # the sender rounds up along the orientation
-            amt = np.int64(fl) + np.int64(up)
-            delta += (np.int64(d < 0) - np.int64(pos)) * amt
-            s = np.int64(pos) * amt
-            sent += s
-            if relays:
-                extra += s * hop_extra[k]
-        new = wi + delta
-        out[i] = new
-        outflow[i] = sent
-        moved += sent + extra
-        low = min(low, new)
-    if loads.shape[0] == 0:
-        low = 0
-    return moved, low
-
-
-@numba.njit(cache=True, nogil=True)
-def _rounded_kernel(indptr, indices, csr_edges, coef, loads, mode, key, step, coin_fraction, hop_extra, coins,
-                    out, outflow):
-    """One rounded-diffusion step, per node over its CSR row; returns (token-hops moved, min new load).
-
-    Node i loses what it sends to every lighter neighbour and gains what every heavier neighbour
-    sends it; both ends of an edge compute the same rounded amount from the same two loads (and,
-    for ``random``, the same coin ``counter_uniform(key, step, e)``). The floor and ceiling are taken
-    with the snapping tolerance (``floor(x + tol)``, ``ceil(x - tol)``), which equals rounding the
-    snapped x. Equal loads give x = 0 and amount 0, so no branch is needed on them; the sign of the
-    load difference enters arithmetically (branch-free, ../shared/PERFORMANCE.md). ``coef`` holds
-    ``P_ij`` per CSR slot (or one value for all, when every P_ij is the same), negated for the
-    oriented rounding when slot k's edge points towards its row node; ``hop_extra[k]`` is 1 for an
-    edge of H carried over two real edges (empty when there is none); ``coins`` is a buffer of one
-    float per CSR slot (random rounding only, else empty): the coin (coin=fraction) or P_ij signed
-    by the toss (coin=pij). ``mode`` indexes :data:`ROUNDINGS`.
-    """
-    if mode == 2:
-        # One pass draws every slot's coin in CSR order (a tight loop LLVM vectorises); hashing
-        # inside the row loop costs 4-5x more. With coin=pij the toss does not depend on the
-        # loads, so the pass stores P_ij signed by the toss (+ on HEAD), which the row loop reads
-        # in place of P_ij (reading a separate per-slot flag there measured 2-3x slower).
-        if coin_fraction:
-            _fill_uniform(_step_base(key, step), csr_edges, coins)
-        else:
-            _fill_heads(_step_base(key, step), csr_edges, coef, coins)
-    # Every call below passes constants, so that each inlined copy keeps only its own rounding
-    # (and relay bookkeeping only where Case 2 needs it): LLVM then vectorises the row loop.
-    if mode == 0:
-        return _rounded_rows(indptr, indices, coef, loads, 0, coins, hop_extra, False, out, outflow)
-    if mode == 1:
-        return _rounded_rows(indptr, indices, coef, loads, 1, coins, hop_extra, False, out, outflow)
-    if mode == 2 and coin_fraction:
-        return _rounded_rows(indptr, indices, coef, loads, 4, coins, hop_extra, False, out, outflow)
-    if mode == 2:
-        return _rounded_rows(indptr, indices, coins, loads, 2, coins, hop_extra, False, out, outflow)
-    if hop_extra.shape[0] > 0:
-        return _rounded_rows(indptr, indices, coef, loads, 3, coins, hop_extra, True, out, outflow)
-    return _rounded_rows(indptr, indices, coef, loads, 3, coins, hop_extra, False, out, outflow)
-
-
-@numba.njit(cache=True, nogil=True)
-def _diffuse_kernel(indptr, indices, coef, diag, loads, out, outflow):
-    """One step of ``l(t+1) = P l(t)`` per node over its CSR row; returns the load moved.
-
-    Row i of P is summed in column order with the diagonal in its sorted place, starting from 0.0,
-    exactly as scipy's CSR product ``P @ loads`` does, so the loads are bit-for-bit the same.
-    ``outflow[i] = sum_j P_ij max(load[i] - load[j], 0)`` (what i sends, lines (6)-(7) of Figure 2)
-    is summed in the same pass; the load moved is the sum of the outflows.
-    """
-    scalar = coef.shape[0] == 1
-    same_diag = diag.shape[0] == 1
-    moved = 0.0
-    for i in range(loads.shape[0]):
-        wi = loads[i]
-        p_ii = diag[0] if same_diag else diag[i]
-        s = 0.0
-        sent = 0.0
-        pending = True
-        for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
-            wj = loads[j]
-            if pending and j > i:
-                s += p_ii * wi
-                pending = False
-            a = coef[0] if scalar else coef[k]
-            s += a * wj
-            sent += a * max(wi - wj, 0.0)
-        if pending:
-            s += p_ii * wi
-        out[i] = s
-        outflow[i] = sent
-        moved += sent
-    return moved
+# The fast kernels live in _diffusion_kernels (numba); this module keeps the numpy reference
+# (:func:`rounded_flows`) and the per-node rule (:func:`_rounded_amount`).
+_counter_uniform_nb = counter_uniform_nb  # (tests import it from here)
 
 
 def rounded_flows(u, v, alpha, loads, mode: str, *, coins=None, coin: str = "pij", orient=None) -> np.ndarray:
@@ -288,6 +111,17 @@ def _rounded_amount(alpha: float, diff, mode: int, coin_u: float, coin_fraction:
     if mode == _ORIENTED:
         return fl + 1 if along else fl
     return fl
+
+
+def _regular_degree(graph) -> int:
+    """D when every node of ``graph`` has degree D >= 1 (the kernels' regular path), else 0."""
+    d = graph.degrees
+    return int(d[0]) if d.size and d[0] > 0 and int(d.min()) == int(d.max()) else 0
+
+
+def _unsigned(indices: np.ndarray) -> np.ndarray:
+    """The CSR column indices viewed as unsigned (no copy): numba then emits no negative-index wrap."""
+    return indices.view(np.uint32) if indices.dtype == np.int32 else indices.view(np.uint64)
 
 
 # ---------------------------------------------------------------------- protocols
@@ -393,7 +227,8 @@ class Diffusion(_DiffusionBase):
             return Step(new, moved=float(np.abs(flows).sum()), messages=2 * graph.m, flows=flows)
         new = self._out if self._out is not loads else np.empty_like(loads)
         loads = np.ascontiguousarray(loads, dtype=np.float64)
-        moved = _diffuse_kernel(graph.indptr, graph.indices, self._coef, self._diag, loads, new, self._outflow)
+        moved = diffuse_step(graph.indptr, _unsigned(graph.indices), self._coef, self._diag, loads,
+                             _regular_degree(graph), new, self._outflow)
         self._out = loads  # ping-pong buffers: the next step writes over this step's input
         return Step(new, moved=float(moved), messages=2 * graph.m, outflow=self._outflow)
 
@@ -434,21 +269,26 @@ class _RoundedDiffusion(_DiffusionBase):
         self.negative_steps = 0
 
     def _tables(self, h) -> None:
-        # Per CSR slot of H: one more hop for an added edge (Case 2); for the oriented rounding
-        # the sign of P_ij per slot says whether the edge points away from the slot's row node
-        # (the sender then rounds up): reading it with P_ij keeps the row loop vectorisable.
+        # Per CSR slot of H: one more hop for an added edge (Case 2, else empty); for the oriented
+        # rounding, 1 when the slot's edge points away from its row node (the sender then rounds
+        # up): one int8 per slot read in order (a signed P_ij per slot cost 16 bytes per edge).
+        # The random rounding draws its coins in blocks of COIN_BLOCK slots (not 2m floats).
         self._hop_extra = np.zeros(0, dtype=np.int64)
-        self._coin_buf = np.empty(2 * h.m if self.rounding == "random" else 0)
+        self._along_slot = np.zeros(0, dtype=np.int8)
+        self._coin_buf = np.empty(max(COIN_BLOCK, h.max_degree if h.m else 0) if self.rounding == "random" else 0)
         if (self.relay >= 0).any():
             self._hop_extra = (self.relay[h.csr_edges] >= 0).astype(np.int64)
         if self.orient is not None and h.m:
             rows = np.repeat(np.arange(h.n, dtype=h.indices.dtype), np.diff(h.indptr))
-            along = (self.orient[h.csr_edges] > 0) == (rows < h.indices)
-            coef = self._coef if self._coef.size > 1 else np.full(2 * h.m, self._coef[0])
-            self._coef = np.where(along, coef, -coef)
+            self._along_slot = ((self.orient[h.csr_edges] > 0) == (rows < h.indices)).astype(np.int8)
+        # The regular path: D slots per row and P_ij = 1/q for one integer q (module doc of
+        # _diffusion_kernels); 0 selects the general path.
+        self._degree = _regular_degree(h)
+        self._q = reciprocal(float(self._coef[0])) if self._coef.size == 1 and self._degree else 0
 
     def _setup(self, graph, rng) -> None:
-        self.h, self.relay = graph, np.full(graph.m, -1, dtype=np.int64)
+        # relay[e]: the relay vertex of edge e of H (Case 2), -1 for a real edge; empty when H = G.
+        self.h, self.relay = graph, np.zeros(0, dtype=np.int64)
         self.exchange_rounds = type(self).exchange_rounds
         self.orient = None
         self._key = 0
@@ -475,16 +315,22 @@ class _RoundedDiffusion(_DiffusionBase):
             low = int(out.loads.min()) if out.loads.size else 0
         else:
             new = self._out if self._out is not loads else np.empty_like(loads)
-            moved, low = _rounded_kernel(h.indptr, h.indices, h.csr_edges, self._coef, loads, self._mode,
-                                         np.uint64(self._key), np.uint64(t & _MASK64),
-                                         self.options.get("coin", "pij") == "fraction", self._hop_extra, self._coin_buf,
-                                         new, self._outflow)
+            moved, low = self._kernel(t, loads, new, self._outflow)
             self._out = loads  # ping-pong buffers: the next step writes over this step's input
             # The engine reads outflow before the next step overwrites it.
             out = Step(new, moved=int(moved), messages=self._messages(graph), outflow=self._outflow)
         self.min_load = min(self.min_load, low)
         self.negative_steps += low < 0
         return out
+
+    def _kernel(self, t, loads, out, outflow):
+        h = self.h
+        mode = self._mode
+        if mode == _RANDOM and self.options.get("coin", "pij") == "fraction":
+            mode = RANDOM_FRACTION
+        return rounded_step(h.indptr, _unsigned(h.indices), h.csr_edges, self._coef, self._along_slot, loads, mode,
+                            np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._coin_buf,
+                            self._degree, self._q, out, outflow)
 
     def _real_flows(self, graph, fh):
         return fh
@@ -497,10 +343,10 @@ class _RoundedDiffusion(_DiffusionBase):
             # A coin may send a ceiling across any edge whose ends differ.
             return bool(graph.m == 0 or np.all(loads[graph.u] == loads[graph.v]))
         if self.options["kernel"] == "numba":
-            h = self.h
-            moved, _ = _rounded_kernel(h.indptr, h.indices, h.csr_edges, self._coef, loads, self._mode, np.uint64(0),
-                                       np.uint64(0), False, self._hop_extra, self._coin_buf, np.empty_like(loads),
-                                       np.empty_like(loads))
+            # Only the amount moved matters: write into the spare load buffer and the outflow
+            # buffer (the engine has read this step's outflow already) instead of allocating.
+            out = self._out if self._out is not loads else np.empty_like(loads)
+            moved, _ = self._kernel(0, loads, out, self._outflow)
             return bool(moved == 0)
         return bool(not np.any(self._flows_h(0, loads)))
 
@@ -645,11 +491,12 @@ class DiffusionOriented(_RoundedDiffusion):
             self.orient = np.zeros(0, dtype=np.int8)
             return
         h, relay = biconnected_supergraph(graph)
-        self.h, self.relay = h, relay
+        self.h = h
         s = self.options["source"]
         t = self.options["sink"]
         self.orient = st_orientation(h, None if s < 0 else s, None if t < 0 else t)
         if (relay >= 0).any():
+            self.relay = relay  # (on a biconnected G every entry is -1: not kept, 8 bytes per edge)
             self.exchange_rounds = 2
             self._map_real_edges(graph, h, relay)
 

@@ -1,0 +1,371 @@
+"""The numba kernels of the diffusion protocols (Subramanian and Scherson 1994, Sec. 2 and Sec. 4).
+
+One synchronous step is one fused loop per node over its CSR row that writes the new load and
+the node's outflow (what it sends, for the engine's feasibility check) into buffers the protocol
+owns; no kernel allocates. Why per-node loops: numpy needs per-edge gathers, a flows array and
+bincounts (25-45 ns per edge-step against 3.6-6, ../shared/PERFORMANCE.md).
+
+Two paths each:
+
+* *regular*: every node has degree D and every ``P_ij`` is one number ``p`` (tori, hypercubes,
+  random-regular graphs with the default matrix, ``uniform:W`` on a regular graph). Row i is then
+  ``indices[D i : D (i + 1)]``: the loop reads no ``indptr`` and no per-slot coefficient, which on
+  rows of 4 halves the time (the variable-length row loop costs more than its arithmetic).
+* *general*: any graph, ``P_ij`` per CSR slot (or one number).
+
+The rounded kernels on the regular path with ``p = 1/q`` (q an integer, as the default
+``1/(2 max(d_i, d_j))`` on a regular graph) round with one float multiply and one truncation per
+slot (:func:`_reciprocal_rounding`), which is exact, and equal to the snapping arithmetic of the
+general path, for ``|load[i] - load[j]| < 2**29``; a step that meets a larger difference is redone
+on the general path (the inputs are not modified, so the redo is safe).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+__all__ = ["diffuse_step", "rounded_step", "counter_uniform_nb", "reciprocal", "SNAP", "COIN_BLOCK"]
+
+#: Loads whose products ``P_ij (load[i] - load[j])`` lie within SNAP (relative) of an integer count
+#: as that integer, so that a floating-point P such as 1/3 rounds as the exact rational would.
+SNAP = 1e-9
+#: CSR slots whose coins one block draws (random rounding): a fixed buffer, not 2m floats.
+COIN_BLOCK = 4096
+#: The regular path's exact rounding needs every |load[i] - load[j]| below this (see module doc).
+_DIFF_LIMIT = 1 << 29
+#: ... and q below this.
+_Q_LIMIT = 1 << 21
+_INT64_MAX = np.int64(9223372036854775807)
+
+# Rounding modes of the row loops (the protocols' ``ROUNDINGS`` order, then coin=fraction).
+FLOOR, CEIL, RANDOM, ORIENTED, RANDOM_FRACTION = range(5)
+
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xBF58476D1CE4E5B9)
+_M3 = np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+_TO_UNIT = 1.0 / (1 << 53)
+
+
+def reciprocal(p: float) -> int:
+    """The integer q with ``p == 1.0 / q`` exactly in float64 and ``2 <= q < 2**21``, else 0.
+
+    The regular rounded path needs it (the default matrix on a D-regular graph has ``q = 2D``).
+    """
+    if not 0.0 < p <= 0.5:
+        return 0
+    q = round(1.0 / p)
+    return int(q) if 2 <= q < _Q_LIMIT and 1.0 / q == p else 0
+
+
+# ---------------------------------------------------------------------- counter-based coins
+@numba.njit(cache=True, nogil=True)
+def _splitmix64(x):
+    """The SplitMix64 finaliser in uint64 arithmetic (wraps mod 2**64), as ``tokendist._random``."""
+    x = x + _M1
+    x = (x ^ (x >> _S30)) * _M2
+    x = (x ^ (x >> _S27)) * _M3
+    return x ^ (x >> _S31)
+
+
+@numba.njit(cache=True, nogil=True)
+def _step_base(key, step):
+    """The per-step part of :func:`tokendist._random.counter_uniform` (``key``, ``step``: uint64)."""
+    return _splitmix64(key ^ _splitmix64(step))
+
+
+@numba.njit(cache=True, nogil=True)
+def _uniform(base, index):
+    """``counter_uniform(key, step, index)`` given ``base = _step_base(key, step)``."""
+    return np.float64(_splitmix64(base ^ _splitmix64(np.uint64(index))) >> _S11) * _TO_UNIT
+
+
+@numba.njit(cache=True, nogil=True)
+def counter_uniform_nb(key, step, index):
+    """:func:`tokendist._random.counter_uniform` in numba, over an array of indices (for tests)."""
+    base = _step_base(np.uint64(key), np.uint64(step))
+    out = np.empty(index.shape[0])
+    for k in range(index.shape[0]):
+        out[k] = _uniform(base, index[k])
+    return out
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _fill_coins(base, csr_edges, k0, k1, coins):
+    # coins[k - k0] = counter_uniform(key, step, e) for the edge e of CSR slot k: a tight loop of
+    # direct reads and writes that LLVM vectorises (hashing inside the row loop measured 4-5x slower).
+    for k in range(k0, k1):
+        coins[k - k0] = _uniform(base, csr_edges[k])
+
+
+# ---------------------------------------------------------------------- continuous diffusion
+@numba.njit(cache=True, nogil=True, inline="always")
+def _diffuse_general(indptr, indices, coef, diag, loads, out, outflow):
+    scalar = coef.shape[0] == 1
+    same_diag = diag.shape[0] == 1
+    moved = 0.0
+    for i in range(loads.shape[0]):
+        wi = loads[i]
+        p_ii = diag[0] if same_diag else diag[i]
+        s = 0.0
+        sent = 0.0
+        pending = True
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            wj = loads[j]
+            if pending and j > i:
+                s += p_ii * wi
+                pending = False
+            a = coef[0] if scalar else coef[k]
+            s += a * wj
+            sent += a * max(wi - wj, 0.0)
+        if pending:
+            s += p_ii * wi
+        out[i] = s
+        outflow[i] = sent
+        moved += sent
+    return moved
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _diffuse_regular(indices, coef, diag, loads, D, out, outflow):
+    # Row i is slots D*i .. D*i + D - 1. The diagonal's sorted place is after the ``low``
+    # neighbours below i: counting them first and splitting the row into two loops keeps scipy's
+    # order without the per-slot branch of the general loop (1.5-2x faster on rows of 4 and 20).
+    scalar = coef.shape[0] == 1
+    same_diag = diag.shape[0] == 1
+    moved = 0.0
+    for i in range(loads.shape[0]):
+        wi = loads[i]
+        p_ii = diag[0] if same_diag else diag[i]
+        base = D * i
+        low = 0
+        for kk in range(D):
+            low += indices[base + kk] < i
+        s = 0.0
+        sent = 0.0
+        for k in range(base, base + low):
+            wj = loads[indices[k]]
+            a = coef[0] if scalar else coef[k]
+            s += a * wj
+            sent += a * max(wi - wj, 0.0)
+        s += p_ii * wi
+        for k in range(base + low, base + D):
+            wj = loads[indices[k]]
+            a = coef[0] if scalar else coef[k]
+            s += a * wj
+            sent += a * max(wi - wj, 0.0)
+        out[i] = s
+        outflow[i] = sent
+        moved += sent
+    return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def diffuse_step(indptr, indices, coef, diag, loads, degree, out, outflow):
+    """One step of ``l(t+1) = P l(t)`` (Sec. 3.1, Equation 1) per node; returns the load moved.
+
+    Row i of P is summed in column order with the diagonal in its sorted place, starting from 0.0,
+    exactly as scipy's CSR product ``P @ loads`` does, so the loads are bit-for-bit the same.
+    ``outflow[i] = sum_j P_ij max(load[i] - load[j], 0)`` (what i sends, lines (6)-(7) of
+    Figure 2) is summed in the same pass; the load moved is the sum of the outflows. ``coef``:
+    ``P_ij`` per CSR slot, or one number for all; ``diag``: ``P_ii`` per node, or one number;
+    ``degree``: D > 0 when every row has D slots (then ``indptr`` is not read), else 0.
+    """
+    if degree == 4:  # the 2-dimensional torus: a constant trip count that LLVM unrolls
+        return _diffuse_regular(indices, coef, diag, loads, 4, out, outflow)
+    if degree > 0:
+        return _diffuse_regular(indices, coef, diag, loads, degree, out, outflow)
+    return _diffuse_general(indptr, indices, coef, diag, loads, out, outflow)
+
+
+# ---------------------------------------------------------------------- rounded diffusion
+@numba.njit(cache=True, nogil=True, inline="always")
+def _general_rows(indptr, indices, coef, along, loads, mode, coins, i0, i1, hop_extra, relays, out, outflow):
+    # Rows i0..i1-1 on any graph; ``coins`` holds the coins of slots indptr[i0].. (random only).
+    # Node i loses what it sends to every lighter neighbour and gains what every heavier neighbour
+    # sends it; both ends of an edge compute the same amount from the same two loads (and, for the
+    # random rounding, the same coin). The floor and ceiling are taken with the snapping tolerance
+    # (floor(x + tol), ceil(x - tol)), which equals rounding the snapped x. Equal loads give x = 0
+    # and amount 0; the sign of the difference enters arithmetically (branch-free).
+    scalar = coef.shape[0] == 1
+    c0 = indptr[i0]
+    moved = 0
+    low = _INT64_MAX
+    for i in range(i0, i1):
+        wi = loads[i]
+        delta = 0
+        sent = 0
+        extra = 0
+        for k in range(indptr[i], indptr[i + 1]):
+            d = wi - loads[indices[k]]
+            pos = d > 0
+            a = coef[0] if scalar else coef[k]
+            x = a * abs(d)
+            tol = SNAP * max(1.0, x)
+            fl = np.floor(x + tol)
+            # ceil(x - tol) > fl, i.e. x is not (nearly) an integer; for an integer fl the two agree.
+            up = (x - tol) > fl
+            if mode == FLOOR:
+                up = False
+            elif mode == RANDOM:
+                up = up & (coins[k - c0] < a)  # HEAD with probability P_ij
+            elif mode == RANDOM_FRACTION:
+                up = up & (coins[k - c0] < x - fl)
+            elif mode == ORIENTED:
+                up = up & ((along[k] != 0) == pos)  # the sender rounds up along the orientation
+            amt = np.int64(fl) + np.int64(up)
+            delta += (np.int64(d < 0) - np.int64(pos)) * amt
+            s = np.int64(pos) * amt
+            sent += s
+            if relays:
+                extra += s * hop_extra[k]
+        new = wi + delta
+        out[i] = new
+        outflow[i] = sent
+        moved += sent + extra
+        low = min(low, new)
+    return moved, low
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _regular_rows(indices, D, p, q, along, loads, mode, coins, i0, i1, out, outflow):
+    # Rows i0..i1-1 of a D-regular graph with P_ij = p = 1/q; ``coins`` from slot D*i0 on.
+    # x = (load[i] - load[j]) p; trunc(x + copysign(1/(2q), x)) = sign * floor(|d| / q) and
+    # trunc(x + copysign(1 - 1/(2q), x)) = sign * ceil(|d| / q): the exact quotient sits at least
+    # 1/(2q) from the next integer after the shift, float64 errs by < 2**-23 for |d| < 2**29 and
+    # q < 2**21, and in that range the snapping tolerance of the general path changes nothing.
+    # Returns (moved, low, OR of every |d|), the last for the caller's range check.
+    off_f = 0.5 / q
+    off_c = 1.0 - off_f
+    moved = 0
+    big = 0
+    low = _INT64_MAX
+    c0 = D * i0
+    for i in range(i0, i1):
+        wi = loads[i]
+        delta = 0
+        sent = 0
+        base = D * i
+        for kk in range(D):
+            k = base + kk
+            d = wi - loads[indices[k]]
+            big |= abs(d)
+            x = d * p
+            a = np.int64(x + math.copysign(off_f, x))  # signed floor: what i sends (> 0) or gets
+            if mode != FLOOR:
+                ce = np.int64(x + math.copysign(off_c, x))
+                if mode == CEIL:
+                    a = ce
+                else:
+                    if mode == RANDOM:
+                        up = coins[k - c0] < p
+                    elif mode == RANDOM_FRACTION:
+                        up = coins[k - c0] < abs(x) - abs(a)  # the float fraction of the general path
+                    else:
+                        up = (along[k] != 0) == (d > 0)
+                    a = ce if up else a
+            delta -= a
+            sent += max(a, 0)
+        new = wi + delta
+        out[i] = new
+        outflow[i] = sent
+        moved += sent
+        low = min(low, new)
+    return moved, low, big
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _general(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_extra, relays, coins, out, outflow):
+    n = loads.shape[0]
+    if mode != RANDOM and mode != RANDOM_FRACTION:
+        return _general_rows(indptr, indices, coef, along, loads, mode, coins, 0, n, hop_extra, relays, out, outflow)
+    # Random: blocks of whole rows whose slots fit the coin buffer (at least one row per block;
+    # the protocol sizes the buffer to the maximum degree at least).
+    moved = 0
+    low = _INT64_MAX
+    i0 = 0
+    cap = coins.shape[0]
+    while i0 < n:
+        i1 = i0 + 1
+        while i1 < n and indptr[i1 + 1] - indptr[i0] <= cap:
+            i1 += 1
+        _fill_coins(base, csr_edges, indptr[i0], indptr[i1], coins)
+        mv, lo = _general_rows(indptr, indices, coef, along, loads, mode, coins, i0, i1, hop_extra, relays, out, outflow)
+        moved += mv
+        low = min(low, lo)
+        i0 = i1
+    return moved, low
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _regular(indices, csr_edges, D, p, q, along, loads, mode, base, coins, out, outflow):
+    n = loads.shape[0]
+    if mode != RANDOM and mode != RANDOM_FRACTION:
+        return _regular_rows(indices, D, p, q, along, loads, mode, coins, 0, n, out, outflow)
+    moved = 0
+    big = 0
+    low = _INT64_MAX
+    rows = max(1, coins.shape[0] // D)
+    for i0 in range(0, n, rows):
+        i1 = min(n, i0 + rows)
+        _fill_coins(base, csr_edges, D * i0, D * i1, coins)
+        mv, lo, bg = _regular_rows(indices, D, p, q, along, loads, mode, coins, i0, i1, out, outflow)
+        moved += mv
+        low = min(low, lo)
+        big |= bg
+    return moved, low, big
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _rounded_mode(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_extra, relays, coins, degree, q,
+                  out, outflow):
+    if degree > 0 and q > 0:
+        moved, low, big = _regular(indices, csr_edges, degree, coef[0], q, along, loads, mode, base, coins, out,
+                                   outflow)
+        if big < _DIFF_LIMIT:
+            return moved, low
+    # Any graph, or a step with a load difference of 2**29 or more: the snapping arithmetic.
+    return _general(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_extra, relays, coins, out, outflow)
+
+
+@numba.njit(cache=True, nogil=True)
+def rounded_step(indptr, indices, csr_edges, coef, along, loads, mode, key, step, hop_extra, coins, degree, q,
+                 out, outflow):
+    """One rounded-diffusion step (Sec. 4), per node over its CSR row; returns (token-hops, min new load).
+
+    ``mode``: FLOOR, CEIL, RANDOM (coin=pij), RANDOM_FRACTION (coin=fraction) or ORIENTED.
+    ``coef``: ``P_ij`` per CSR slot, or one number for all. ``along`` (oriented only, else empty):
+    int8 per CSR slot, 1 when the slot's edge points away from its row node (the sender then
+    rounds up). The coin of edge e in this step is ``counter_uniform(key, step, e)``, drawn in
+    blocks of ``coins.shape[0]`` slots (random only, else empty). ``hop_extra[k]`` is 1 for an
+    edge of H carried over two real edges (Case 2; empty when there is none). ``degree`` D > 0
+    and ``q`` > 0 select the regular path (every row has D slots, ``P_ij = 1/q``), else 0.
+    """
+    base = np.uint64(0)
+    if mode == RANDOM or mode == RANDOM_FRACTION:
+        base = _step_base(key, step)
+    relays = hop_extra.shape[0] > 0
+    # Every call below passes constants, so that each inlined copy keeps only its own rounding
+    # (and the relay bookkeeping only where Case 2 needs it).
+    if mode == FLOOR:
+        return _rounded_mode(indptr, indices, csr_edges, coef, along, loads, FLOOR, base, hop_extra, False, coins,
+                             degree, q, out, outflow)
+    if mode == CEIL:
+        return _rounded_mode(indptr, indices, csr_edges, coef, along, loads, CEIL, base, hop_extra, False, coins,
+                             degree, q, out, outflow)
+    if mode == RANDOM:
+        return _rounded_mode(indptr, indices, csr_edges, coef, along, loads, RANDOM, base, hop_extra, False, coins,
+                             degree, q, out, outflow)
+    if mode == RANDOM_FRACTION:
+        return _rounded_mode(indptr, indices, csr_edges, coef, along, loads, RANDOM_FRACTION, base, hop_extra, False,
+                             coins, degree, q, out, outflow)
+    if relays:
+        # Case 2 graphs are not regular in H: the general path only.
+        return _general(indptr, indices, csr_edges, coef, along, loads, ORIENTED, base, hop_extra, True, coins, out,
+                        outflow)
+    return _rounded_mode(indptr, indices, csr_edges, coef, along, loads, ORIENTED, base, hop_extra, False, coins,
+                         degree, q, out, outflow)
