@@ -52,6 +52,7 @@ KERNEL_PARAM = Param("kernel", str, "numba", "numba (fused per-node CSR loop) or
                      "bincount, the reference)", ("numba", "numpy"))
 
 _EMPTY = np.zeros(0)
+_NO_EXCEPTIONS = (np.zeros(0, np.int64), np.zeros(0))
 
 
 class HeterogeneousDiffusion(Protocol):
@@ -147,7 +148,7 @@ class HeterogeneousDiffusion(Protocol):
             self._xbuf = np.empty(loads.shape[0])
         return np.divide(loads, self._s, out=self._xbuf)
 
-    def _outflow(self, n, dtype):
+    def _outflow_buffer(self, n, dtype):
         """The per-node outflow buffer, reused from step to step (the engine reads it at once)."""
         b = self._flowbuf
         if b is None or b.shape[0] != n or b.dtype != dtype:
@@ -234,7 +235,7 @@ class FOS(HeterogeneousDiffusion):
             loads = np.ascontiguousarray(loads, dtype=np.float64)
             ip, ind, mode, a0, inv, alpha = self._kernel_args(graph)
             # A fresh output array each step: the engine keeps it as the next input (no ping-pong pair).
-            out, outflow = np.empty(graph.n), self._outflow(graph.n, np.float64)
+            out, outflow = np.empty(graph.n), self._outflow_buffer(graph.n, np.float64)
             moved = fos_real_step(ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
             return Step(out, moved=float(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
@@ -272,7 +273,7 @@ class FOSFloor(HeterogeneousDiffusion):
         if self._fast():
             loads = np.ascontiguousarray(loads, dtype=np.int64)
             ip, ind, mode, a0, inv, alpha = self._kernel_args(graph)
-            out, outflow = np.empty(graph.n, np.int64), self._outflow(graph.n, np.int64)
+            out, outflow = np.empty(graph.n, np.int64), self._outflow_buffer(graph.n, np.int64)
             moved = fos_floor_step(ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
             return Step(out, moved=int(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
@@ -372,11 +373,12 @@ class SOS(_SecondOrder):
     def step(self, t, graph, loads):
         if self._fast():
             loads = np.ascontiguousarray(loads, dtype=np.float64)
-            args = self._kernel_args(graph)
-            out, outflow = np.empty(graph.n), self._outflow(graph.n, np.float64)
+            mode, a0, inv, alpha = self._coefs(graph)
+            out, outflow = np.empty(graph.n), self._outflow_buffer(graph.n, np.float64)
             first = self._k == 0
             flow = self._carry_state(graph, self._prev)
-            moved = sos_real_step(*args, self.beta, first, self._x(loads), loads, flow, out, outflow)
+            moved = sos_real_step(graph.u, graph.v, mode, a0, inv, alpha, self.beta, first, self._x(loads), loads,
+                                  flow, out, outflow)
             self._k += 1
             self._state_graph = graph
             self._prev = flow
@@ -429,23 +431,45 @@ class SOSIOU(_SecondOrder):
         self.iou_series: list[float] = []
         self.iou_max = 0.0
 
+    # The fast kernel may keep the amounts owed o (all paid in full) instead of the IOUs
+    # o - trunc(o), to save a pass (see sos_iou_step); ``_iou`` always gives the IOUs.
+    @property
+    def _iou(self):
+        raw = self._iou_raw
+        if raw is None or not self._owed_stored:
+            return raw
+        iou = raw - np.trunc(raw)
+        iou[self._exc[0]] = self._exc[1]
+        return iou
+
+    @_iou.setter
+    def _iou(self, values):
+        self._iou_raw = values
+        self._owed_stored = False
+        self._exc = _NO_EXCEPTIONS
+
     def _fast_step(self, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
-        args = self._kernel_args(graph)
+        mode, a0, inv, alpha = self._coefs(graph)
         out = np.empty(graph.n, np.int64)
         # What each node owes, then (in place) what it sent: the outflow.
-        outflow = self._outflow(graph.n, np.float64)
+        outflow = self._outflow_buffer(graph.n, np.float64)
         first = self._k == 0
         yhat = self._carry_state(graph, self._prev)
-        iou = self._carry_state(graph, self._iou)
-        moved, short, units, biggest = sos_iou_step(*args, self.beta, first, self.options["overdraw"] == "iou",
-                                                    self._x(loads), loads, yhat, iou, out, outflow)
+        if self._owed_stored and graph is not self._state_graph:
+            self._iou = self._iou  # the IOUs themselves before mapping them onto the new graph
+        iou = self._carry_state(graph, self._iou_raw)
+        moved, short, units, biggest, exc_e, exc_r = sos_iou_step(
+            graph.u, graph.v, graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, self.beta, first,
+            self._owed_stored, self._exc[0], self._exc[1], self.options["overdraw"] == "iou", self._x(loads), loads,
+            yhat, iou, out, outflow)
+        self._owed_stored, self._exc = True, (exc_e, exc_r)
         self._k += 1
         if short:
             self.events += int(short)
             self.event_steps += 1
         self._state_graph = graph
-        self._prev, self._iou = yhat, iou
+        self._prev, self._iou_raw = yhat, iou
         units = float(units)
         self.iou_series.append(units)
         if graph.m:
