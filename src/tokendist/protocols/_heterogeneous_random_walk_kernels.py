@@ -118,15 +118,32 @@ def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, unit, ss
         sent = 0
         # Row i lists its neighbours in increasing order: first the edges (j, i) with j < i, whose
         # flows form the reference's bincount(v, y), then the edges (i, j), its bincount(u, y).
-        # Both parts add f = c_ij (x_j - x_i), the flow into i (exact negation of the edge's flow
-        # for j > i), so the integer part needs no branch; the real part keeps two sums, as the
-        # reference: inn - outs = inn + q with q = -outs.
+        # Every slot adds f = c_ij (x_j - x_i), the flow into i (the exact negation of the edge's
+        # flow when j > i), so the integer part is one expression; the real part keeps the
+        # reference's two sums, inn - outs = inn + q with q = -outs, in two loops without a branch.
         inn = 0.0
         q = 0.0
         k = indptr[i]
         end = indptr[i + 1]
-        lower = True
-        while k < end:
+        while k < end:  # j < i (the same body as the loop below, the real flow into inn)
+            j = indices[k]
+            if j > i:
+                break
+            a = a0
+            if has_caps:
+                a = caps[csr_edges[k]] / (c * max(deg[i], deg[j]))
+            elif has_inv:
+                a = min(inv[i], inv[j])
+            if unit:
+                xwj = np.float64(loads[j])
+            else:
+                xwj = xw[j]
+            y = np.int64(np.trunc(a * (xwj - xwi)))
+            delta += y
+            sent += max(-y, 0)
+            inn += a * (xe[j] - xei)
+            k += 1
+        while k < end:  # j > i
             j = indices[k]
             a = a0
             if has_caps:
@@ -140,13 +157,7 @@ def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, unit, ss
             y = np.int64(np.trunc(a * (xwj - xwi)))
             delta += y
             sent += max(-y, 0)
-            f = a * (xe[j] - xei)
-            if lower and j > i:
-                lower = False
-            if lower:
-                inn += f
-            else:
-                q += f
+            q += a * (xe[j] - xei)
             k += 1
         out[i] = loads[i] + delta
         outflow[i] = sent
