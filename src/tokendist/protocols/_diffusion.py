@@ -275,7 +275,7 @@ class _RoundedDiffusion(_DiffusionBase):
         # The random rounding draws its coins in blocks of COIN_BLOCK slots (not 2m floats).
         self._hop_extra = np.zeros(0, dtype=np.int64)
         self._along_slot = np.zeros(0, dtype=np.int8)
-        self._coin_buf = np.empty(max(COIN_BLOCK, h.max_degree if h.m else 0) if self.rounding == "random" else 0)
+        self._coin_buf = np.empty(max(COIN_BLOCK, h.max_degree) if self.rounding == "random" else 0)
         if (self.relay >= 0).any():
             self._hop_extra = (self.relay[h.csr_edges] >= 0).astype(np.int64)
         if self.orient is not None and h.m:
@@ -285,6 +285,9 @@ class _RoundedDiffusion(_DiffusionBase):
         # _diffusion_kernels); 0 selects the general path.
         self._degree = _regular_degree(h)
         self._q = reciprocal(float(self._coef[0])) if self._coef.size == 1 and self._degree else 0
+        # There, coin=pij draws each edge's coin once per step into a HEAD flag (1 byte per edge).
+        pij = self.rounding == "random" and self.options.get("coin", "pij") == "pij"
+        self._heads = np.empty(h.m if pij and self._q else 0, dtype=np.uint8)
 
     def _setup(self, graph, rng) -> None:
         # relay[e]: the relay vertex of edge e of H (Case 2), -1 for a real edge; empty when H = G.
@@ -328,7 +331,8 @@ class _RoundedDiffusion(_DiffusionBase):
         mode = self._mode
         if mode == _RANDOM and self.options.get("coin", "pij") == "fraction":
             mode = RANDOM_FRACTION
-        return rounded_step(h.indptr, _unsigned(h.indices), h.csr_edges, self._coef, self._along_slot, loads, mode,
+        return rounded_step(h.indptr, _unsigned(h.indices), _unsigned(h.csr_edges), self._coef, self._along_slot,
+                            self._heads, loads, mode,
                             np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._coin_buf,
                             self._degree, self._q, out, outflow)
 

@@ -27,7 +27,7 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["diffuse_step", "rounded_step", "counter_uniform_nb", "reciprocal", "SNAP", "COIN_BLOCK"]
+__all__ = ["diffuse_step", "rounded_step", "counter_uniform_nb", "reciprocal", "head_threshold", "SNAP", "COIN_BLOCK"]
 
 #: Loads whose products ``P_ij (load[i] - load[j])`` lie within SNAP (relative) of an integer count
 #: as that integer, so that a floating-point P such as 1/3 rounds as the exact rational would.
@@ -99,6 +99,20 @@ def _fill_coins(base, csr_edges, k0, k1, coins):
     # direct reads and writes that LLVM vectorises (hashing inside the row loop measured 4-5x slower).
     for k in range(k0, k1):
         coins[k - k0] = _uniform(base, csr_edges[k])
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _fill_heads(base, threshold, heads):
+    # heads[e] = 1 when edge e's coin shows HEAD, counter_uniform(key, step, e) < p, i.e. when its
+    # top 53 bits are below threshold = ceil(p 2**53) (exact: both sides scale by a power of two).
+    # Once per edge in edge order, integer only: ~1 ns per edge (converting to float costs 2-3x).
+    for e in range(heads.shape[0]):
+        heads[e] = np.int64(_splitmix64(base ^ _splitmix64(np.uint64(e))) >> _S11) < threshold
+
+
+def head_threshold(p: float) -> int:
+    """``ceil(p * 2**53)``: ``counter_uniform(...) < p`` iff the draw's top 53 bits are below it."""
+    return int(math.ceil(p * float(1 << 53)))
 
 
 # ---------------------------------------------------------------------- continuous diffusion
@@ -232,15 +246,17 @@ def _general_rows(indptr, indices, coef, along, loads, mode, coins, i0, i1, hop_
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _regular_rows(indices, D, p, q, along, loads, mode, coins, i0, i1, out, outflow):
-    # Rows i0..i1-1 of a D-regular graph with P_ij = p = 1/q; ``coins`` from slot D*i0 on.
+def _regular_rows(indices, csr_edges, D, p, q, along, heads, loads, mode, coins, i0, i1, out, outflow):
+    # Rows i0..i1-1 of a D-regular graph with P_ij = p = 1/q. Random rounding: coin=pij reads the
+    # step's HEAD flag per edge (``heads``), coin=fraction the coins of slots D*i0.. (``coins``).
     # x = (load[i] - load[j]) p; trunc(x + copysign(1/(2q), x)) = sign * floor(|d| / q) and
     # trunc(x + copysign(1 - 1/(2q), x)) = sign * ceil(|d| / q): the exact quotient sits at least
     # 1/(2q) from the next integer after the shift, float64 errs by < 2**-23 for |d| < 2**29 and
     # q < 2**21, and in that range the snapping tolerance of the general path changes nothing.
     # Returns (moved, low, OR of every |d|), the last for the caller's range check.
     off_f = 0.5 / q
-    off_c = 1.0 - off_f
+    span = 1.0 - 1.0 / q
+    off_c = off_f + span  # 1 - 1/(2q), up to a rounding the argument above tolerates
     moved = 0
     big = 0
     low = _INT64_MAX
@@ -255,19 +271,23 @@ def _regular_rows(indices, D, p, q, along, loads, mode, coins, i0, i1, out, outf
             d = wi - loads[indices[k]]
             big |= abs(d)
             x = d * p
-            a = np.int64(x + math.copysign(off_f, x))  # signed floor: what i sends (> 0) or gets
-            if mode != FLOOR:
-                ce = np.int64(x + math.copysign(off_c, x))
-                if mode == CEIL:
-                    a = ce
-                else:
-                    if mode == RANDOM:
-                        up = coins[k - c0] < p
-                    elif mode == RANDOM_FRACTION:
-                        up = coins[k - c0] < abs(x) - abs(a)  # the float fraction of the general path
-                    else:
-                        up = (along[k] != 0) == (d > 0)
-                    a = ce if up else a
+            # The shift picks the rounding: off_f floors, off_c ceils (one conversion per slot;
+            # the random and oriented choices enter as 0/1 arithmetic, since coins do not predict).
+            if mode == FLOOR:
+                off = off_f
+            elif mode == CEIL:
+                off = off_c
+            elif mode == RANDOM:
+                off = off_f + span * np.float64(heads[csr_edges[k]])
+            elif mode == ORIENTED:
+                # The sender rounds up along the orientation: i (d > 0) when the edge points away
+                # from i, j (d < 0) when it points towards i; d = 0 moves nothing either way.
+                off = off_f + span * np.float64(np.int64(along[k]) ^ np.int64(d < 0))
+            else:
+                fl = np.int64(x + math.copysign(off_f, x))
+                # coin=fraction: HEAD below the float fraction |x| - floor, as on the general path.
+                off = off_f + span * np.float64(coins[k - c0] < abs(x) - abs(fl))
+            a = np.int64(x + math.copysign(off, x))  # signed: what i sends (> 0) or receives (< 0)
             delta -= a
             sent += max(a, 0)
         new = wi + delta
@@ -302,10 +322,12 @@ def _general(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_ext
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _regular(indices, csr_edges, D, p, q, along, loads, mode, base, coins, out, outflow):
+def _regular(indices, csr_edges, D, p, q, along, heads, loads, mode, base, coins, out, outflow):
     n = loads.shape[0]
-    if mode != RANDOM and mode != RANDOM_FRACTION:
-        return _regular_rows(indices, D, p, q, along, loads, mode, coins, 0, n, out, outflow)
+    if mode == RANDOM:
+        _fill_heads(base, np.int64(math.ceil(p * 9007199254740992.0)), heads)
+    if mode != RANDOM_FRACTION:
+        return _regular_rows(indices, csr_edges, D, p, q, along, heads, loads, mode, coins, 0, n, out, outflow)
     moved = 0
     big = 0
     low = _INT64_MAX
@@ -313,7 +335,8 @@ def _regular(indices, csr_edges, D, p, q, along, loads, mode, base, coins, out, 
     for i0 in range(0, n, rows):
         i1 = min(n, i0 + rows)
         _fill_coins(base, csr_edges, D * i0, D * i1, coins)
-        mv, lo, bg = _regular_rows(indices, D, p, q, along, loads, mode, coins, i0, i1, out, outflow)
+        mv, lo, bg = _regular_rows(indices, csr_edges, D, p, q, along, heads, loads, mode, coins, i0, i1, out,
+                                   outflow)
         moved += mv
         low = min(low, lo)
         big |= bg
@@ -321,10 +344,10 @@ def _regular(indices, csr_edges, D, p, q, along, loads, mode, base, coins, out, 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _rounded_mode(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_extra, relays, coins, degree, q,
-                  out, outflow):
+def _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, mode, base, hop_extra, relays, coins, degree,
+                  q, out, outflow):
     if degree > 0 and q > 0:
-        moved, low, big = _regular(indices, csr_edges, degree, coef[0], q, along, loads, mode, base, coins, out,
+        moved, low, big = _regular(indices, csr_edges, degree, coef[0], q, along, heads, loads, mode, base, coins, out,
                                    outflow)
         if big < _DIFF_LIMIT:
             return moved, low
@@ -333,15 +356,17 @@ def _rounded_mode(indptr, indices, csr_edges, coef, along, loads, mode, base, ho
 
 
 @numba.njit(cache=True, nogil=True)
-def rounded_step(indptr, indices, csr_edges, coef, along, loads, mode, key, step, hop_extra, coins, degree, q,
+def rounded_step(indptr, indices, csr_edges, coef, along, heads, loads, mode, key, step, hop_extra, coins, degree, q,
                  out, outflow):
     """One rounded-diffusion step (Sec. 4), per node over its CSR row; returns (token-hops, min new load).
 
     ``mode``: FLOOR, CEIL, RANDOM (coin=pij), RANDOM_FRACTION (coin=fraction) or ORIENTED.
     ``coef``: ``P_ij`` per CSR slot, or one number for all. ``along`` (oriented only, else empty):
     int8 per CSR slot, 1 when the slot's edge points away from its row node (the sender then
-    rounds up). The coin of edge e in this step is ``counter_uniform(key, step, e)``, drawn in
-    blocks of ``coins.shape[0]`` slots (random only, else empty). ``hop_extra[k]`` is 1 for an
+    rounds up). The coin of edge e in this step is ``counter_uniform(key, step, e)``: on the
+    regular path with coin=pij it is drawn once per edge into ``heads`` (uint8 per edge, HEAD
+    flags; else it may be empty), otherwise once per CSR slot in blocks of ``coins.shape[0]``
+    slots (random only, else empty). ``hop_extra[k]`` is 1 for an
     edge of H carried over two real edges (Case 2; empty when there is none). ``degree`` D > 0
     and ``q`` > 0 select the regular path (every row has D slots, ``P_ij = 1/q``), else 0.
     """
@@ -352,20 +377,20 @@ def rounded_step(indptr, indices, csr_edges, coef, along, loads, mode, key, step
     # Every call below passes constants, so that each inlined copy keeps only its own rounding
     # (and the relay bookkeeping only where Case 2 needs it).
     if mode == FLOOR:
-        return _rounded_mode(indptr, indices, csr_edges, coef, along, loads, FLOOR, base, hop_extra, False, coins,
+        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, FLOOR, base, hop_extra, False, coins,
                              degree, q, out, outflow)
     if mode == CEIL:
-        return _rounded_mode(indptr, indices, csr_edges, coef, along, loads, CEIL, base, hop_extra, False, coins,
+        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, CEIL, base, hop_extra, False, coins,
                              degree, q, out, outflow)
     if mode == RANDOM:
-        return _rounded_mode(indptr, indices, csr_edges, coef, along, loads, RANDOM, base, hop_extra, False, coins,
+        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, RANDOM, base, hop_extra, False, coins,
                              degree, q, out, outflow)
     if mode == RANDOM_FRACTION:
-        return _rounded_mode(indptr, indices, csr_edges, coef, along, loads, RANDOM_FRACTION, base, hop_extra, False,
+        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, RANDOM_FRACTION, base, hop_extra, False,
                              coins, degree, q, out, outflow)
     if relays:
         # Case 2 graphs are not regular in H: the general path only.
         return _general(indptr, indices, csr_edges, coef, along, loads, ORIENTED, base, hop_extra, True, coins, out,
                         outflow)
-    return _rounded_mode(indptr, indices, csr_edges, coef, along, loads, ORIENTED, base, hop_extra, False, coins,
+    return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, ORIENTED, base, hop_extra, False, coins,
                          degree, q, out, outflow)
