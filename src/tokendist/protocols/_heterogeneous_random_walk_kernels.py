@@ -221,6 +221,8 @@ def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, counts, ne
     """
     n = counts.shape[0]
     moves = 0
+    has_caps = caps.shape[0] > 0
+    has_inv = inv.shape[0] > 0
     for i in range(n):
         ci = counts[i]
         if ci == 0:
@@ -228,15 +230,32 @@ def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, counts, ne
         a = indptr[i]
         b = indptr[i + 1]
         p0 = prev[i]
-        cs = _row_cumsum(i, p0, indptr, indices, csr_edges, a0, inv, deg, caps, c, s, g)
+        si = s[i]
+        # Row i's cumulative probabilities from the global running sum at its start (see row_offsets).
+        cs = p0
+        if has_caps:
+            for k in range(a, b):
+                cs = cs + caps[csr_edges[k]] / (c * max(deg[i], deg[indices[k]])) / si
+                g[k - a] = cs
+        elif has_inv:
+            for k in range(a, b):
+                cs = cs + min(inv[i], inv[indices[k]]) / si
+                g[k - a] = cs
+        else:
+            pk = a0 / si
+            for k in range(a, b):
+                cs = cs + pk
+                g[k - a] = cs
         out_prob = cs - p0 if b > a else 0.0
         stay = 1.0 - out_prob
         fi = np.float64(i)
         base = fi + stay
-        for k in range(a, b):
-            g[k - a] = base + (g[k - a] - p0)
-        if b > a:
-            g[b - 1 - a] = fi + 1.0  # pinned against round-off, as in the reference
+        # The reference's boundaries g_k = (i + M_ii) + (cs_k - cs_start); the last is pinned to
+        # i + 1 (so only the first deg - 1 are compared). Non-decreasing, so the first slot with
+        # g_k > key is a + (the number of g_k <= key): counted without a branch.
+        last = b - a - 1
+        for q in range(last):
+            g[q] = base + (g[q] - p0)
         stays = 0
         for _ in range(ci):
             u = rng.random()
@@ -244,11 +263,9 @@ def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, counts, ne
                 stays += 1
                 continue
             key = fi + u
-            k = b - 1
-            for q in range(a, b - 1):
-                if g[q - a] > key:
-                    k = q
-                    break
+            k = a
+            for q in range(last):
+                k += g[q] <= key
             j = indices[k]
             new[j] += 1
             e = csr_edges[k]
