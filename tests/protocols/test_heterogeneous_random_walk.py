@@ -246,13 +246,13 @@ def _walk_once(g, c, marked, negative, seed):
     prev = np.empty(g.n)
     K.row_offsets(g.indptr, g.indices, g.csr_edges, *coefs, c, p._s, prev)
     marked, negative = marked.copy(), negative.copy()
-    n, walkers = g.n, int(marked.sum() + negative.sum())
+    n = g.n
     new_m, new_n, need, outflow = (np.empty(n, np.int64) for _ in range(4))
     out = np.empty(n, np.int64)
     net = np.zeros(g.m, np.int32)
     K.mrws_step(g.indptr, g.indices, g.csr_edges, g.u, g.v, *coefs, c, p._s, prev, np.random.default_rng(seed),
                 marked, negative, new_m, new_n, np.full(n, 10**6, np.int64), out, outflow, need, net,
-                np.empty(walkers, np.int64), np.empty(g.max_degree))
+                np.empty(g.max_degree))
     assert not net.any()  # left clean for the next step
     return new_m, new_n, out
 

@@ -298,17 +298,16 @@ class RandomWalk(HeterogeneousDiffusion):
         b = self._walk_bufs
         walkers = self.initial_marked + self.initial_negative  # annihilation only lowers the count
         maxdeg = int(np.diff(graph.indptr).max()) if n else 0
-        if b is None or b["net"].shape[0] < graph.m or b["g"].shape[0] < maxdeg:
+        if b is None or b["net"].shape[0] != graph.m or b["g"].shape[0] < maxdeg:
             b = self._walk_bufs = {
                 "new_m": np.empty(n, np.int64), "new_n": np.empty(n, np.int64), "need": np.empty(n, np.int64),
                 # Net real tokens per edge: |net| <= walkers, so int32 unless there are 2^31 of them.
-                "net": np.zeros(max(graph.m, 1), np.int32 if walkers < 2**31 else np.int64),
-                "touched": np.empty(max(walkers, 1), np.int64), "g": np.empty(max(maxdeg, 1))}
+                "net": np.zeros(graph.m, np.int32 if walkers < 2**31 else np.int64), "g": np.empty(max(maxdeg, 1))}
         out = np.empty_like(loads)
         moved, messages, overdraws, gone, left_m, left_n = mrws_step(
             graph.indptr, graph.indices, graph.csr_edges, graph.u, graph.v, *coefs, self.options["c"], self._s,
             self._prev, self._rng, self.marked, self.negative, b["new_m"], b["new_n"], loads, out, self._outflow,
-            b["need"], b["net"], b["touched"], b["g"])
+            b["need"], b["net"], b["g"])
         self.overdraw_events += int(overdraws)
         self.annihilated += int(gone)
         if left_m == 0:

@@ -210,14 +210,13 @@ def row_offsets(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev):
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, counts, new, rng, real, net, touched, nt,
-          need, need_at_target, g):
+def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, counts, new, rng, real, net, need,
+          need_at_target, g):
     """Every token in ``counts`` takes one step by M; arrivals are added to ``new`` (zeroed by the caller).
 
     A token moving i -> j moves ``real`` (+1 marked, -1 negative) real tokens i -> j: ``net[e]``
-    (positive from ``u`` to ``v``) changes, ``e`` is appended to ``touched``, and ``need`` counts
-    the tokens the sender of the real move must give (at i for marked, at j for negative tokens).
-    Returns the new length of ``touched`` and the number of moves.
+    (positive from ``u`` to ``v``) changes, and ``need`` counts the tokens the sender of the real
+    move must give (at i for marked, at j for negative tokens). Returns the number of moves.
     """
     n = counts.shape[0]
     moves = 0
@@ -273,26 +272,26 @@ def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, counts, ne
                 net[e] += real
             else:
                 net[e] -= real
-            touched[nt] = e
-            nt += 1
             moves += 1
             if need_at_target:
                 need[j] += 1
             else:
                 need[i] += 1
         new[i] += stays
-    return nt, moves
+    return moves
 
 
 @numba.njit(cache=True, nogil=True)
 def mrws_step(indptr, indices, csr_edges, u, v, a0, inv, deg, caps, c, s, prev, rng, marked, negative, new_m, new_n,
-              loads, out, outflow, need, net, touched, g):
+              loads, out, outflow, need, net, g):
     """One main random walk step (Sec. 3): walks, real-token flows, overdraw count, annihilation.
 
     ``marked`` and ``negative`` are replaced in place by the counts after the step (``new_m``,
     ``new_n`` are scratch); ``out`` gets the real loads, ``outflow`` what each node sent. ``net``
-    (int per edge) must be all zero on entry and is left zero; ``touched`` holds at least
-    ``marked.sum() + negative.sum()`` entries; ``g`` at least the maximum degree.
+    (int per edge) must be all zero on entry and is left zero; ``g`` holds at least the maximum
+    degree. The flows are settled in one pass over the edges: phase 2 always has Omega(n) walking
+    negative tokens (their excess over the marked ones is ``sum(what) - W``), so the walk costs
+    more than the pass anyway.
 
     Returns
     -------
@@ -305,16 +304,13 @@ def mrws_step(indptr, indices, csr_edges, u, v, a0, inv, deg, caps, c, s, prev, 
         need[i] = 0
         outflow[i] = 0
         out[i] = loads[i]
-    nt, mm = _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, marked, new_m, rng, 1, net, touched, 0,
-                   need, False, g)
-    nt, nm = _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, negative, new_n, rng, -1, net, touched, nt,
-                   need, True, g)
+    mm = _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, marked, new_m, rng, 1, net, need, False, g)
+    nm = _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, negative, new_n, rng, -1, net, need, True, g)
     moved = 0
-    for q in range(nt):
-        e = touched[q]
+    for e in range(u.shape[0]):
         f = np.int64(net[e])
         if f == 0:
-            continue  # cancelled, or already settled (an edge appears once per move)
+            continue
         net[e] = 0
         a = u[e]
         b = v[e]
