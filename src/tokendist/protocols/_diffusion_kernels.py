@@ -202,9 +202,8 @@ def _general_rows(indptr, indices, coef, along, loads, mode, coins, i0, i1, hop_
     # Rows i0..i1-1 on any graph; ``coins`` holds the coins of slots indptr[i0].. (random only).
     # Node i loses what it sends to every lighter neighbour and gains what every heavier neighbour
     # sends it; both ends of an edge compute the same amount from the same two loads (and, for the
-    # random rounding, the same coin). The floor and ceiling are taken with the snapping tolerance
-    # (floor(x + tol), ceil(x - tol)), which equals rounding the snapped x. Equal loads give x = 0
-    # and amount 0; the sign of the difference enters arithmetically (branch-free).
+    # random rounding, the same coin). The floor and ceiling are those of the snapped x. Equal
+    # loads give x = 0 and amount 0; the sign of the difference enters arithmetically.
     scalar = coef.shape[0] == 1
     c0 = indptr[i0]
     moved = 0
@@ -219,10 +218,14 @@ def _general_rows(indptr, indices, coef, along, loads, mode, coins, i0, i1, hop_
             pos = d > 0
             a = coef[0] if scalar else coef[k]
             x = a * abs(d)
-            tol = SNAP * max(1.0, x)
-            fl = np.floor(x + tol)
-            # ceil(x - tol) > fl, i.e. x is not (nearly) an integer; for an integer fl the two agree.
-            up = (x - tol) > fl
+            # Snap x to the nearest integer r when within the tolerance (as the numpy reference and
+            # the per-node rule do); floor(x + tol) agreed with that only while tol < 1 - frac(x),
+            # and sent up to tol more tokens for x >= 1e9.
+            r = np.rint(x)
+            if abs(x - r) <= SNAP * max(1.0, x):
+                x = r
+            fl = np.floor(x)
+            up = x != fl  # x is not an integer: the roundings differ
             if mode == FLOOR:
                 up = False
             elif mode == RANDOM:
