@@ -21,3 +21,27 @@ def test_fallback_lanczos_is_an_inner_estimate_close_to_dense(spec, monkeypatch)
     assert est["gamma"] <= exact["gamma"] + 1e-12
     assert est["gamma"] == pytest.approx(exact["gamma"], abs=2e-3)
     assert hm.sos_beta(est["gamma"]) <= hm.sos_beta(exact["gamma"]) + 1e-9
+
+
+@pytest.mark.parametrize("spec,speeds", [("hypercube:8", False), ("torus:12x10", True), ("random-regular:300,3", True),
+                                         ("grid:9x11", False)])
+def test_lemma1_numba_lanczos_both_ends_in_one_run(spec, speeds):
+    # The numba Lanczos (one run for mu_2 and mu_n, on the graph's CSR arrays) against dense eigvalsh.
+    from tokendist.protocols._heterogeneous_sos_gamma import lanczos_extremes
+
+    g = make_graph(spec, seed=3)
+    s = np.random.default_rng(4).uniform(1.0, 2.0, g.n) if speeds else np.ones(g.n)
+    alpha = hm.edge_coefficients(g, 2.0)
+    lam = np.linalg.eigvalsh(hm._symmetric(g, alpha, s).toarray())
+    exact_mu2, exact_mun = 1 - lam[1], 1 - lam[-1]
+    uniform = bool(np.all(alpha == alpha[0]))
+    for coefs in ([(0, float(alpha[0]), np.zeros(0), np.zeros(0))] if uniform else []) + [(2, 0.0, np.zeros(0), alpha)]:
+        mu2, mun, method = lanczos_extremes(g, coefs, s, max_steps=400, tol=1e-10)
+        assert mu2 <= exact_mu2 + 1e-12 and mun >= exact_mun - 1e-12  # Ritz values: inside the spectrum
+        if method.endswith("(converged)"):
+            assert mu2 == pytest.approx(exact_mu2, abs=1e-8) and mun == pytest.approx(exact_mun, abs=1e-8)
+        else:
+            assert mu2 == pytest.approx(exact_mu2, abs=2e-3)
+    # Few steps: an inner estimate, reported as such.
+    mu2, _, method = lanczos_extremes(g, (2, 0.0, np.zeros(0), alpha), s, max_steps=5, tol=1e-10)
+    assert method == "lanczos-5 (inner estimate)" and mu2 <= exact_mu2 + 1e-12

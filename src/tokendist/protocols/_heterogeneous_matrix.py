@@ -144,6 +144,8 @@ DENSE_LIMIT = 2500
 #: Relative tolerance of the Lanczos eigenvalues above :data:`DENSE_LIMIT` (ARPACK's ``tol``).
 LANCZOS_TOL = 1e-10
 
+_NONE = np.zeros(0)
+
 
 def _eigenvalues(a: sp.csr_array) -> np.ndarray:
     """All eigenvalues of the symmetric ``a`` (dense ``eigvalsh``; only for n <= DENSE_LIMIT)."""
@@ -246,18 +248,28 @@ def diffusion_norm(graph, alpha: np.ndarray, s: np.ndarray, dense_limit: int = D
     """``mu_2``, ``mu_n`` and ``gamma = max(|mu_2|, |mu_n|)`` of ``M = I - L S^{-1}`` (Lemma 1).
 
     Dense ``eigvalsh`` of the symmetric similar matrix for ``n <= dense_limit`` (exact to round-off,
-    O(n^3)); above, Lanczos with the known eigenvalue 1 deflated (:func:`_extremes_lanczos`, O(m)
-    per iteration). This is all SOS needs for its ``beta``; :func:`spectrum` adds ``lambda_2``.
+    O(n^3)); up to :data:`ARPACK_MAX_N`, ARPACK with the known eigenvalue 1 deflated
+    (:func:`_extremes_lanczos`, O(m) per iteration); above, one numba Lanczos run of at most
+    :data:`FALLBACK_LANCZOS_STEPS` steps that stops when both extreme Ritz values have residuals
+    below :data:`LANCZOS_TOL` (:func:`._heterogeneous_sos_gamma.lanczos_extremes`; ``method``
+    says ``converged`` or ``inner estimate``). This is all SOS needs for its ``beta``; :func:`spectrum` adds ``lambda_2``.
     """
     if graph.n == 1:
         return {"mu_2": 0.0, "mu_n": 0.0, "gamma": 0.0}
-    a = _symmetric(graph, alpha, s)
     if graph.n <= dense_limit:
-        lam = np.linalg.eigvalsh(a.toarray())
+        lam = np.linalg.eigvalsh(_symmetric(graph, alpha, s).toarray())
         mu2, mun = 1.0 - lam[1], 1.0 - lam[-1]
+        method = "dense"
+    elif graph.n <= ARPACK_MAX_N:
+        mu2, mun = _extremes_lanczos(_symmetric(graph, alpha, s), s)
+        method = LAST_METHOD["method"]
     else:
-        mu2, mun = _extremes_lanczos(a, s)
-    method = "dense" if graph.n <= dense_limit else LAST_METHOD["method"]
+        # Large graphs: one numba Lanczos run for both ends, on the graph's CSR arrays (no matrix).
+        from ._heterogeneous_sos_gamma import lanczos_extremes
+
+        coefs = (0, float(alpha[0]), _NONE, _NONE) if graph.m and np.all(alpha == alpha[0]) else (2, 0.0, _NONE, alpha)
+        mu2, mun, method = lanczos_extremes(graph, coefs, np.asarray(s, dtype=np.float64),
+                                            max_steps=FALLBACK_LANCZOS_STEPS, tol=LANCZOS_TOL)
     return {"mu_2": float(mu2), "mu_n": float(mun), "gamma": float(max(abs(mu2), abs(mun))), "method": method}
 
 
