@@ -33,8 +33,8 @@ from .._random import counter_uniform, counter_uniform_scalar, stream_key
 from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ..graphs import biconnected_supergraph, orientation_sources_sinks, st_orientation
-from ._diffusion_kernels import (CEIL, COIN_BLOCK, FLOOR, ORIENTED, RANDOM, RANDOM_FRACTION, SNAP,
-                                 counter_uniform_nb, diffuse_step, reciprocal, rounded_step)
+from ._diffusion_kernels import (COIN_BLOCK, RANDOM_FRACTION, SNAP, counter_uniform_nb, diffuse_step, reciprocal,
+                                 rounded_step)
 from ._diffusivity import MATRIX_SPECS, default_diffusivity, diagonal, diffusion_matrix, diffusivity
 
 __all__ = ["Diffusion", "DiffusionFloor", "DiffusionCeil", "DiffusionRandom", "DiffusionOriented",

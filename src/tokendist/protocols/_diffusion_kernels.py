@@ -317,7 +317,8 @@ def _general(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_ext
         while i1 < n and indptr[i1 + 1] - indptr[i0] <= cap:
             i1 += 1
         _fill_coins(base, csr_edges, indptr[i0], indptr[i1], coins)
-        mv, lo = _general_rows(indptr, indices, coef, along, loads, mode, coins, i0, i1, hop_extra, relays, out, outflow)
+        mv, lo = _general_rows(indptr, indices, coef, along, loads, mode, coins, i0, i1, hop_extra, relays, out,
+                               outflow)
         moved += mv
         low = min(low, lo)
         i0 = i1
@@ -380,20 +381,20 @@ def rounded_step(indptr, indices, csr_edges, coef, along, heads, loads, mode, ke
     # Every call below passes constants, so that each inlined copy keeps only its own rounding
     # (and the relay bookkeeping only where Case 2 needs it).
     if mode == FLOOR:
-        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, FLOOR, base, hop_extra, False, coins,
-                             degree, q, out, outflow)
-    if mode == CEIL:
-        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, CEIL, base, hop_extra, False, coins,
-                             degree, q, out, outflow)
-    if mode == RANDOM:
-        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, RANDOM, base, hop_extra, False, coins,
-                             degree, q, out, outflow)
-    if mode == RANDOM_FRACTION:
-        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, RANDOM_FRACTION, base, hop_extra, False,
+        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, FLOOR, base, hop_extra, False,
                              coins, degree, q, out, outflow)
+    if mode == CEIL:
+        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, CEIL, base, hop_extra, False,
+                             coins, degree, q, out, outflow)
+    if mode == RANDOM:
+        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, RANDOM, base, hop_extra, False,
+                             coins, degree, q, out, outflow)
+    if mode == RANDOM_FRACTION:
+        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, RANDOM_FRACTION, base,
+                             hop_extra, False, coins, degree, q, out, outflow)
     if relays:
         # Case 2 graphs are not regular in H: the general path only.
         return _general(indptr, indices, csr_edges, coef, along, loads, ORIENTED, base, hop_extra, True, coins, out,
                         outflow)
-    return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, ORIENTED, base, hop_extra, False, coins,
-                         degree, q, out, outflow)
+    return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, ORIENTED, base, hop_extra, False,
+                         coins, degree, q, out, outflow)
