@@ -52,7 +52,6 @@ KERNEL_PARAM = Param("kernel", str, "numba", "numba (fused per-node CSR loop) or
                      "bincount, the reference)", ("numba", "numpy"))
 
 _EMPTY = np.zeros(0)
-_NO_EXCEPTIONS = (np.zeros(0, np.int64), np.zeros(0))
 
 
 class HeterogeneousDiffusion(Protocol):
@@ -426,6 +425,7 @@ class SOSIOU(_SecondOrder):
     def reset(self, graph, loads, rng):
         super().reset(graph, loads, rng)
         self._iou = None
+        self._exc_bits = None
         self.events = 0
         self.event_steps = 0
         self.iou_series: list[float] = []
@@ -439,14 +439,18 @@ class SOSIOU(_SecondOrder):
         if raw is None or not self._owed_stored:
             return raw
         iou = raw - np.trunc(raw)
-        iou[self._exc[0]] = self._exc[1]
+        if self._has_exc:
+            exc = np.unpackbits(self._exc_bits, count=raw.shape[0], bitorder="little").view(bool)
+            iou[exc] = raw[exc]
         return iou
 
     @_iou.setter
     def _iou(self, values):
         self._iou_raw = values
         self._owed_stored = False
-        self._exc = _NO_EXCEPTIONS
+        self._has_exc = False
+        if getattr(self, "_exc_bits", None) is not None:
+            self._exc_bits[:] = 0
 
     def _fast_step(self, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
@@ -459,11 +463,14 @@ class SOSIOU(_SecondOrder):
         if self._owed_stored and graph is not self._state_graph:
             self._iou = self._iou  # the IOUs themselves before mapping them onto the new graph
         iou = self._carry_state(graph, self._iou_raw)
-        moved, short, units, biggest, exc_e, exc_r = sos_iou_step(
+        bits = self._exc_bits
+        if bits is None or bits.shape[0] != (graph.m + 7) // 8:
+            bits = self._exc_bits = np.zeros((graph.m + 7) // 8, np.uint8)  # m / 8 bytes
+        moved, short, units, biggest, self._has_exc = sos_iou_step(
             graph.u, graph.v, graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, self.beta, first,
-            self._owed_stored, self._exc[0], self._exc[1], self.options["overdraw"] == "iou", self._x(loads), loads,
+            self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou", self._x(loads), loads,
             yhat, iou, out, outflow)
-        self._owed_stored, self._exc = True, (exc_e, exc_r)
+        self._owed_stored = True
         self._k += 1
         if short:
             self.events += int(short)

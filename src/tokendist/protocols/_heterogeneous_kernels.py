@@ -164,7 +164,7 @@ def sos_real_step(u, v, mode, a0, inv, alpha, beta, first, x, loads, flow, out, 
 
 
 @numba.njit(cache=True, nogil=True)
-def sos_iou_step(u, v, indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, owed_stored, exc_e, exc_r,
+def sos_iou_step(u, v, indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, owed_stored, has_exc, exc_bits,
                  pay_iou, x, loads, yhat, iou, out, owe):
     """Integer SOS with IOUs (Sec. 3): one step; updates ``yhat`` and ``iou`` in place.
 
@@ -176,14 +176,15 @@ def sos_iou_step(u, v, indptr, indices, csr_edges, mode, a0, inv, alpha, beta, f
 
     A node that owes more than it holds (``pay_iou``) pays each edge it sends on ``floor(|t| w_i /
     owe_i)`` instead; only its CSR row is visited again: the loads get back what was not paid and
-    the IOU ``o - paid`` of such an edge (at least 1 in size) goes to a short side list of
-    exceptions ``(exc_e, exc_r)``, sorted by edge, which the next step reads instead of ``iou[e]``.
-    As every other IOU is below 1, the owed units and the largest IOU come from the exceptions.
+    the IOU ``o - paid`` of such an edge (at least 1 in size) is stored in ``iou[e]`` itself and
+    the edge's bit is set in ``exc_bits`` (one bit per edge, ``has_exc`` when any is set), so the
+    next step reads it as it is. As every other IOU is below 1, the owed units and the largest IOU
+    come from these exceptions.
 
     ``owe`` ends as what each node actually sent (the outflow). Sums of integer-valued floats are
     exact, so their order does not matter: the loads, outflows, IOUs, ``moved``, units and maximum
     equal the edge-by-edge numpy reference bit for bit. Returns ``(moved, short_nodes, iou_units,
-    iou_max, exc_e, exc_r)``.
+    iou_max, any_exception)``.
     """
     n = loads.shape[0]
     m = u.shape[0]
@@ -192,11 +193,9 @@ def sos_iou_step(u, v, indptr, indices, csr_edges, mode, a0, inv, alpha, beta, f
         owe[i] = 0.0
         out[i] = loads[i]
     moved = 0
+    short = 0
     biggest = 0.0
     e = 0
-    ptr = 0
-    nexc = exc_e.shape[0]
-    nxt = exc_e[0] if nexc > 0 else -1
     for i in range(n):
         xi = np.float64(x[i])
         ai = inv[i] if mode == 1 else a0
@@ -208,10 +207,8 @@ def sos_iou_step(u, v, indptr, indices, csr_edges, mode, a0, inv, alpha, beta, f
             y = f if first else beta * f + bm1 * yhat[e]
             yhat[e] = y
             p = iou[e]
-            if e == nxt:
-                p = exc_r[ptr]
-                ptr += 1
-                nxt = exc_e[ptr] if ptr < nexc else -1
+            if has_exc and (exc_bits[e >> 3] >> (e & 7)) & 1:
+                pass  # an IOU itself (a node could not pay it in full last step)
             elif owed_stored:
                 p = p - np.trunc(p)
             o = y + p
@@ -227,22 +224,16 @@ def sos_iou_step(u, v, indptr, indices, csr_edges, mode, a0, inv, alpha, beta, f
             if r > biggest:  # rarely true after the first edges: no dependency chain
                 biggest = r
             e += 1
-        owe[i] += mine
+        total = owe[i] + mine  # complete: the edges (j, i), j < i, came first
+        owe[i] = total
         out[i] -= give
-    short = 0
-    for i in range(n):
-        if owe[i] > loads[i]:
+        if total > loads[i]:
             short += 1
+    if has_exc:
+        exc_bits[:] = 0
     if not (pay_iou and short > 0):
         # Every IOU is o - trunc(o), of size below 1: no owed unit.
-        return moved, short, 0.0, biggest, np.zeros(0, np.int64), np.zeros(0)
-    count = 0
-    for i in range(n):
-        if owe[i] > loads[i]:
-            count += indptr[i + 1] - indptr[i]
-    new_e = np.empty(count, np.int64)
-    new_r = np.empty(count)
-    q = 0
+        return moved, short, 0.0, biggest, False
     units = 0.0
     biggest = 0.0
     for i in range(n):
@@ -264,11 +255,9 @@ def sos_iou_step(u, v, indptr, indices, csr_edges, mode, a0, inv, alpha, beta, f
             out[u[e]] += back
             moved -= abs(back)
             r = o - paid  # |r| >= 1: paid is below t in size
-            new_e[q] = e
-            new_r[q] = r
-            q += 1
+            iou[e] = r
+            exc_bits[e >> 3] |= np.uint8(1 << (e & 7))
             units += np.floor(np.abs(r))
             biggest = max(biggest, np.abs(r))
         owe[i] = paid_sum
-    order = np.argsort(new_e[:q])
-    return moved, short, units, biggest, new_e[:q][order], new_r[:q][order]
+    return moved, short, units, biggest, True
