@@ -219,3 +219,70 @@ def test_sec4_3_potential_drops_by_at_least_d_while_unbalanced(g, seed):
     for k in range(len(H) - 1):
         if np.abs(H[k][g.u] - H[k][g.v]).max() >= 2 * d + 1:
             assert phi[k] - phi[k + 1] >= d
+
+
+# ------------------------------------------------------------------ kernels against the numpy references
+from tokendist.protocols._local_balancing import _apply_flows, multi_port_flows, single_port_flows  # noqa: E402
+from tokendist.protocols._local_balancing_kernels import (multi_port_step,  # noqa: E402
+                                                          single_port_geometric_step)
+
+
+@given(graphs, st.integers(0, 10**6), st.integers(1, 12))
+@settings(max_examples=40, deadline=None)
+def test_multi_port_kernel_matches_numpy_reference(g, seed, threshold):
+    # Signed loads too: the kernel must not assume anything the rule does not.
+    loads = np.random.default_rng(seed).integers(-30, 60, size=g.n)
+    flows = multi_port_flows(g, loads, threshold)
+    out = np.empty(g.n, np.int64)
+    moved = multi_port_step(g.u, g.v, loads, threshold, out)
+    np.testing.assert_array_equal(out, _apply_flows(g, loads, flows))
+    assert moved == np.abs(flows).sum()
+
+
+@given(graphs, st.integers(0, 10**6), st.sampled_from([0.0, 0.05, 0.3, 1.0]), st.integers(1, 3))
+@settings(max_examples=40, deadline=None)
+def test_single_port_counter_kernel_matches_numpy_reference(g, seed, p, threshold):
+    loads = np.random.default_rng(seed).integers(0, 20, size=g.n)
+    kernel = _CounterKernel(g)
+    for t in range(3):
+        sel = np.zeros(g.m, np.int32)
+        moved, out, flows = kernel(loads, seed, t, p, threshold, sel)
+        ref = single_port_flows(g, loads, seed, t, p, threshold)
+        np.testing.assert_array_equal(flows, ref)
+        np.testing.assert_array_equal(out, _apply_flows(g, loads, ref))
+        np.testing.assert_array_equal(sel.astype(bool), single_port_matching(g, seed, t, p))
+        assert moved == np.abs(ref).sum()
+        assert not kernel.count.any()  # counts are left at zero for the next step
+        loads = out.copy()
+
+
+def test_coin_bound_is_exact_at_the_boundary():
+    # counter_uniform is k * 2**-53; the kernel compares k < coin_bound(p) instead of k * 2**-53 < p.
+    rng = np.random.default_rng(0)
+    ks = rng.integers(0, 2**53, size=200)
+    for k in ks.tolist():
+        for p in (k * 2.0**-53, (k + 0.5) * 2.0**-53, np.nextafter(k * 2.0**-53, 1), np.nextafter(k * 2.0**-53, 0)):
+            assert (k < coin_bound(p)) == (k * 2.0**-53 < p)
+    assert coin_bound(1.0) == 2**53 and coin_bound(0.0) == 0
+
+
+@pytest.mark.parametrize("kernel", [single_port_counter_step, single_port_geometric_step])
+def test_single_port_kernels_report_a_full_candidate_buffer_and_leave_clean_state(kernel):
+    g = make_graph("torus:40x40")
+    loads = np.random.default_rng(1).integers(0, 9, size=g.n)
+    p, key, t = 0.5, 31, 4
+    coin = coin_bound(p) if kernel is single_port_counter_step else p
+    count, flows = np.zeros(g.n, np.uint8), np.zeros(g.m, np.int8)
+    small = [np.zeros(BLOCK + 10, np.int32) for _ in range(3)]
+    sel = np.zeros(g.m, np.int32)
+    assert kernel(g.u, g.v, loads, key, t, coin, 1, np.empty(g.n, np.int64), flows, count, *small, 0, sel) == (-1, 0)
+    assert not count.any() and not sel.any()
+    # The protocol grows its buffers and gets the reference result.
+    proto = SinglePort(probability=p, coins="per-edge" if kernel is single_port_counter_step else "geometric")
+    proto.reset(g, loads, np.random.default_rng(0))
+    proto._alloc_candidates(BLOCK + 10)
+    step = proto.step(t, g, loads)
+    mask = single_port_matching(g, proto.key, t, p, proto.options["coins"])
+    diff = loads[g.u] - loads[g.v]
+    np.testing.assert_array_equal(step.flows, np.where(mask, np.sign(diff), 0))
+    assert proto._cands.size > BLOCK + 10

@@ -130,3 +130,58 @@ def test_injection_with_the_asynchronous_variant():
     # The engine checks held + in transit == tokens every step; the total follows the stream.
     assert inj.injected > 200 and r.tokens == 270 + inj.injected - inj.consumed
     assert r.loads.min() >= 0
+
+
+# ------------------------------------------------------------------ DS kernels against the numpy reference
+def _random_graph(seed, n, extra):
+    from tokendist.graphs import Graph
+
+    rng = np.random.default_rng(seed)
+    edges = {(int(rng.integers(0, i)), i) for i in range(1, n)}
+    for _ in range(extra):
+        a, b = rng.integers(0, n, size=2)
+        if a != b:
+            edges.add((int(min(a, b)), int(max(a, b))))
+    return Graph.from_edges(n, sorted(edges), spec=f"hyp:{seed}")
+
+
+@given(st.integers(0, 10**6), st.integers(2, 14), st.integers(0, 20), st.sampled_from(["exact", "zero", "random", "max"]),
+       st.sampled_from([0, 1, 3]), st.sampled_from([None, 0.3]))
+@settings(max_examples=40, deadline=None)
+def test_ds_kernels_match_numpy_reference(seed, n, extra, estimates, threshold, failures):
+    """Per-node and per-edge estimate kernels, with and without outflow, static and dynamic, vs numpy.
+
+    Small thresholds let nodes overdraw: the infeasible steps must be counted alike too.
+    """
+    g = _random_graph(seed, n, extra)
+    runs = []
+    for kernel in ("numba", "numpy"):
+        r = simulate(g, "ds", "random:0..30", seed=seed, params={"estimates": estimates, "threshold": threshold,
+                                                                 "kernel": kernel},
+                     max_steps=25, keep_loads_every=1, detect_cycles=False, allow_infeasible=True,
+                     dynamics=EdgeFailures(failures) if failures else None)
+        runs.append(r)
+    np.testing.assert_array_equal(runs[0].load_history, runs[1].load_history)
+    assert runs[0].tokens_moved == runs[1].tokens_moved
+    assert runs[0].infeasible_steps == runs[1].infeasible_steps
+
+
+def test_ds_estimates_switch_representation_and_widen_past_int32():
+    g = make_graph("torus:4x4")
+    rng = np.random.default_rng(5)
+    protos = [DynamicSynchronous(estimates="random", threshold=2, kernel=k) for k in ("numba", "numpy")]
+    w0 = rng.integers(0, 50, size=g.n)
+    for p in protos:
+        p.reset(g, w0, np.random.default_rng(1))
+    assert protos[0]._est_u.dtype == np.int32  # random estimates: per edge, int32 while they fit
+    half = g.edge_subgraph(np.arange(g.m) % 2 == 0)
+    big = w0 + 3 * 2**31  # loads past int32: the per-edge estimates widen
+    for t, (graph, w) in enumerate([(g, w0), (half, w0), (g, w0), (half, big), (half, big + 1), (g, big)]):
+        steps = [p.step(t, graph, w) for p in protos]
+        np.testing.assert_array_equal(steps[0].loads, steps[1].loads)
+        np.testing.assert_array_equal(protos[0].est_u, protos[1].est_u)
+        np.testing.assert_array_equal(protos[0].est_v, protos[1].est_v)
+        assert protos[0].state_key() == protos[1].state_key()
+        # After a step on the whole graph every estimate is a neighbour's last load: n values.
+        assert (protos[0]._prev is not None) == (graph is g)
+    assert protos[0]._prev.dtype == np.int64 and protos[0].est_u.max() > 2**31

@@ -406,8 +406,8 @@ class DynamicSynchronous(Protocol):
         self._prev_min = int(prev.min()) if prev.size else 0
         self._est_u = self._est_v = None
 
-    def _set_edge_estimates(self, est_u, est_v):
-        small = all(a.size == 0 or (a.min() >= INT32_MIN and a.max() <= INT32_MAX) for a in (est_u, est_v))
+    def _set_edge_estimates(self, est_u, est_v, wide=False):
+        small = not wide and all(a.size == 0 or (a.min() >= INT32_MIN and a.max() <= INT32_MAX) for a in (est_u, est_v))
         dtype = np.int32 if small else np.int64
         self._est_u = np.asarray(est_u, dtype=dtype)
         self._est_v = np.asarray(est_v, dtype=dtype)
@@ -477,7 +477,7 @@ class DynamicSynchronous(Protocol):
                 if moved >= 0:
                     break
                 # A load outside int32 (nothing was written): widen the estimates and redo the step.
-                self._set_edge_estimates(self._est_u.astype(np.int64), self._est_v.astype(np.int64))
+                self._set_edge_estimates(self._est_u, self._est_v, wide=True)
             if b is None:
                 # Every estimate was just refreshed with the start-of-step loads: back to n values.
                 self._set_node_estimates(np.array(loads, dtype=np.int64))
@@ -496,7 +496,7 @@ class DynamicSynchronous(Protocol):
                + np.bincount(graph.u, weights=send_vu, minlength=graph.n).astype(np.int64))
         # (2): the message from v carries w(v) at the start of the step.
         if self._est_u.dtype == np.int32 and loads.size and (loads.min() < INT32_MIN or loads.max() > INT32_MAX):
-            self._set_edge_estimates(self._est_u.astype(np.int64), self._est_v.astype(np.int64))
+            self._set_edge_estimates(self._est_u, self._est_v, wide=True)
         self._est_u[b] = wv
         self._est_v[b] = wu
         return Step(new, moved=int(send_uv.sum() + send_vu.sum()), messages=2 * graph.m, flows=flows)
