@@ -176,7 +176,8 @@ def test_ds_estimates_switch_representation_and_widen_past_int32():
     assert protos[0]._est_u.dtype == np.int32  # random estimates: per edge, int32 while they fit
     half = g.edge_subgraph(np.arange(g.m) % 2 == 0)
     big = w0 + 3 * 2**31  # loads past int32: the per-edge estimates widen
-    for t, (graph, w) in enumerate([(g, w0), (half, w0), (g, w0), (half, big), (half, big + 1), (g, big)]):
+    seq = [(g, w0), (half, w0), (g, w0), (g, big), (g, w0), (half, big), (half, big + 1), (g, big)]
+    for t, (graph, w) in enumerate(seq):
         steps = [p.step(t, graph, w) for p in protos]
         np.testing.assert_array_equal(steps[0].loads, steps[1].loads)
         np.testing.assert_array_equal(protos[0].est_u, protos[1].est_u)
@@ -184,4 +185,8 @@ def test_ds_estimates_switch_representation_and_widen_past_int32():
         assert protos[0].state_key() == protos[1].state_key()
         # After a step on the whole graph every estimate is a neighbour's last load: n values.
         assert (protos[0]._prev is not None) == (graph is g)
+        if t == 2:
+            assert protos[0]._prev.dtype == np.int32  # n values, int32 while they fit
+        if t == 3:
+            assert protos[0]._prev.dtype == np.int64  # widened by the step on loads past int32
     assert protos[0]._prev.dtype == np.int64 and protos[0].est_u.max() > 2**31

@@ -386,9 +386,9 @@ class DynamicSynchronous(Protocol):
         self._loads0 = loads.astype(np.int32 if small else np.int64) if how == "exact" else np.array([top])
         self._rng0 = rng0
         self._est0 = None
-        # Two representations of the same estimates. Per node (``_prev``, n values): every
-        # e^u(v) is the load v had at the start of the previous step, which holds after any step on
-        # the whole base graph and initially for ``exact``, ``zero`` and ``max``. Per edge
+        # Two representations of the same estimates. Per node (``_prev``, n values, int32 while
+        # they fit): every e^u(v) is the load v had at the start of the previous step, which holds
+        # after any step on the whole base graph and initially for ``exact``, ``zero`` and ``max``. Per edge
         # (``_est_u``/``_est_v``, 2m values): arbitrary (``random``) initial estimates, and stale
         # ones after a step on a dynamic subgraph; int32 while every value fits.
         self._prev = self._est_u = self._est_v = None
@@ -402,7 +402,9 @@ class DynamicSynchronous(Protocol):
         self._outflow = np.zeros(graph.n, dtype=np.int32)
 
     def _set_node_estimates(self, prev):
-        self._prev = prev
+        # int32 while every value fits (ds_step_nodes widens it when a load does not).
+        small = prev.size == 0 or (prev.min() >= INT32_MIN and prev.max() <= INT32_MAX)
+        self._prev = prev.astype(np.int32) if small else prev
         self._prev_min = int(prev.min()) if prev.size else 0
         self._est_u = self._est_v = None
 
@@ -461,8 +463,14 @@ class DynamicSynchronous(Protocol):
             # only when it holds more than d - 1 >= (its sends) - 1 tokens, so no step can overdraw
             # and the engine's check needs no outflow (it still checks the sign of the new loads).
             safe = self._prev_min >= 0 and self.threshold >= self._base.max_degree - 1
-            moved, self._prev_min = ds_step_nodes(graph.u, graph.v, loads, self.threshold, self._prev, out,
-                                                  self._outflow, not safe)
+            moved, lowest = ds_step_nodes(graph.u, graph.v, loads, self.threshold, self._prev, out,
+                                          self._outflow, not safe)
+            if moved < 0:
+                # A load outside int32 (nothing was written to prev): widen prev, redo the step.
+                self._prev = self._prev.astype(np.int64)
+                moved, lowest = ds_step_nodes(graph.u, graph.v, loads, self.threshold, self._prev, out,
+                                              self._outflow, not safe)
+            self._prev_min = lowest
             self._out = loads  # ping-pong buffers
             return Step(out, moved=int(moved), messages=2 * graph.m, outflow=None if safe else self._outflow)
         else:

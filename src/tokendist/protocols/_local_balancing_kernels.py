@@ -243,14 +243,21 @@ def ds_step_nodes(eu, ev, loads, threshold, prev, out, outflow, with_outflow):
     of step t - 1 (before step 0: the initial estimates when they are of that form, ``exact``,
     ``zero`` and ``max``). The state is then n values instead of 2m. Same decisions as
     :func:`ds_step`; ``prev`` becomes ``loads``: ``prev[a]`` is overwritten once the scan has left
-    the edges of a (edges are sorted by lower end, so no later edge reads it). ``outflow`` is
-    filled only if ``with_outflow``. Returns ``(moved, min(loads))`` (the next step's smallest
-    estimate).
+    the edges of a (edges are sorted by lower end, so no later edge reads it). ``prev`` is int32
+    while every load fits: returns ``(-1, 0)`` with ``prev`` untouched when one does not (checked
+    in the copy loop). ``outflow`` is filled only if ``with_outflow``. Returns
+    ``(moved, min(loads))`` (the next step's smallest estimate).
     """
     n = loads.shape[0]
     m = eu.shape[0]
+    narrow = prev.itemsize == 4
+    fits = True
     for i in range(n):
-        out[i] = loads[i]
+        w = loads[i]
+        out[i] = w
+        fits &= (w >= INT32_MIN) & (w <= INT32_MAX)
+    if narrow and not fits:
+        return -1, 0  # prev untouched: the caller widens it and calls again
     if with_outflow:
         for i in range(n):
             outflow[i] = 0
