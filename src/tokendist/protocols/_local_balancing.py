@@ -399,7 +399,13 @@ class DynamicSynchronous(Protocol):
         else:
             self._set_node_estimates(np.full(graph.n, top if how == "max" else 0, dtype=np.int64))
         self._out = np.empty(graph.n, dtype=np.int64)
-        self._outflow = np.zeros(graph.n, dtype=np.int32)
+        # What each node sends, for the engine's feasibility check; allocated on first need (a
+        # step that could overdraw, or per-edge estimates); a zero-size placeholder until then.
+        self._outflow = np.zeros(0, dtype=np.int32)
+
+    def _safe(self) -> bool:
+        """True if no node can send more than it holds this step (per-node estimates only)."""
+        return self._prev_min >= 0 and self.threshold >= self._base.max_degree - 1
 
     def _set_node_estimates(self, prev):
         # int32 while every value fits (ds_step_nodes widens it when a load does not).
@@ -458,11 +464,13 @@ class DynamicSynchronous(Protocol):
             self._to_edges()
             return self._step_numpy(graph, loads, np.arange(graph.m) if b is None else b)
         out = self._out if self._out is not loads else np.empty_like(loads)
+        if self._outflow.size != graph.n and not (b is None and self._prev is not None and self._safe()):
+            self._outflow = np.zeros(graph.n, dtype=np.int32)
         if b is None and self._prev is not None:
             # Every estimate is >= min(prev): if that is >= 0 and the threshold >= d - 1, a node sends
-            # only when it holds more than d - 1 >= (its sends) - 1 tokens, so no step can overdraw
-            # and the engine's check needs no outflow (it still checks the sign of the new loads).
-            safe = self._prev_min >= 0 and self.threshold >= self._base.max_degree - 1
+            # only when it holds more than d - 1 tokens, so at least as many as its sends: no step
+            # can overdraw and the engine needs no outflow (it still checks the sign of the loads).
+            safe = self._safe()
             moved, lowest = ds_step_nodes(graph.u, graph.v, loads, self.threshold, self._prev, out,
                                           self._outflow, not safe)
             if moved < 0:
