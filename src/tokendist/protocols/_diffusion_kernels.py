@@ -9,15 +9,16 @@ Two paths each:
 
 * *regular*: every node has degree D and every ``P_ij`` is one number ``p`` (tori, hypercubes,
   random-regular graphs with the default matrix, ``uniform:W`` on a regular graph). Row i is then
-  ``indices[D i : D (i + 1)]``: the loop reads no ``indptr`` and no per-slot coefficient, which on
-  rows of 4 halves the time (the variable-length row loop costs more than its arithmetic).
+  ``indices[D i : D (i + 1)]``: the loop reads no ``indptr`` and no per-slot coefficient (on rows
+  of 4 a variable-length row loop costs more than its arithmetic).
 * *general*: any graph, ``P_ij`` per CSR slot (or one number).
 
 The rounded kernels on the regular path with ``p = 1/q`` (q an integer, as the default
 ``1/(2 max(d_i, d_j))`` on a regular graph) round with one float multiply and one truncation per
-slot (:func:`_reciprocal_rounding`), which is exact, and equal to the snapping arithmetic of the
-general path, for ``|load[i] - load[j]| < 2**29``; a step that meets a larger difference is redone
-on the general path (the inputs are not modified, so the redo is safe).
+slot (``_regular_rows``), which is exact, and equal to the snapping arithmetic of the general
+path, for ``|load[i] - load[j]| < 2**29``; a step that meets a larger difference is redone on the
+general path (the inputs are not modified, so the redo is safe). Measurements and the argument:
+docs/subramanian-scherson.md, "Performance".
 """
 
 from __future__ import annotations
@@ -329,7 +330,7 @@ def _general(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_ext
 def _regular(indices, csr_edges, D, p, q, along, heads, loads, mode, base, coins, out, outflow):
     n = loads.shape[0]
     if mode == RANDOM:
-        _fill_heads(base, np.int64(math.ceil(p * 9007199254740992.0)), heads)
+        _fill_heads(base, np.int64(math.ceil(p * 9007199254740992.0)), heads)  # head_threshold(p)
     if mode != RANDOM_FRACTION:
         return _regular_rows(indices, csr_edges, D, p, q, along, heads, loads, mode, coins, 0, n, out, outflow)
     moved = 0
