@@ -158,11 +158,12 @@ class RandomWalk(HeterogeneousDiffusion):
         self.overdraw_events = 0
         self.annihilated = 0
         self.initial_marked = self.initial_negative = 0
-        # Per-graph state of the numba path: degrees and row offsets, keyed by the graph object.
+        # Numba path: coefficients and row offsets, cached per graph object; scratch buffers.
         self._deg_graph = self._coefs = self._prev_graph = None
         self._unit_speeds = bool(np.all(self._s == 1.0))
         self._xw = self._xe = self._outflow = self._prev = None
         self._walk_bufs = None
+        self._load_bufs = None
         ideal = self._total * self._s / self._s.sum()
         sbar = self._s * (n / self._s.sum())
         if self._fast():
@@ -226,6 +227,14 @@ class RandomWalk(HeterogeneousDiffusion):
             self._xe = np.empty(n)
             self._xw = _EMPTY_F if self._unit_speeds else np.empty(n)
 
+    def _out_buffer(self, loads):
+        """The output loads: two own buffers used in turn (Step.loads may be the protocol's buffer;
+        the engine copies what it keeps), never the input, so no allocation per step."""
+        b = self._load_bufs
+        if b is None or b[0].shape != loads.shape:
+            b = self._load_bufs = [np.empty_like(loads), np.empty_like(loads)]
+        return b[0] if b[0] is not loads else b[1]
+
     def _graph_state(self, graph):
         """``(a0, inv, deg, caps)``: the coefficients of ``graph`` for the kernels (see ``_coef``).
 
@@ -267,15 +276,19 @@ class RandomWalk(HeterogeneousDiffusion):
                 self.phase, self.done_at = 3, t
         if self.phase == 1:
             self._scratch(graph.n)
-            # A fresh output each step: the engine keeps it as the next input.
-            out = np.empty_like(loads)
+            out = self._out_buffer(loads)
             est = self.estimate
-            # Unit speeds: x = w / s is w itself, so the estimate ping-pongs between two arrays;
-            # with speeds the kernel snapshots est / s into _xe and updates the estimate in place.
-            xe, dst = (est, self._xe) if self._unit_speeds else (self._xe, est)
+            a0, inv, deg, caps = coefs
+            if self._unit_speeds:
+                # x = w / s is w itself: the kernel reads the loads, and the estimate ping-pongs
+                # between two arrays (no snapshot pass).
+                xw, xe, dst, s = loads, est, self._xe, None
+            else:
+                xw, xe, dst, s = np.divide(loads, self._s, out=self._xw), np.divide(est, self._s, out=self._xe), est, self._s
             moved, self._max_err, sq, self._est_max = fos_pair_step(
-                graph.indptr, graph.indices, graph.csr_edges, *coefs, self.options["c"], self._s, self._unit_speeds,
-                self._ssum, self._total, loads, self._xw, est, xe, dst, out, self._outflow)
+                graph.indptr, graph.indices, graph.csr_edges, a0, inv if inv.shape[0] else None,
+                deg if caps.shape[0] else None, caps if caps.shape[0] else None, self.options["c"], s, self._ssum,
+                self._total, loads, xw, est, xe, dst, out, self._outflow)
             if self._unit_speeds:
                 self.estimate, self._xe = dst, est
             self._est_l2 = float(np.sqrt(sq))
@@ -303,7 +316,7 @@ class RandomWalk(HeterogeneousDiffusion):
                 "new_m": np.empty(n, np.int64), "new_n": np.empty(n, np.int64), "need": np.empty(n, np.int64),
                 # Net real tokens per edge: |net| <= walkers, so int32 unless there are 2^31 of them.
                 "net": np.zeros(graph.m, np.int32 if walkers < 2**31 else np.int64), "g": np.empty(max(maxdeg, 1))}
-        out = np.empty_like(loads)
+        out = self._out_buffer(loads)
         moved, messages, overdraws, gone, left_m, left_n = mrws_step(
             graph.indptr, graph.indices, graph.csr_edges, graph.u, graph.v, *coefs, self.options["c"], self._s,
             self._prev, self._rng, self.marked, self.negative, b["new_m"], b["new_n"], loads, out, self._outflow,

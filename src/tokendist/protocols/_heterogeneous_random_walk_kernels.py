@@ -20,10 +20,12 @@ Two hot loops, each the exact counterpart of the numpy reference in
   cumulative boundary ``g_k = (i + M_ii) + (cs_k - cs_{start(i)})`` exceeds ``i + u``, where ``cs``
   is the *global* running sum of the slot probabilities ``c_ij / s_i`` (as ``np.cumsum`` in the
   reference): :func:`row_offsets` stores ``cs`` at each row start once per graph, after which
-  each row's boundaries are recomputed exactly with ``deg(i)`` additions. One departure, in an
-  event of probability below ``2**-30`` per draw on nodes with ids above ``2**20``: when
-  ``i + u`` rounds up to ``i + 1`` the reference's global ``searchsorted`` lands in the next row
-  (a token jumping to a non-neighbour); here it takes row i's last slot.
+  each row's boundaries are recomputed exactly with ``deg(i)`` additions. One departure: when
+  ``i + u`` rounds up to ``i + 1`` (a draw within half an ulp of ``i`` below 1, probability about
+  ``2**(k - 53)`` per moving token on nodes ``2**k <= i < 2**(k+1)``, e.g. ``2**-34`` at
+  ``i ~ 10**6``), the reference's global ``searchsorted`` lands in row ``i + 1`` (a move along a
+  slot of another node; an IndexError on the last node); here the token takes row i's last slot,
+  whose interval ``(g_{last-1}, i + 1]`` that draw belongs to.
 """
 
 from __future__ import annotations
@@ -68,26 +70,30 @@ def _row_cumsum(i, cs, indptr, indices, csr_edges, a0, inv, deg, caps, c, s, buf
 
 
 @numba.njit(cache=True, nogil=True)
-def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, unit, ssum, total, loads, xw, est, xe, dst,
-                  out, outflow):
+def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, ssum, total, loads, xw, est, xe, dst, out,
+                  outflow):
     """Phase 1 (Sec. 3): integer FOS on ``loads`` into ``out`` and real FOS from ``est`` into ``dst``.
+
+    Unused inputs are passed as ``None``: numba compiles one version per combination and removes
+    the ``is None`` branches, so the inner loop has no branch on the coefficient kind or on the
+    speeds (a runtime flag there cost 15-25% on torus:1000x1000).
 
     Parameters
     ----------
     a0, inv, deg, caps
-        The coefficients (see :func:`_row_cumsum`): a scalar, per-node ``1 / (c d_i)``, or degrees with
-        capacities; unused ones are empty arrays.
-    unit : bool
-        Every speed is 1, so ``w / s`` is ``w`` itself (the same values): ``xw`` is not used, the
-        caller passes ``xe = est`` and a second array ``dst`` (ping-pong, no snapshot pass), and
-        the ideal load is one number.
+        The coefficients (see :func:`_row_cumsum`): the scalar ``a0`` (``inv`` and ``caps`` None),
+        per-node ``inv = 1 / (c d_i)`` (``caps`` None), or degrees ``deg`` with capacities ``caps``.
+    s : float64 (n,) or None
+        The speeds; None when every speed is 1 (the ideal load is then one number).
     ssum : float
         ``sum s`` as numpy computes it (pairwise), so that the ideal loads are the reference's bits.
     total : float
         ``W``, the number of tokens: the ideal loads are ``W s_i / sum s`` (eq. (2)).
-    xw, xe : float64 (n,)
-        ``loads / s`` and ``est / s``: filled here unless ``unit`` (then ``xw`` is empty and ``xe``
-        is ``est``); with speeds the caller passes ``dst = est`` (updated in place from ``xe``).
+    xw, xe : (n,)
+        ``loads / s`` and ``est / s``. With unit speeds the caller passes ``loads`` itself (int64,
+        the same values as a float division by 1) and ``xe = est`` with a second array ``dst``
+        (ping-pong); with speeds, buffers holding the quotients and ``dst = est`` (the estimate
+        is updated in place from the snapshot ``xe``).
 
     Returns
     -------
@@ -96,31 +102,22 @@ def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, unit, ss
         updated estimate (``sbar_i = n s_i / sum s``).
     """
     n = loads.shape[0]
-    if not unit:
-        for i in range(n):
-            xw[i] = loads[i] / s[i]
-            xe[i] = est[i] / s[i]
     nfac = n / ssum
     ideal1 = total * 1.0 / ssum  # the ideal load when every speed is 1
-    has_caps = caps.shape[0] > 0
-    has_inv = inv.shape[0] > 0
     moved = 0
     max_err = 0.0
     sq = 0.0
     wmax = -np.inf
     for i in range(n):
-        if unit:
-            xwi = np.float64(loads[i])
-        else:
-            xwi = xw[i]
+        xwi = np.float64(xw[i])
         xei = xe[i]
         delta = 0
         sent = 0
         # Row i lists its neighbours in increasing order: first the edges (j, i) with j < i, whose
         # flows form the reference's bincount(v, y), then the edges (i, j), its bincount(u, y).
-        # Every slot adds f = c_ij (x_j - x_i), the flow into i (the exact negation of the edge's
-        # flow when j > i), so the integer part is one expression; the real part keeps the
-        # reference's two sums, inn - outs = inn + q with q = -outs, in two loops without a branch.
+        # Every slot computes f = c_ij (x_j - x_i), the flow into i (the exact negation of the
+        # edge's flow when j > i), so the integer part is one expression; the real part keeps
+        # the reference's two sums, inn - outs = inn + q with q = -outs, in two loops.
         inn = 0.0
         q = 0.0
         k = indptr[i]
@@ -129,32 +126,26 @@ def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, unit, ss
             j = indices[k]
             if j > i:
                 break
-            a = a0
-            if has_caps:
+            if caps is not None:
                 a = caps[csr_edges[k]] / (c * max(deg[i], deg[j]))
-            elif has_inv:
+            elif inv is not None:
                 a = min(inv[i], inv[j])
-            if unit:
-                xwj = np.float64(loads[j])
             else:
-                xwj = xw[j]
-            y = np.int64(np.trunc(a * (xwj - xwi)))
+                a = a0
+            y = np.int64(np.trunc(a * (np.float64(xw[j]) - xwi)))
             delta += y
             sent += max(-y, 0)
             inn += a * (xe[j] - xei)
             k += 1
         while k < end:  # j > i
             j = indices[k]
-            a = a0
-            if has_caps:
+            if caps is not None:
                 a = caps[csr_edges[k]] / (c * max(deg[i], deg[j]))
-            elif has_inv:
+            elif inv is not None:
                 a = min(inv[i], inv[j])
-            if unit:
-                xwj = np.float64(loads[j])
             else:
-                xwj = xw[j]
-            y = np.int64(np.trunc(a * (xwj - xwi)))
+                a = a0
+            y = np.int64(np.trunc(a * (np.float64(xw[j]) - xwi)))
             delta += y
             sent += max(-y, 0)
             q += a * (xe[j] - xei)
@@ -164,7 +155,7 @@ def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, unit, ss
         moved += sent
         e = est[i] + (inn + q)
         dst[i] = e
-        if unit:
+        if s is None:
             err = abs(e - ideal1)
             wmax = max(wmax, e)
         else:
@@ -172,7 +163,7 @@ def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, unit, ss
             wmax = max(wmax, e / (s[i] * nfac))
         max_err = max(max_err, err)
         sq += err * err
-    if unit:
+    if s is None:
         # sbar_i = nfac for every i, and x -> x / nfac is monotone: max(e / nfac) = max(e) / nfac.
         wmax = wmax / nfac
     return moved, max_err, sq, wmax
