@@ -228,10 +228,14 @@ def test_kernels_match_numpy_reference_step_by_step(case, p_fail):
     _lockstep(g, loads, seed, steps=45, p_fail=p_fail, params=params)
 
 
+@pytest.mark.parametrize("speeds", [True, False])
 @pytest.mark.parametrize("switch", ["error", "local"])
-def test_kernels_match_reference_through_switch_rules(switch):
+def test_kernels_match_reference_through_switch_rules(switch, speeds):
     # The switch step itself comes from the kernel's fused error (error) or edge_gap (local).
-    g = make_graph("torus:5x5").with_speeds(np.random.default_rng(7).uniform(0.8, 1.2, 25))
+    # A torus: one scalar coefficient; without speeds the unit-speed (ping-pong) path.
+    g = make_graph("torus:5x5")
+    if speeds:
+        g = g.with_speeds(np.random.default_rng(7).uniform(0.8, 1.2, 25))
     w0 = np.zeros(25, dtype=np.int64)
     w0[3] = 2500
     p = _lockstep(g, w0, 5, steps=700, params={"switch": switch, "switch_tol": "1e-6"})
