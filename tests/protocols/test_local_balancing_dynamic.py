@@ -145,8 +145,8 @@ def _random_graph(seed, n, extra):
     return Graph.from_edges(n, sorted(edges), spec=f"hyp:{seed}")
 
 
-@given(st.integers(0, 10**6), st.integers(2, 14), st.integers(0, 20), st.sampled_from(["exact", "zero", "random", "max"]),
-       st.sampled_from([0, 1, 3]), st.sampled_from([None, 0.3]))
+@given(st.integers(0, 10**6), st.integers(2, 14), st.integers(0, 20),
+       st.sampled_from(["exact", "zero", "random", "max"]), st.sampled_from([0, 1, 3]), st.sampled_from([None, 0.3]))
 @settings(max_examples=40, deadline=None)
 def test_ds_kernels_match_numpy_reference(seed, n, extra, estimates, threshold, failures):
     """Per-node and per-edge estimate kernels, with and without outflow, static and dynamic, vs numpy.

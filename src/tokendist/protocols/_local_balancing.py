@@ -8,7 +8,8 @@ Tarjan and Zuckerman (1995): the multi-port and single-port algorithms and their
 * ``async-multi-port`` (Sec. 5, last paragraph, after Aiello et al. [2]): the same rule on the
   message-passing executor, at most two messages in transit per edge, an adversary choosing delays.
 
-d is always the maximum degree of the (base) graph, as in the paper.
+d is always the maximum degree of the (base) graph, as in the paper. The numba kernels of one step
+are in ``_local_balancing_kernels``; the plain numpy references stay here (``kernel=numpy``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from .._random import counter_uniform, counter_uniform_scalar, stream_key
 from ..engine import MessageExecutor, Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ._local_balancing_kernels import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, ds_step_indexed,
-                                       ds_step_nodes, multi_port_step, single_port_counter_step, single_port_geometric_step)
+                                       ds_step_nodes, multi_port_step, single_port_counter_step,
+                                       single_port_geometric_step)
 
 __all__ = ["MultiPort", "SinglePort", "DynamicSynchronous", "AsyncMultiPort", "multi_port_flows",
            "single_port_flows", "single_port_selection_probability"]
