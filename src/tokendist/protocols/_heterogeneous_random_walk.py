@@ -312,10 +312,11 @@ class RandomWalk(HeterogeneousDiffusion):
         walkers = self.initial_marked + self.initial_negative  # annihilation only lowers the count
         maxdeg = int(np.diff(graph.indptr).max()) if n else 0
         if b is None or b["net"].shape[0] != graph.m or b["g"].shape[0] < maxdeg:
-            b = self._walk_bufs = {
-                "new_m": np.empty(n, np.int64), "new_n": np.empty(n, np.int64), "need": np.empty(n, np.int64),
-                # Net real tokens per edge: |net| <= walkers, so int32 unless there are 2^31 of them.
-                "net": np.zeros(graph.m, np.int32 if walkers < 2**31 else np.int64), "g": np.empty(max(maxdeg, 1))}
+            # Per-node counts and net real tokens per edge are at most the number of walkers: int32
+            # unless there are 2^31 of them.
+            dt = np.int32 if walkers < 2**31 else np.int64
+            b = self._walk_bufs = {"new_m": np.empty(n, dt), "new_n": np.empty(n, dt), "need": np.empty(n, dt),
+                                   "net": np.zeros(graph.m, dt), "g": np.empty(max(maxdeg, 1))}
         out = self._out_buffer(loads)
         moved, messages, overdraws, gone, left_m, left_n = mrws_step(
             graph.indptr, graph.indices, graph.csr_edges, graph.u, graph.v, *coefs, self.options["c"], self._s,
