@@ -5,9 +5,11 @@ Two hot loops, each the exact counterpart of the numpy reference in
 
 * :func:`fos_pair_step` -- phase 1: integer FOS (flows rounded towards zero) on the tokens *and*
   real FOS on the estimate, in one pass over the CSR rows. The coefficient
-  ``c_ij = cap_ij / (c max(d_i, d_j))`` of Sec. 2 is computed per slot from the node degrees (no
-  per-edge array), and the estimate is updated in place from a snapshot ``x = estimate / s``, so a
-  step allocates nothing. Loads and estimate are the reference's bits: edges are stored ``u < v``
+  ``c_ij = cap_ij / (c max(d_i, d_j))`` of Sec. 2 is a scalar on regular graphs and
+  ``min(1/(c d_i), 1/(c d_j))`` otherwise (no per-edge array without capacities); the estimate
+  ping-pongs between two arrays (unit speeds) or is updated in place from a snapshot
+  ``estimate / s``, so a step allocates nothing. Loads and estimate are the reference's values
+  (the same bits up to the sign of a zero): edges are stored ``u < v``
   sorted, so row i's slots with ``j < i`` / ``j > i`` are ``bincount(v, y)`` / ``bincount(u, y)``
   in edge order, and summing them into two accumulators repeats the reference operation for
   operation. The estimate's squared error is summed serially (numpy sums pairwise), so the
