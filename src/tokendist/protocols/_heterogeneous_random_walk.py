@@ -284,7 +284,8 @@ class RandomWalk(HeterogeneousDiffusion):
                 # between two arrays (no snapshot pass).
                 xw, xe, dst, s = loads, est, self._xe, None
             else:
-                xw, xe, dst, s = np.divide(loads, self._s, out=self._xw), np.divide(est, self._s, out=self._xe), est, self._s
+                xw = np.divide(loads, self._s, out=self._xw)
+                xe, dst, s = np.divide(est, self._s, out=self._xe), est, self._s
             moved, self._max_err, sq, self._est_max = fos_pair_step(
                 graph.indptr, graph.indices, graph.csr_edges, a0, inv if inv.shape[0] else None,
                 deg if caps.shape[0] else None, caps if caps.shape[0] else None, self.options["c"], s, self._ssum,
