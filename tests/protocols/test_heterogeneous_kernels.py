@@ -151,7 +151,7 @@ def test_eq3_eq4_kernel_coefficient_modes_equal_reference(name, case, p_fail, ad
     params = {"adapt_degrees": adapt, "allow_invalid": True}
     fast, ref = _lockstep(name, g, loads, seed, p_fail=p_fail, steps=15, params=params)
     if kind == "regular" and not p_fail:
-        assert fast._coefs(g)[0] == 0  # one scalar coefficient, no per-node or per-edge array
+        assert fast._kernel_coefs(g)[0] == 0  # one scalar coefficient, no per-node or per-edge array
     if kind in ("regular", "plain", "capacities"):
         assert fast._unit and fast._xbuf is None  # speeds 1: the kernels read the loads directly
     if name in ("sos", "sos-iou"):

@@ -112,7 +112,7 @@ class HeterogeneousDiffusion(Protocol):
     def _fast(self) -> bool:
         return self.options.get("kernel", "numpy") == "numba"
 
-    def _coefs(self, graph):
+    def _kernel_coefs(self, graph):
         """``(mode, a0, inv, alpha)`` of ``graph`` for the kernels, validated; cached per graph object.
 
         No per-edge array unless the graph has capacities: ``c_ij = min(inv_i, inv_j)`` with
@@ -155,7 +155,7 @@ class HeterogeneousDiffusion(Protocol):
         return b
 
     def _kernel_args(self, graph):
-        mode, a0, inv, alpha = self._coefs(graph)
+        mode, a0, inv, alpha = self._kernel_coefs(graph)
         return graph.indptr, graph.indices, mode, a0, inv, alpha
 
     def _weighted(self, loads):
@@ -372,7 +372,7 @@ class SOS(_SecondOrder):
     def step(self, t, graph, loads):
         if self._fast():
             loads = np.ascontiguousarray(loads, dtype=np.float64)
-            mode, a0, inv, alpha = self._coefs(graph)
+            mode, a0, inv, alpha = self._kernel_coefs(graph)
             out, outflow = np.empty(graph.n), self._outflow_buffer(graph.n, np.float64)
             first = self._k == 0
             flow = self._carry_state(graph, self._prev)
@@ -454,7 +454,7 @@ class SOSIOU(_SecondOrder):
 
     def _fast_step(self, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
-        mode, a0, inv, alpha = self._coefs(graph)
+        mode, a0, inv, alpha = self._kernel_coefs(graph)
         out = np.empty(graph.n, np.int64)
         # What each node owes, then (in place) what it sent: the outflow.
         outflow = self._outflow_buffer(graph.n, np.float64)
