@@ -37,9 +37,10 @@ class BenchCommand(Command):
             return 0
         table(f"one synchronous step (median of {args.steps}); naive networkx loop on {args.naive_graph}: "
               f"{naive:.0f} ns per edge-step",
-              ["algorithm", "graph", "m", "ns / edge-step", "x faster than naive", "bytes / edge",
+              ["algorithm", "graph", "m", "ns / edge-step", "CPU ns", "x faster than naive", "bytes / edge",
                "of which transient", "reset s", "note"],
               [[r.algorithm, r.graph, r.m, None if r.ns_per_edge_step is None else round(r.ns_per_edge_step, 2),
+                None if r.cpu_ns_per_edge_step is None else round(r.cpu_ns_per_edge_step, 2),
                 None if r.ratio_vs_naive is None else round(r.ratio_vs_naive),
                 None if r.bytes_per_edge is None else round(r.bytes_per_edge, 1),
                 None if r.transient_bytes_per_edge is None else round(r.transient_bytes_per_edge, 1),

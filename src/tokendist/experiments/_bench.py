@@ -4,7 +4,11 @@ For each vectorised protocol and each graph, :func:`bench` times whole steps (af
 step that also compiles numba kernels) and reports nanoseconds per edge-step; in the same run it
 times the deliberately naive reference — the multi-port rule as a Python loop over a networkx
 adjacency on a smaller torus — and reports the ratio. Timings on a shared 2-core machine vary up
-to 2x between runs (../shared/PERFORMANCE.md): compare within one run, quote medians.
+to 2x between runs (../shared/PERFORMANCE.md): compare within one run, quote medians. Next to the
+wall time it reports the stepping thread's CPU time, which does not count the waits for a core
+another process holds (the kernels are serial, so on a quiet machine the two agree). Memory per
+edge counts the graph's arrays, the input and output loads, the protocol's arrays and the peak a
+step allocates on top.
 """
 
 from __future__ import annotations
@@ -64,6 +68,10 @@ class BenchRow:
     reset_seconds: float | None
     note: str = ""
     transient_bytes_per_edge: float | None = None
+    #: CPU time of the stepping thread: on a shared machine, wall time also counts the waits for a
+    #: core another process holds; for the serial kernels CPU time is what a quiet machine's wall
+    #: time would be.
+    cpu_ns_per_edge_step: float | None = None
 
 
 def _state_arrays(obj) -> list[np.ndarray]:
@@ -146,10 +154,11 @@ def _measure_case(name, g, loads, steps, seed, conn):
         proto.reset(g, w.copy(), stream(seed, "protocol"))
         reset = time.perf_counter() - t0
         w = proto.step(0, g, w).loads.copy()  # warm-up: numba compilation, caches
-        times = []
+        times, cpu_times = [], []
         for t in range(1, steps + 1):
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.thread_time()
             out = proto.step(t, g, w)
+            cpu_times.append(time.thread_time() - c1)
             times.append(time.perf_counter() - t1)
             w = out.loads.copy() if out.loads is w else out.loads
         # One more step measures what a step allocates. Memory = graph + the input and output
@@ -163,7 +172,8 @@ def _measure_case(name, g, loads, steps, seed, conn):
             transient = max(transient - new.nbytes, 0)
         persistent = _graph_bytes(g) + 2 * w.nbytes + _state_bytes(proto, (w, new))
         m = max(g.m, 1)
-        conn.send(("ok", float(np.median(times)), reset, (persistent + transient) / m, note, transient / m))
+        conn.send(("ok", float(np.median(times)), reset, (persistent + transient) / m, note, transient / m,
+                   float(np.median(cpu_times))))
     except TokendistError as exc:
         conn.send(("skipped", str(exc)))
     except Exception as exc:  # a bench reports every case, it does not stop at the first failure
@@ -210,9 +220,10 @@ def bench(graphs=DEFAULT_BENCH_GRAPHS, algos=None, *, steps: int = 5, seed: int 
             if result is None:
                 rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, None, f"timed out after {timeout:g} s"))
             elif result[0] == "ok":
-                _, med, reset, mem, note, transient = result
+                _, med, reset, mem, note, transient, cpu = result
                 ns = med / g.m * 1e9
-                rows.append(BenchRow(name, spec, g.n, g.m, ns, naive_ns / ns, mem, reset, note, transient))
+                rows.append(BenchRow(name, spec, g.n, g.m, ns, naive_ns / ns, mem, reset, note, transient,
+                                     cpu / g.m * 1e9))
             else:
                 rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, None, f"{result[0]}: {result[1]}"))
     return rows, naive_ns
