@@ -31,6 +31,7 @@ from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_step, fos_real_step,
                                      node_alpha_sums, sos_iou_step, sos_real_step)
+from ._heterogeneous_node import sos_iou_node_sends, sos_node_flows
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
 
@@ -288,7 +289,14 @@ class FOSFloor(HeterogeneousDiffusion):
 
 
 class _SecondOrder(HeterogeneousDiffusion):
-    """beta from gamma of the base graph's M (Lemma 1) unless given; per-edge flow memory."""
+    """beta from gamma of the base graph's M (Lemma 1) unless given; per-edge flow memory.
+
+    Per-node form (:mod:`._heterogeneous_node`): one exchange round publishing ``(w_i / s_i, d_i)``
+    as ``fos`` does; each node keeps its own view of every edge's previous SOS flow (and, for
+    ``sos-iou``, of its IOU) in ``view.memory``.
+    """
+
+    exchange_rounds = 1
 
     params = COMMON_PARAMS + (
         Param("beta", float, 0.0, "SOS parameter beta; 0: 2/(1 + sqrt(1 - gamma^2)) with gamma of M (Lemma 1)"),
@@ -359,6 +367,11 @@ class SOS(_SecondOrder):
     ``w^k = w^{k-1} - div y^k`` equals eq. (4) on a static graph. The outgoing flow of a node can
     exceed its load (Sec. 2): loads may go negative (``may_go_negative``).
 
+    Per node i, each step: publish ``(w_i/s_i, d_i)``; for every neighbour j compute the FOS flow
+    ``f_ij = c_ij (w_i/s_i - w_j/s_j)`` and the SOS flow ``y_ij = beta f_ij + (beta - 1) yhat_ij``
+    (``y_ij = f_ij`` in the first step; ``yhat_ij`` the flow i computed on the edge last step, 0 on
+    a new edge); send ``y_ij`` where it is positive; remember ``yhat_ij = y_ij``.
+
     References
     ----------
     Elsässer, Monien, Schamberger 2006, Sec. 2, eq. (4), Lemma 1.
@@ -386,6 +399,9 @@ class SOS(_SecondOrder):
         self._remember(graph, y)
         return Step(apply_flows(graph, loads, y), moved=float(np.abs(y).sum()), messages=2 * graph.m, flows=y)
 
+    def decide(self, t, node, view):
+        return sos_node_flows(self, node, view)
+
     def is_stable(self, graph, loads):
         return self._balanced(loads) and (self._prev is None or float(np.abs(self._prev).max(initial=0)) < 1e-12)
 
@@ -408,6 +424,13 @@ class SOSIOU(_SecondOrder):
     on the edge, the paper's definition. Each such node-step is a negative-load event (the
     idealised integer SOS would have overdrawn there). ``overdraw=allow`` pays in full and lets loads
     go negative (run with ``allow_infeasible``).
+
+    Per node i, each step: publish ``(w_i/s_i, d_i)``; for every neighbour j, settle last step's
+    account ``IOU_ij = o_ij - (sent_ij - got_ij)`` (``got_ij``: the tokens that arrived from j,
+    ``view.delivered``), compute ``y_ij`` as ``sos`` does, ``o_ij = y_ij + IOU_ij`` and
+    ``t_ij = trunc(o_ij)``; send ``t_ij`` tokens where positive, or, if they add up to
+    ``T_i > w_i`` and ``overdraw=iou``, ``floor(t_ij w_i / T_i)`` each. Node j holds the negated
+    values of the same edge. See :mod:`._heterogeneous_node`.
 
     References
     ----------
@@ -513,6 +536,9 @@ class SOSIOU(_SecondOrder):
         send = send.astype(np.int64)
         return Step(apply_flows(graph, loads, send), moved=int(np.abs(send).sum()), messages=2 * graph.m,
                     flows=send, info={"iou_units": units})
+
+    def decide(self, t, node, view):
+        return sos_iou_node_sends(self, node, view)
 
     def state_key(self):
         if self._prev is None:

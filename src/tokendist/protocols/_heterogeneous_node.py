@@ -1,0 +1,99 @@
+"""Per-node rules of ``sos`` and ``sos-iou`` (Elsässer, Monien, Schamberger 2006, Sec. 2 eq. (4), Sec. 3).
+
+What one node i does in step k, given its own state (``view.memory``) and what its neighbours
+published this step (``view.received[0]``: ``(w_j / s_j, d_j)`` per live neighbour j, the same
+message as ``fos``):
+
+1. FOS flow out of i on each edge: ``f_ij = c_ij (x_i - x_j)``, ``x = w / s``,
+   ``c_ij = cap_ij / (c max(d_i, d_j))``;
+2. SOS flow (eq. (4) in flow form): ``y_ij = f_ij`` in the first step, else
+   ``y_ij = beta f_ij + (beta - 1) yhat_ij`` with ``yhat_ij`` the edge's previous SOS flow as i
+   sees it (0 on an edge that is new this step);
+3. ``sos``: send ``y_ij`` to every neighbour where it is positive; remember ``yhat_ij = y_ij``.
+4. ``sos-iou``: first settle last step's accounts: ``IOU_ij = o_ij - (sent_ij - got_ij)``, with
+   ``o_ij`` what was owed on the edge last step, ``sent_ij`` the tokens i sent and ``got_ij`` the
+   tokens that arrived from j (``view.delivered``: only they tell i what j paid, j may pay less
+   than it owed). Then ``o_ij = y_ij + IOU_ij`` and ``t_ij = trunc(o_ij)``; i sends on every edge
+   with ``t_ij > 0``. If these add up to ``T_i > w_i`` (and ``overdraw=iou``), i pays each of them
+   ``floor(t_ij * (w_i / T_i))`` instead; what it did not pay stays owed through the IOU.
+
+Orientation: node i keeps every per-edge value as seen from i (flow out of i positive), so its
+neighbour j holds the negation. The kernels compute each edge once from its lower endpoint u;
+the upper endpoint's operations are the same ones on negated operands (``x_v - x_u``,
+``beta (-f)``, ``(-a) + (-b)``, ``trunc(-o)``), which IEEE rounding-to-nearest negates exactly,
+so both ends hold the kernel's values bit for bit (the conformance suite checks the traces).
+
+Dynamic graphs: the live neighbours of a step are those i heard from (``view.received[0]``);
+the state of any other neighbour is dropped, as the kernels drop the state of an edge that
+disappears (an edge that comes back starts with ``yhat = IOU = 0``).
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["sos_node_flows", "sos_iou_node_sends"]
+
+
+def _fos_out(protocol, node, view):
+    """``{j: (f_ij, live)}``: the FOS flow out of ``node`` to each neighbour it heard from this step.
+
+    The same expression as :meth:`HeterogeneousDiffusion._node_flows` (hence the same bits as
+    ``c_e (x_u - x_v)`` of the kernels, negated at the upper endpoint).
+    """
+    x_i, d_i = view.load / protocol._s[node], float(protocol._node_degree(node, view))
+    c = protocol.options["c"]
+    base = protocol._base
+    out = {}
+    for j in sorted(view.received[0]):
+        x_j, d_j = view.received[0][j]
+        cap = 1.0 if base.capacities is None else float(base.capacities[base.edge_index(node, j)])
+        out[j] = cap / (c * max(d_i, d_j)) * (x_i - x_j)
+    return out
+
+
+def _sos_out(protocol, node, view, f):
+    """This step's SOS flow out of ``node`` per live neighbour; drops the state of absent ones."""
+    mem = view.memory
+    first = mem.get("k", 0) == 0
+    prev = mem.get("yhat", {})
+    beta = protocol.beta
+    bm1 = beta - 1.0  # as the kernels compute it
+    y = {j: fj if first else beta * fj + bm1 * prev.get(j, 0.0) for j, fj in f.items()}
+    mem["yhat"] = y  # neighbours not heard from this step are forgotten (edge gone)
+    mem["k"] = mem.get("k", 0) + 1
+    return y
+
+
+def sos_node_flows(protocol, node, view) -> dict:
+    """``sos``: the real amounts ``node`` sends this step, ``{j: y_ij}`` for ``y_ij > 0``."""
+    y = _sos_out(protocol, node, view, _fos_out(protocol, node, view))
+    return {j: yj for j, yj in y.items() if yj > 0}
+
+
+def sos_iou_node_sends(protocol, node, view) -> dict:
+    """``sos-iou``: the tokens ``node`` sends this step, ``{j: count}``; updates its IOU accounts."""
+    mem = view.memory
+    owed_prev = mem.get("owed", {})
+    sent_prev = mem.get("sent", {})
+    y = _sos_out(protocol, node, view, _fos_out(protocol, node, view))
+    owed, trunc = {}, {}
+    for j, yj in y.items():
+        if j in owed_prev:
+            # Total ideal minus total real flow: last step's amount owed minus the net tokens that
+            # went out on the edge (o - t exactly when paid in full: o - trunc(o) is exact).
+            iou = owed_prev[j] - float(sent_prev.get(j, 0) - view.delivered.get(j, 0))
+        else:
+            iou = 0.0  # first step, or an edge that is new this step
+        o = yj + iou
+        owed[j] = o
+        trunc[j] = math.trunc(o)
+    sends = {j: t for j, t in trunc.items() if t > 0}
+    total = sum(sends.values())
+    if total > view.load and protocol.options["overdraw"] == "iou":
+        # Short: pay every outgoing edge in proportion, rounded down (the kernel's operations).
+        ratio = view.load / float(total)
+        sends = {j: int(math.floor(float(t) * ratio)) for j, t in sends.items()}
+    mem["owed"] = owed
+    mem["sent"] = sends
+    return {j: t for j, t in sends.items() if t > 0}
