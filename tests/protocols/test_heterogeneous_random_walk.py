@@ -290,3 +290,23 @@ def test_kernel_walk_uses_the_reference_coins():
     new_m, _, _ = _walk_once(g, 2.0, counts, np.zeros(20, dtype=np.int64), 9)
     ref, _ = walk_tokens(counts, g, edge_coefficients(g, 2.0), g.speeds, np.random.default_rng(9))
     np.testing.assert_array_equal(new_m, ref)
+
+
+@pytest.mark.parametrize("node", [1, 3, 5])
+def test_reference_walk_keeps_a_rounded_up_draw_in_its_own_row(node):
+    # i + u rounds to i + 1 for the largest draw rng.random() returns (1 - 2**-53); the token must
+    # leave along node i's last slot (before the fix: row i + 1's first slot, IndexError on the last node).
+    from tokendist.protocols._heterogeneous_matrix import edge_coefficients
+    from tokendist.protocols._heterogeneous_random_walk import walk_tokens
+
+    class LargestDraw:
+        def random(self, k):
+            return np.full(k, 1 - 2.0**-53)
+
+    g = make_graph("ring:6")
+    counts = np.zeros(g.n, np.int64)
+    counts[node] = 1
+    new, moves = walk_tokens(counts, g, edge_coefficients(g, 2.0), np.ones(g.n), LargestDraw())
+    slot = int(np.flatnonzero(moves)[0])
+    assert g.indptr[node] <= slot < g.indptr[node + 1]
+    assert new[g.indices[slot]] == 1 and new.sum() == 1

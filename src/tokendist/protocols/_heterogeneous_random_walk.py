@@ -96,7 +96,11 @@ def walk_tokens(counts: np.ndarray, graph, alpha: np.ndarray, s: np.ndarray, rng
     src = np.repeat(np.arange(n), counts)
     u = rng.random(total)
     moving = u >= 1.0 - out_prob[src]
-    slots = np.searchsorted(g, src[moving] + u[moving], side="right")
+    walkers = src[moving]
+    slots = np.searchsorted(g, walkers + u[moving], side="right")
+    # i + u can round up to i + 1 (u within half an ulp of 1 - i's fraction), which searchsorted
+    # places in row i + 1; the draw belongs to row i's last slot, whose interval ends at i + 1.
+    slots = np.minimum(slots, graph.indptr[walkers + 1] - 1)
     slot_moves = np.bincount(slots, minlength=graph.indptr[-1]).astype(np.int64)
     new = np.bincount(src[~moving], minlength=n) + np.bincount(graph.indices[slots], minlength=n)
     return new.astype(np.int64), slot_moves
