@@ -31,7 +31,7 @@ from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_step, fos_real_step,
                                      node_alpha_sums, sos_iou_step, sos_real_step)
-from ._heterogeneous_node import sos_iou_node_sends, sos_node_flows
+from ._heterogeneous_node import node_publish, sos_iou_node_sends, sos_node_flows
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
 
@@ -353,6 +353,10 @@ class _SecondOrder(HeterogeneousDiffusion):
     def _remember(self, graph, y):
         self._keys = graph.edge_keys
         self._prev = y
+
+    def publish(self, rnd, t, node, view):
+        # d_i of the step's graph also with capacities (fos uses the base graph's there).
+        return node_publish(self, node, view)
 
     def state_key(self):
         return b"" if self._prev is None else np.ascontiguousarray(self._prev).tobytes()

@@ -32,7 +32,36 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["sos_node_flows", "sos_iou_node_sends"]
+__all__ = ["sos_node_flows", "sos_iou_node_sends", "node_publish"]
+
+
+def _degree(protocol, node, view) -> float:
+    """``d_i`` as the kernels take it on the step's graph, from what ``node`` knows locally.
+
+    ``adapt_degrees`` (default): the number of live neighbours (``view.neighbours``, the step's
+    graph), or with capacities their weighted sum added as ``node_degrees`` adds it
+    (``bincount(u) + bincount(v)``: the upper neighbours in order, then the lower ones, same bits).
+    Otherwise the base graph's degree.
+    """
+    base = protocol._base
+    if not protocol.options["adapt_degrees"]:
+        return float(protocol._base_deg()[node])
+    nbrs = sorted(int(j) for j in view.neighbours)
+    if base.capacities is None:
+        return float(len(nbrs))
+    up = low = 0.0
+    for j in nbrs:
+        cap = float(base.capacities[base.edge_index(node, j)])
+        if j > node:
+            up += cap
+        else:
+            low += cap
+    return up + low
+
+
+def node_publish(protocol, node, view):
+    """The one message of a step: ``(w_i / s_i, d_i)``."""
+    return (view.load / protocol._s[node], _degree(protocol, node, view))
 
 
 def _fos_out(protocol, node, view):
@@ -41,7 +70,7 @@ def _fos_out(protocol, node, view):
     The same expression as :meth:`HeterogeneousDiffusion._node_flows` (hence the same bits as
     ``c_e (x_u - x_v)`` of the kernels, negated at the upper endpoint).
     """
-    x_i, d_i = view.load / protocol._s[node], float(protocol._node_degree(node, view))
+    x_i, d_i = node_publish(protocol, node, view)
     c = protocol.options["c"]
     base = protocol._base
     out = {}
