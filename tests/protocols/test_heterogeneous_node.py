@@ -109,7 +109,7 @@ def _lockstep(name, g, loads, seed, *, kernel, p_fail=0.0, steps=12, params=None
 
 
 @pytest.mark.parametrize("kernel", ["numba", "numpy"])
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(case=cases(), p_fail=st.sampled_from([0.0, 0.0, 0.3]))
 def test_eq4_sos_node_rule_is_the_kernel_bit_for_bit(kernel, case, p_fail):
     g, loads, seed = case
@@ -117,7 +117,7 @@ def test_eq4_sos_node_rule_is_the_kernel_bit_for_bit(kernel, case, p_fail):
 
 
 @pytest.mark.parametrize("kernel", ["numba", "numpy"])
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(case=cases(), p_fail=st.sampled_from([0.0, 0.0, 0.3]), overdraw=st.sampled_from(["iou", "allow"]))
 def test_theorem1_sos_iou_node_rule_is_the_kernel_bit_for_bit(kernel, case, p_fail, overdraw):
     g, loads, seed = case
@@ -139,7 +139,7 @@ def test_theorem1_sos_iou_short_node_pays_in_proportion(kernel):
     assert ref.iou_max >= 1.0  # an edge not paid in full
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(case=cases(max_n=10), name=st.sampled_from(["sos", "sos-iou"]), kernel=st.sampled_from(["numba", "numpy"]),
        schedule=st.sampled_from(["sync", "async"]), overdraw=st.sampled_from(["iou", "allow"]))
 def test_eq4_node_rules_with_messages_give_the_kernel_trace(case, name, kernel, schedule, overdraw):
