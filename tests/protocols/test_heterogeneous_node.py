@@ -159,9 +159,9 @@ def test_eq4_node_rules_with_messages_give_the_kernel_trace(case, name, kernel, 
 
 
 @pytest.mark.parametrize("kernel", ["numba", "numpy"])
-def test_theorem1_sos_iou_payment_rounds_as_the_kernel(kernel):
-    # A short node pays floor(t * (w / T)), the kernel's operations, not floor(t w / T): with one
-    # edge owed t = 22 and w = 15 tokens, 22 * (15 / 22) = 14.999... pays 14 (exact: 15).
+def test_theorem1_sos_iou_payment_is_the_exact_proportional_floor(kernel):
+    # A short node pays floor(t w / T) on each edge: with one edge owed t = 22 and w = 15 tokens it
+    # pays all 15 (evaluating t * (w / T) = 22 * (15 / 22) = 14.999... would pay 14).
     from tokendist.graphs import make_graph
 
     g = make_graph("path:2")
@@ -178,7 +178,7 @@ def test_theorem1_sos_iou_payment_rounds_as_the_kernel(kernel):
     delivered = [{1: 0}, {0: 0}]
     sends = _node_step(node, 1, g, w, memory, delivered)
     step = ref.step(1, g, w)
-    assert sends == {(0, 1): 14} and step.loads.tolist() == [1, 29] and ref.events == 1
+    assert sends == {(0, 1): 15} and step.loads.tolist() == [0, 30] and ref.events == 1
     iou = ref._iou[0]
-    assert iou == 22.2 - 14 and memory[0]["owed"][1] - 14 == iou
+    assert iou == 22.2 - 15 and memory[0]["owed"][1] - 15 == iou
     assert memory[1]["owed"][0] + delivered[1][0] == -iou

@@ -525,10 +525,12 @@ class SOSIOU(_SecondOrder):
             self.events += int(short.sum())
             self.event_steps += 1
             if self.options["overdraw"] == "iou":
-                # Pay each outgoing edge in proportion to what it is owed, rounded down.
-                factor = np.where(short, loads / np.where(out > 0, out, 1.0), 1.0)
+                # Pay each outgoing edge of a short node in proportion to what it is owed, rounded
+                # down: floor(|t| w / T), evaluated as (|t| w) / T (exact while |t| w < 2**53).
                 sender = np.where(send > 0, graph.u, graph.v)
-                send = np.sign(send) * np.floor(np.abs(send) * factor[sender])
+                pays = short[sender]
+                prop = np.floor((np.abs(send) * loads[sender]) / np.where(pays, out[sender], 1.0))
+                send = np.where(pays, np.sign(send) * prop, send)
         new_iou = owed - send
         self._keys = graph.edge_keys
         self._prev = yhat

@@ -244,7 +244,7 @@ def sos_iou_step(u, v, indptr, indices, csr_edges, mode, a0, inv, alpha, beta, f
         total = owe[i]
         if total <= loads[i]:
             continue
-        ratio = loads[i] / total
+        held = np.float64(loads[i])
         paid_sum = 0.0
         for k in range(indptr[i], indptr[i + 1]):
             e = csr_edges[k]
@@ -252,7 +252,10 @@ def sos_iou_step(u, v, indptr, indices, csr_edges, mode, a0, inv, alpha, beta, f
             t = np.trunc(o)
             if t == 0.0 or (u[e] if t > 0 else v[e]) != i:
                 continue
-            paid = np.sign(t) * np.floor(np.abs(t) * ratio)
+            # floor(|t| w / T) as (|t| w) / T: exact while |t| w < 2**53 (the product is then
+            # exact and a quotient below an integer k never rounds up to k), so the payments
+            # add up to at most w; floor(|t| (w / T)) could pay one token less (22 * (15/22) < 15).
+            paid = np.sign(t) * np.floor((np.abs(t) * held) / total)
             paid_sum += np.abs(paid)
             back = np.int64(t) - np.int64(paid)
             out[v[e]] -= back

@@ -15,7 +15,8 @@ message as ``fos``):
    tokens that arrived from j (``view.delivered``: only they tell i what j paid, j may pay less
    than it owed). Then ``o_ij = y_ij + IOU_ij`` and ``t_ij = trunc(o_ij)``; i sends on every edge
    with ``t_ij > 0``. If these add up to ``T_i > w_i`` (and ``overdraw=iou``), i pays each of them
-   ``floor(t_ij * (w_i / T_i))`` instead; what it did not pay stays owed through the IOU.
+   ``floor(t_ij w_i / T_i)`` instead (exact while ``t_ij w_i < 2**53``); what it did not pay
+   stays owed through the IOU.
 
 Orientation: node i keeps every per-edge value as seen from i (flow out of i positive), so its
 neighbour j holds the negation. The kernels compute each edge once from its lower endpoint u;
@@ -121,8 +122,7 @@ def sos_iou_node_sends(protocol, node, view) -> dict:
     total = sum(sends.values())
     if total > view.load and protocol.options["overdraw"] == "iou":
         # Short: pay every outgoing edge in proportion, rounded down (the kernel's operations).
-        ratio = view.load / float(total)
-        sends = {j: int(math.floor(float(t) * ratio)) for j, t in sends.items()}
+        sends = {j: int(math.floor((float(t) * float(view.load)) / float(total))) for j, t in sends.items()}
     mem["owed"] = owed
     mem["sent"] = sends
     return {j: t for j, t in sends.items() if t > 0}
