@@ -31,7 +31,7 @@ from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_step, fos_real_step,
                                      node_alpha_sums, sos_iou_step, sos_real_step)
-from ._heterogeneous_node import node_publish, sos_iou_node_sends, sos_node_flows
+from ._heterogeneous_node import fos_node_flows, node_publish, sos_iou_node_sends, sos_node_flows
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
 
@@ -166,27 +166,16 @@ class HeterogeneousDiffusion(Protocol):
         x = self._weighted(loads)
         return bool(np.ptp(x) <= 1e-12 * max(1.0, float(np.abs(x).max())))
 
-    # Per-node form (fos, fos-floor): publish (w_i / s_i, d_i); node i sends the FOS flow
-    # c_ij (w_i/s_i - w_j/s_j) to every neighbour j with a positive flow. Same formula as the kernel,
-    # so the floats agree bit for bit.
+    # Per-node form (fos, fos-floor; sos and sos-iou build on it, _heterogeneous_node.py): publish
+    # (w_i / s_i, d_i), d_i of the step's graph as the kernels take it; node i sends the FOS flow
+    # c_ij (w_i/s_i - w_j/s_j) to every neighbour j with a positive flow. Same formula as the
+    # kernel, so the floats agree bit for bit.
     def publish(self, rnd, t, node, view):
-        return (view.load / self._s[node], float(self._node_degree(node, view)))
-
-    def _node_degree(self, node, view):
-        if not self.options["adapt_degrees"] or self._base.capacities is not None:
-            return self._base_deg()[node]
-        return len(view.neighbours)
+        return node_publish(self, node, view)
 
     def _node_flows(self, node, view):
-        x_i, d_i = view.load / self._s[node], float(self._node_degree(node, view))
-        c = self.options["c"]
-        out = {}
-        for j, (x_j, d_j) in view.received[0].items():
-            cap = 1.0 if self._base.capacities is None else float(self._base.capacities[self._base.edge_index(node, j)])
-            y = cap / (c * max(d_i, d_j)) * (x_i - x_j)
-            if y > 0:
-                out[j] = y
-        return out
+        """The FOS flow out of ``node`` to each neighbour where it is positive (one node's rule)."""
+        return {j: y for j, y in fos_node_flows(self, node, view).items() if y > 0}
 
 
 def _carry(prev_keys, prev_vals, graph):
@@ -353,10 +342,6 @@ class _SecondOrder(HeterogeneousDiffusion):
     def _remember(self, graph, y):
         self._keys = graph.edge_keys
         self._prev = y
-
-    def publish(self, rnd, t, node, view):
-        # d_i of the step's graph also with capacities (fos uses the base graph's there).
-        return node_publish(self, node, view)
 
     def state_key(self):
         return b"" if self._prev is None else np.ascontiguousarray(self._prev).tobytes()

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["sos_node_flows", "sos_iou_node_sends", "node_publish"]
+__all__ = ["fos_node_flows", "sos_node_flows", "sos_iou_node_sends", "node_publish"]
 
 
 def _degree(protocol, node, view) -> float:
@@ -68,8 +68,8 @@ def node_publish(protocol, node, view):
 def _fos_out(protocol, node, view):
     """``{j: (f_ij, live)}``: the FOS flow out of ``node`` to each neighbour it heard from this step.
 
-    The same expression as :meth:`HeterogeneousDiffusion._node_flows` (hence the same bits as
-    ``c_e (x_u - x_v)`` of the kernels, negated at the upper endpoint).
+    The same expression as the kernels' ``c_e (x_u - x_v)`` (negated at the upper endpoint, which
+    IEEE arithmetic does exactly); ``fos`` and ``fos-floor`` send its positive entries.
     """
     x_i, d_i = node_publish(protocol, node, view)
     c = protocol.options["c"]
@@ -80,6 +80,9 @@ def _fos_out(protocol, node, view):
         cap = 1.0 if base.capacities is None else float(base.capacities[base.edge_index(node, j)])
         out[j] = cap / (c * max(d_i, d_j)) * (x_i - x_j)
     return out
+
+
+fos_node_flows = _fos_out
 
 
 def _sos_out(protocol, node, view, f):
