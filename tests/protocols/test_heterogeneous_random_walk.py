@@ -6,22 +6,21 @@ import pytest
 from tokendist import make_graph, simulate
 from tokendist.engine import EdgeFailures, make_protocol
 from tokendist.protocols._heterogeneous_matrix import diffusion_matrix, edge_coefficients
+from tokendist._random import counter_uniform_scalar
 from tokendist.protocols._heterogeneous_random_walk import targets, walk_tokens
 
 
-def naive_walk(counts, graph, alpha, s, rng):
-    """Token by token, the same uniform draws, a Python loop over each row of M's column."""
+def naive_walk(counts, graph, alpha, s, key, step, kind=0):
+    """Token by token, a Python loop over each row of M's column; token k of node i draws the
+    counter coin ``counter_uniform(key, step, i * 2**32 + kind * 2**31 + k)``."""
     n = graph.n
-    draws = rng.random(int(counts.sum()))
     new = np.zeros(n, dtype=np.int64)
-    k = 0
     for i in range(n):
         nbrs = graph.neighbours(i)
         probs = [alpha[graph.edge_index(i, j)] / s[i] for j in nbrs]
         stay = 1.0 - sum(probs)
-        for _ in range(counts[i]):
-            u = draws[k]
-            k += 1
+        for k in range(counts[i]):
+            u = counter_uniform_scalar(key, step, i * 2**32 + kind * 2**31 + k)
             if u < stay:
                 new[i] += 1
                 continue
@@ -40,9 +39,10 @@ def test_walk_tokens_matches_naive_reference():
     g = make_graph("grid:3x5").with_speeds(np.random.default_rng(1).uniform(0.8, 1.2, 15))
     alpha = edge_coefficients(g, 2.0)
     counts = np.random.default_rng(2).integers(0, 50, 15)
-    fast, moves = walk_tokens(counts, g, alpha, g.speeds, np.random.default_rng(9))
-    slow = naive_walk(counts, g, alpha, g.speeds, np.random.default_rng(9))
-    np.testing.assert_array_equal(fast, slow)
+    for kind in (0, 1):
+        fast, moves = walk_tokens(counts, g, alpha, g.speeds, 9, 4, kind)
+        slow = naive_walk(counts, g, alpha, g.speeds, 9, 4, kind)
+        np.testing.assert_array_equal(fast, slow)
     assert fast.sum() == counts.sum() and moves.sum() <= counts.sum()
 
 
@@ -52,7 +52,7 @@ def test_walk_tokens_follows_column_of_M_statistically():
     alpha = edge_coefficients(g, 1.5)
     counts = np.zeros(6, dtype=np.int64)
     counts[0] = 40000
-    new, _ = walk_tokens(counts, g, alpha, g.speeds, np.random.default_rng(123))
+    new, _ = walk_tokens(counts, g, alpha, g.speeds, 123, 0)
     expected = 40000 * diffusion_matrix(g, alpha, g.speeds).toarray()[:, 0]
     chi2 = float(((new - expected) ** 2 / expected).sum())
     assert chi2 < 20.5  # 5 degrees of freedom: p ~ 0.001
@@ -61,11 +61,10 @@ def test_walk_tokens_follows_column_of_M_statistically():
 def test_lemma2_walk_reaches_speed_proportional_distribution():
     g = make_graph("torus:4x4").with_speeds(np.random.default_rng(3).uniform(0.8, 1.2, 16))
     alpha = edge_coefficients(g, 2.0)
-    rng = np.random.default_rng(4)
     counts = np.zeros(16, dtype=np.int64)
     counts[5] = 30000
-    for _ in range(150):
-        counts, _ = walk_tokens(counts, g, alpha, g.speeds, rng)
+    for t in range(150):
+        counts, _ = walk_tokens(counts, g, alpha, g.speeds, 4, t)
     expected = 30000 * g.speeds / g.speeds.sum()
     chi2 = float(((counts - expected) ** 2 / expected).sum())
     assert chi2 < 37.7  # 15 degrees of freedom: p ~ 0.001
@@ -242,19 +241,17 @@ def test_kernels_match_reference_through_switch_rules(switch, speeds):
     assert p.phase == 3 and p.switch_at > 0
 
 
-def _walk_once(g, c, marked, negative, seed):
+def _walk_once(g, c, marked, negative, seed, step=0):
     """One MRWS of the numba kernel on ``g`` (coefficients as the protocol builds them)."""
     p = make_protocol("random-walk", {"c": str(c)})
     p.reset(g, np.zeros(g.n, dtype=np.int64), np.random.default_rng(0))
     coefs = p._graph_state(g)
-    prev = np.empty(g.n)
-    K.row_offsets(g.indptr, g.indices, g.csr_edges, *coefs, c, p._s, prev)
     marked, negative = marked.copy(), negative.copy()
     n = g.n
     new_m, new_n, need, outflow = (np.empty(n, np.int64) for _ in range(4))
     out = np.empty(n, np.int64)
     net = np.zeros(g.m, np.int32)
-    K.mrws_step(g.indptr, g.indices, g.csr_edges, g.u, g.v, *coefs, c, p._s, prev, np.random.default_rng(seed),
+    K.mrws_step(g.indptr, g.indices, g.csr_edges, g.u, g.v, *coefs, c, p._s, seed, step,
                 marked, negative, new_m, new_n, np.full(n, 10**6, np.int64), out, outflow, need, net,
                 np.empty(g.max_degree))
     assert not net.any()  # left clean for the next step
@@ -284,29 +281,95 @@ def test_kernel_walk_follows_column_of_M_statistically(kind):
 
 
 def test_kernel_walk_uses_the_reference_coins():
-    # Same generator state -> the same destinations as walk_tokens (the reference), token by token.
+    # Same key and step -> the same counter coins, the same destinations as walk_tokens (the reference).
     g = make_graph("grid:4x5").with_speeds(np.random.default_rng(1).uniform(0.8, 1.2, 20))
     counts = np.random.default_rng(2).integers(0, 30, 20)
     new_m, _, _ = _walk_once(g, 2.0, counts, np.zeros(20, dtype=np.int64), 9)
-    ref, _ = walk_tokens(counts, g, edge_coefficients(g, 2.0), g.speeds, np.random.default_rng(9))
+    ref, _ = walk_tokens(counts, g, edge_coefficients(g, 2.0), g.speeds, 9, 0, 0)
     np.testing.assert_array_equal(new_m, ref)
 
 
 @pytest.mark.parametrize("node", [1, 3, 5])
-def test_reference_walk_keeps_a_rounded_up_draw_in_its_own_row(node):
-    # i + u rounds to i + 1 for the largest draw rng.random() returns (1 - 2**-53); the token must
-    # leave along node i's last slot (before the fix: row i + 1's first slot, IndexError on the last node).
-    from tokendist.protocols._heterogeneous_matrix import edge_coefficients
-    from tokendist.protocols._heterogeneous_random_walk import walk_tokens
-
-    class LargestDraw:
-        def random(self, k):
-            return np.full(k, 1 - 2.0**-53)
-
+def test_reference_walk_sends_the_largest_draw_along_the_last_slot(node):
+    # The largest counter draw (1 - 2**-53) lies above every boundary but the last, pinned to 1:
+    # the token leaves along node i's last slot (the boundaries are local to the row, so no draw
+    # can fall into another node's row, as i + u could with the former global boundaries).
     g = make_graph("ring:6")
     counts = np.zeros(g.n, np.int64)
     counts[node] = 1
-    new, moves = walk_tokens(counts, g, edge_coefficients(g, 2.0), np.ones(g.n), LargestDraw())
+    new, moves = walk_tokens(counts, g, edge_coefficients(g, 2.0), np.ones(g.n), draws=np.array([1 - 2.0**-53]))
     slot = int(np.flatnonzero(moves)[0])
-    assert g.indptr[node] <= slot < g.indptr[node + 1]
+    assert slot == g.indptr[node + 1] - 1
     assert new[g.indices[slot]] == 1 and new.sum() == 1
+
+
+# ---------------------------------------------------------------------- per-node form
+from tokendist.engine import run_node_rules  # noqa: E402
+
+
+def _node_vs_kernels(g, loads, seed, steps, params, schedule="sync"):
+    """The per-node rule (real messages), the numba kernel and the numpy reference: same loads
+    after every step. Returns the numba run (for checks on its phases)."""
+    runs = [simulate(g, "random-walk", loads, seed=seed, max_steps=steps, keep_loads_every=1, detect_cycles=False,
+                     allow_infeasible=True, params={**params, "kernel": k}) for k in ("numba", "numpy")]
+    np.testing.assert_array_equal(runs[0].load_history, runs[1].load_history)
+    history, stats = run_node_rules(g, "random-walk", loads, runs[0].steps, seed=seed, params=params,
+                                    schedule=schedule, allow_negative=True)
+    np.testing.assert_array_equal(history, runs[0].load_history)
+    return runs[0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(rw_cases(max_n=12), st.sampled_from(["sync", "async"]))
+def test_theorem2_node_form_matches_kernels_through_the_walk(case, schedule):
+    # switch=step (the switch is local): integer FOS with the estimate, the preparation from each
+    # node's own estimate, then MRWS with counter coins and annihilation, on random graphs with
+    # speeds, unit speeds or capacities (adapt_degrees on and off).
+    g, loads, seed, params = case
+    params["switch_step"] = str(min(int(params["switch_step"]), 8))
+    _node_vs_kernels(g, loads, seed, 30, params, schedule)
+
+
+@pytest.mark.parametrize("schedule", ["sync", "async"])
+@pytest.mark.parametrize("switch", ["error", "local"])
+def test_node_form_global_switch_rules_through_the_oracle(switch, schedule):
+    # The global switch rules (and the end of phase 2) reach the nodes through the termination
+    # oracle; the run goes through the switch, the whole walk and the stable phase 3.
+    g = make_graph("torus:4x4").with_speeds(np.random.default_rng(7).uniform(0.8, 1.2, 16))
+    w0 = np.zeros(16, dtype=np.int64)
+    w0[3] = 400
+    r = _node_vs_kernels(g, w0, 5, 80, {"switch": switch, "switch_tol": "0.05"}, schedule)
+    rep = r.report
+    assert rep["switch_step"] is not None and rep["done_step"] is not None
+    assert rep["initial_marked"] > 0 and rep["annihilated"] > 0
+
+
+def test_node_form_walk_uses_the_kernel_coins():
+    # One MRWS from given counts, node by node with counter_uniform_scalar: the same destinations
+    # as walk_tokens (vectorised counter_uniform) and as the numba kernel.
+    from tokendist.protocols._heterogeneous_random_walk_node import _walk
+    from tokendist.engine._local import NodeView
+
+    g = make_graph("grid:4x5").with_speeds(np.random.default_rng(1).uniform(0.8, 1.2, 20))
+    p = make_protocol("random-walk", {"c": "2.0"})
+    p.reset(g, np.zeros(g.n, dtype=np.int64), np.random.default_rng(0))
+    marked = np.random.default_rng(2).integers(0, 30, 20)
+    negative = np.random.default_rng(3).integers(0, 30, 20)
+    deg = np.diff(g.indptr).astype(float)
+    new = np.zeros((2, g.n), dtype=np.int64)
+    for i in range(g.n):
+        nb = g.neighbours(i)
+        view = NodeView(i, 0, nb, received=[{int(j): (0.0, deg[j], 0.0) for j in nb}],
+                        memory={"d": deg[i], "marked": int(marked[i]), "negative": int(negative[i])})
+        moves = _walk(p, i, view, 6)
+        new[:, i] += view.memory["stays"]
+        for j, (m, q) in moves.items():
+            new[0, j] += m
+            new[1, j] += q
+    alpha = edge_coefficients(g, 2.0)
+    for kind, counts in ((0, marked), (1, negative)):
+        ref, _ = walk_tokens(counts, g, alpha, g.speeds, p._key, 6, kind)
+        np.testing.assert_array_equal(new[kind], ref)
+    new_m, new_n, _ = _walk_once(g, 2.0, marked, negative, p._key, step=6)  # before annihilation
+    np.testing.assert_array_equal(new_m, new[0])
+    np.testing.assert_array_equal(new_n, new[1])

@@ -31,9 +31,11 @@ from ..engine import Param, Step, register_protocol
 from ..errors import TokendistError
 from ._heterogeneous import COMMON_PARAMS, KERNEL_PARAM, PAPER, HeterogeneousDiffusion
 from ._heterogeneous_matrix import apply_flows, check_diagonal, edge_coefficients, fos_flows, node_degrees
-from ._heterogeneous_random_walk_kernels import edge_gap, fos_pair_step, mrws_step, row_offsets
+from .._random import counter_uniform, stream_key
+from ._heterogeneous_random_walk_node import node_decide, node_phase_oracle, node_publish
+from ._heterogeneous_random_walk_kernels import edge_gap, fos_pair_step, mrws_step, token_index
 
-__all__ = ["RandomWalk", "walk_tokens", "targets", "SWITCH_RULES"]
+__all__ = ["RandomWalk", "walk_tokens", "targets", "token_index", "SWITCH_RULES"]
 
 #: When phase 2 starts. ``error``: the real-valued estimate is within ``switch_tol`` of the ideal
 #: loads in the max norm (the condition of the analysis, default tolerance 1/n^2; the simulation
@@ -63,12 +65,19 @@ def targets(estimate: np.ndarray, speeds: np.ndarray) -> tuple[np.ndarray, np.nd
     return what, slow
 
 
-def walk_tokens(counts: np.ndarray, graph, alpha: np.ndarray, s: np.ndarray, rng: np.random.Generator):
+def walk_tokens(counts: np.ndarray, graph, alpha: np.ndarray, s: np.ndarray, key: int = 0, step: int = 0,
+                kind: int = 0, draws: np.ndarray | None = None):
     """One random-walk step by M for ``counts[i]`` tokens on each node i (vectorised over tokens).
 
     A token on i moves to neighbour j with probability ``c_ij / s_i`` and stays with
     ``M_ii = 1 - sum_j c_ij / s_i``: column i of the column-stochastic M (the paper's footnote 1: M is
     the transition matrix, its stationary distribution the right eigenvector ``s``).
+
+    Token k of node i draws ``u = counter_uniform(key, step, token_index(i, kind, k))`` (``draws``,
+    one per token in node order, replaces them in tests). It stays when ``u < M_ii``, else takes
+    the first slot whose boundary ``M_ii + cum_k`` exceeds u, ``cum_k`` row i's probabilities summed
+    from 0 in slot order (the last boundary pinned to 1): the numba kernel's and the node rule's
+    operations, in the same order (a loop over slot positions, vectorised over nodes).
 
     Returns
     -------
@@ -78,29 +87,37 @@ def walk_tokens(counts: np.ndarray, graph, alpha: np.ndarray, s: np.ndarray, rng
         Tokens that moved along each CSR slot (from the slot's row to ``graph.indices[slot]``).
     """
     n = graph.n
+    counts = np.asarray(counts, dtype=np.int64)
     total = int(counts.sum())
     slot_moves = np.zeros(graph.indptr[-1], dtype=np.int64)
     if total == 0:
         return counts.copy(), slot_moves
-    row = np.repeat(np.arange(n), np.diff(graph.indptr))
+    deg = np.diff(graph.indptr)
+    row = np.repeat(np.arange(n), deg)
     p = alpha[graph.csr_edges] / s[row]
-    cs = np.cumsum(p)
-    row_end = cs[graph.indptr[1:] - 1] if p.size else np.zeros(n)
-    nonempty = np.diff(graph.indptr) > 0
-    prev_end = np.concatenate([[0.0], cs])[graph.indptr[:-1]]
-    out_prob = np.where(nonempty, row_end - prev_end, 0.0)
-    # Row i's slots occupy (i + M_ii, i + 1]; the last one is pinned to i + 1 against round-off.
-    g = row + (1.0 - out_prob[row]) + (cs - prev_end[row])
-    last = graph.indptr[1:][nonempty] - 1
-    g[last] = row[last] + 1.0
+    # Row-local running sums, position by position (sequential within each row, as a node adds them).
+    cum = np.empty_like(p)
+    acc = np.zeros(n)
+    for q in range(int(deg.max()) if n else 0):
+        has = deg > q
+        slot = graph.indptr[:-1][has] + q
+        acc[has] = acc[has] + p[slot]
+        cum[slot] = acc[has]
+    stay = 1.0 - acc
+    bound = stay[row] + cum
     src = np.repeat(np.arange(n), counts)
-    u = rng.random(total)
-    moving = u >= 1.0 - out_prob[src]
-    walkers = src[moving]
-    slots = np.searchsorted(g, walkers + u[moving], side="right")
-    # i + u can round up to i + 1 (u within half an ulp of 1 - i's fraction), which searchsorted
-    # places in row i + 1; the draw belongs to row i's last slot, whose interval ends at i + 1.
-    slots = np.minimum(slots, graph.indptr[walkers + 1] - 1)
+    if draws is None:
+        k = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        draws = counter_uniform(key, step, token_index(src, kind, k))
+    u = np.asarray(draws, dtype=np.float64)
+    moving = u >= stay[src]
+    walkers, uw = src[moving], u[moving]
+    # The first slot of the walker's row with a boundary above u; the last slot's boundary is 1.
+    slots = graph.indptr[walkers].copy()
+    for q in range(int(deg.max()) - 1 if n else 0):
+        ok = deg[walkers] - 1 > q
+        idx = np.where(ok, graph.indptr[walkers] + q, 0)
+        slots += ok & (bound[idx] <= uw)
     slot_moves = np.bincount(slots, minlength=graph.indptr[-1]).astype(np.int64)
     new = np.bincount(src[~moving], minlength=n) + np.bincount(graph.indices[slots], minlength=n)
     return new.astype(np.int64), slot_moves
@@ -137,6 +154,7 @@ class RandomWalk(HeterogeneousDiffusion):
     paper = f"{PAPER}, Sec. 3"
     randomized = True
     may_go_negative = True
+    exchange_rounds = 2  # per-node form: (load, degree, estimate), then the token moves
     params = COMMON_PARAMS + (
         Param("switch", str, "error", "when phase 2 starts: error (estimate's max error <= switch_tol), local "
               "(every edge's weighted estimate difference <= switch_tol) or step (at switch_step)", SWITCH_RULES),
@@ -161,11 +179,14 @@ class RandomWalk(HeterogeneousDiffusion):
         self.series = {"marked": [], "negative": [], "estimate_l2_error": [], "estimate_max_weighted_load": []}
         self.overdraw_events = 0
         self.annihilated = 0
+        # The walk's coins: counter_uniform(key, t, token_index(i, kind, k)) (see walk_tokens).
+        self._key = stream_key(rng)
+        self._oracle = None  # the node form's termination oracle, built on first use
         self.initial_marked = self.initial_negative = 0
         # Numba path: coefficients and row offsets, cached per graph object; scratch buffers.
-        self._deg_graph = self._coefs = self._prev_graph = None
+        self._deg_graph = self._coefs = None
         self._unit_speeds = bool(np.all(self._s == 1.0))
-        self._xw = self._xe = self._outflow = self._prev = None
+        self._xw = self._xe = self._outflow = None
         self._walk_bufs = None
         self._load_bufs = None
         ideal = self._total * self._s / self._s.sum()
@@ -209,9 +230,7 @@ class RandomWalk(HeterogeneousDiffusion):
         self.switch_at = t
         self.phase = 2
         if self._fast():
-            # The phase-1 scratch is no longer needed; its memory holds the row offsets of the walk.
-            self._prev, self._prev_graph = self._xe, None
-            self._xw = self._xe = None
+            self._xw = self._xe = None  # the phase-1 scratch is no longer needed
 
     def _record_estimate(self):
         e = self.estimate - self.ideal
@@ -308,11 +327,6 @@ class RandomWalk(HeterogeneousDiffusion):
     def _mrws_fast(self, t, graph, coefs, loads):
         """One main random walk step in :func:`mrws_step` (same coins and counts as :meth:`_mrws`)."""
         n = graph.n
-        if self._prev is None or self._prev.shape[0] != n:
-            self._prev = np.empty(n)
-        if graph is not self._prev_graph:
-            row_offsets(graph.indptr, graph.indices, graph.csr_edges, *coefs, self.options["c"], self._s, self._prev)
-            self._prev_graph = graph
         b = self._walk_bufs
         walkers = self.initial_marked + self.initial_negative  # annihilation only lowers the count
         maxdeg = int(np.diff(graph.indptr).max()) if n else 0
@@ -325,7 +339,7 @@ class RandomWalk(HeterogeneousDiffusion):
         out = self._out_buffer(loads)
         moved, messages, overdraws, gone, left_m, left_n = mrws_step(
             graph.indptr, graph.indices, graph.csr_edges, graph.u, graph.v, *coefs, self.options["c"], self._s,
-            self._prev, self._rng, self.marked, self.negative, b["new_m"], b["new_n"], loads, out, self._outflow,
+            self._key, t, self.marked, self.negative, b["new_m"], b["new_n"], loads, out, self._outflow,
             b["need"], b["net"], b["g"])
         self.overdraw_events += int(overdraws)
         self.annihilated += int(gone)
@@ -357,8 +371,8 @@ class RandomWalk(HeterogeneousDiffusion):
 
     def _mrws(self, t, graph, alpha, loads):
         """One main random walk step: every marked and negative token walks once, then annihilation."""
-        new_marked, marked_moves = walk_tokens(self.marked, graph, alpha, self._s, self._rng)
-        new_negative, negative_moves = walk_tokens(self.negative, graph, alpha, self._s, self._rng)
+        new_marked, marked_moves = walk_tokens(self.marked, graph, alpha, self._s, self._key, t, 0)
+        new_negative, negative_moves = walk_tokens(self.negative, graph, alpha, self._s, self._key, t, 1)
         # Real tokens: a marked token i -> j moves a token i -> j; a negative token i -> j moves one j -> i.
         sign = _slot_signs(graph)
         flows = np.bincount(graph.csr_edges, weights=sign * (marked_moves - negative_moves),
@@ -383,6 +397,17 @@ class RandomWalk(HeterogeneousDiffusion):
 
     def is_stable(self, graph, loads):
         return self.phase == 3
+
+    # ------------------------------------------------------------------ per-node form
+    # See :mod:`._heterogeneous_random_walk_node` (what one node does; the termination oracle).
+    def publish(self, rnd, t, node, view):
+        return node_publish(self, rnd, t, node, view)
+
+    def decide(self, t, node, view):
+        return node_decide(self, t, node, view)
+
+    def _node_phase(self, t):
+        return node_phase_oracle(self, t)
 
     def report(self):
         return {

@@ -15,19 +15,16 @@ Two hot loops, each the exact counterpart of the numpy reference in
   operation. The estimate's squared error is summed serially (numpy sums pairwise), so the
   reported l2 error may differ from the reference in the last bits; its max error (the ``error``
   switch rule) is exact.
-* :func:`mrws_step` -- phase 2: one main random walk step (MRWS) of every marked, then every
-  negative token, with the same uniform draws in the same order as the reference (one
-  ``rng.random()`` per token, tokens in node order, marked before negative), then the real-token
-  flows, the overdraw count and annihilation. A moving token on node i picks the first slot whose
-  cumulative boundary ``g_k = (i + M_ii) + (cs_k - cs_{start(i)})`` exceeds ``i + u``, where ``cs``
-  is the *global* running sum of the slot probabilities ``c_ij / s_i`` (as ``np.cumsum`` in the
-  reference): :func:`row_offsets` stores ``cs`` at each row start once per graph, after which
-  each row's boundaries are recomputed exactly with ``deg(i)`` additions. One departure: when
-  ``i + u`` rounds up to ``i + 1`` (a draw within half an ulp of ``i`` below 1, probability about
-  ``2**(k - 53)`` per moving token on nodes ``2**k <= i < 2**(k+1)``, e.g. ``2**-34`` at
-  ``i ~ 10**6``), the reference's global ``searchsorted`` lands in row ``i + 1`` (a move along a
-  slot of another node; an IndexError on the last node); here the token takes row i's last slot,
-  whose interval ``(g_{last-1}, i + 1]`` that draw belongs to.
+* :func:`mrws_step` -- phase 2: one main random walk step (MRWS) of every marked and every
+  negative token, then the real-token flows, the overdraw count and annihilation. Coins are
+  counter-based: token k of kind ``kind`` (0 marked, 1 negative) on node i draws
+  ``u = counter_uniform(key, t, token_index(i, kind, k))``, so the numpy reference, this kernel
+  and the per-node rule (:mod:`._heterogeneous_random_walk_node`) draw the same coins in any
+  order, and a node needs nothing but its own counts to draw them. The token stays when
+  ``u < M_ii = 1 - out_i`` and otherwise takes the first slot whose boundary
+  ``M_ii + cum_k`` exceeds u (``cum_k``: row i's slot probabilities ``c_ij / s_i`` summed from 0
+  in slot order, ``out_i`` their total; the last boundary pinned to 1): every quantity is local
+  to node i, and the three implementations do the same additions in the same order.
 """
 
 from __future__ import annotations
@@ -35,40 +32,22 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["fos_pair_step", "edge_gap", "row_offsets", "mrws_step"]
+from ._diffusion_kernels import _step_base, _uniform
+
+__all__ = ["fos_pair_step", "edge_gap", "mrws_step", "token_index"]
 
 
-@numba.njit(cache=True, nogil=True)
-def _row_cumsum(i, cs, indptr, indices, csr_edges, a0, inv, deg, caps, c, s, buf):
-    """Add row i's slot probabilities ``c_ij / s_i`` to the running sum ``cs`` one by one.
+def token_index(node, kind, k):
+    """The counter index of token ``k`` (0-based, in the node's count) of ``kind`` (0 marked,
+    1 negative) on ``node``: ``node * 2**32 + kind * 2**31 + k``.
 
-    Writes each partial sum to ``buf`` (when it has room) and returns the final sum. ``c_ij`` has
-    the bits of the reference's ``edge_coefficients``: with capacities ``cap / (c max(d_i, d_j))``
-    literally; without, ``min(inv_i, inv_j)`` with ``inv_i = 1 / (c d_i)``, equal to
-    ``1 / (c max(d_i, d_j))`` bit for bit (multiplying by ``c > 0`` and ``1/x`` are monotone under
-    rounding); ``a0`` when every ``inv_i`` is the same (regular graphs; ``inv`` is empty).
+    Collision-free while a node holds fewer than ``2**31`` walking tokens of a kind and
+    ``n < 2**32``; vectorised over numpy arrays (uint64) and exact for Python ints.
     """
-    a = indptr[i]
-    b = indptr[i + 1]
-    si = s[i]
-    room = buf.shape[0] >= b - a
-    if caps.shape[0] > 0:
-        for k in range(a, b):
-            cs = cs + caps[csr_edges[k]] / (c * max(deg[i], deg[indices[k]])) / si
-            if room:
-                buf[k - a] = cs
-    elif inv.shape[0] > 0:
-        for k in range(a, b):
-            cs = cs + min(inv[i], inv[indices[k]]) / si
-            if room:
-                buf[k - a] = cs
-    else:
-        p = a0 / si
-        for k in range(a, b):
-            cs = cs + p
-            if room:
-                buf[k - a] = cs
-    return cs
+    if isinstance(node, np.ndarray):
+        return (node.astype(np.uint64) << np.uint64(32)) | (np.uint64(kind) << np.uint64(31)) | np.asarray(
+            k, dtype=np.uint64)
+    return (int(node) << 32) | (int(kind) << 31) | int(k)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -187,44 +166,31 @@ def edge_gap(indptr, indices, est, s, x):
 
 
 @numba.njit(cache=True, nogil=True)
-def row_offsets(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev):
-    """``prev[i]``: the running sum of the slot probabilities ``c_ij / s_i`` before row i.
-
-    The same sequential sum as ``np.cumsum`` over all CSR slots in the reference, so each row's
-    boundaries can be rebuilt bit for bit from ``prev[i]`` alone.
-    """
-    n = s.shape[0]
-    cs = 0.0
-    nobuf = np.zeros(0)
-    for i in range(n):
-        prev[i] = cs
-        cs = _row_cumsum(i, cs, indptr, indices, csr_edges, a0, inv, deg, caps, c, s, nobuf)
-    return cs
-
-
-@numba.njit(cache=True, nogil=True)
-def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, counts, new, rng, real, net, need,
+def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, base, kind, counts, new, real, net, need,
           need_at_target, g):
     """Every token in ``counts`` takes one step by M; arrivals are added to ``new`` (zeroed by the caller).
 
-    A token moving i -> j moves ``real`` (+1 marked, -1 negative) real tokens i -> j: ``net[e]``
-    (positive from ``u`` to ``v``) changes, and ``need`` counts the tokens the sender of the real
-    move must give (at i for marked, at j for negative tokens). Returns the number of moves.
+    Token k of node i (``kind`` 0 marked, 1 negative) draws ``counter_uniform(key, t, index)`` with
+    ``index = token_index(i, kind, k)`` (``base`` is the step's part of the hash): a pure function
+    of the node's own state, so a node computes its tokens' coins alone. A token moving i -> j
+    moves ``real`` (+1 marked, -1 negative) real tokens i -> j: ``net[e]`` (positive from ``u`` to
+    ``v``) changes, and ``need`` counts the tokens the sender of the real move must give (at i for
+    marked, at j for negative tokens). Returns the number of moves.
     """
     n = counts.shape[0]
     moves = 0
     has_caps = caps.shape[0] > 0
     has_inv = inv.shape[0] > 0
+    hi = np.uint64(kind) << np.uint64(31)
     for i in range(n):
         ci = counts[i]
         if ci == 0:
             continue
         a = indptr[i]
         b = indptr[i + 1]
-        p0 = prev[i]
         si = s[i]
-        # Row i's cumulative probabilities from the global running sum at its start (see row_offsets).
-        cs = p0
+        # Row i's cumulative slot probabilities c_ij / s_i, summed from 0 in slot order (local to i).
+        cs = 0.0
         if has_caps:
             for k in range(a, b):
                 cs = cs + caps[csr_edges[k]] / (c * max(deg[i], deg[indices[k]])) / si
@@ -238,26 +204,22 @@ def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, counts, ne
             for k in range(a, b):
                 cs = cs + pk
                 g[k - a] = cs
-        out_prob = cs - p0 if b > a else 0.0
-        stay = 1.0 - out_prob
-        fi = np.float64(i)
-        base = fi + stay
-        # The reference's boundaries g_k = (i + M_ii) + (cs_k - cs_start); the last is pinned to
-        # i + 1 (so only the first deg - 1 are compared). Non-decreasing, so the first slot with
-        # g_k > key is a + (the number of g_k <= key): counted without a branch.
+        stay = 1.0 - cs
+        # Boundaries b_k = M_ii + cum_k; the last is pinned to 1 (only the first deg - 1 are
+        # compared). Non-decreasing, so the first slot with b_k > u is a + #(b_k <= u), no branch.
         last = b - a - 1
         for q in range(last):
-            g[q] = base + (g[q] - p0)
+            g[q] = stay + g[q]
         stays = 0
-        for _ in range(ci):
-            u = rng.random()
+        node_bits = (np.uint64(i) << np.uint64(32)) | hi
+        for t in range(ci):
+            u = _uniform(base, node_bits | np.uint64(t))
             if u < stay:
                 stays += 1
                 continue
-            key = fi + u
             k = a
             for q in range(last):
-                k += g[q] <= key
+                k += g[q] <= u
             j = indices[k]
             new[j] += 1
             e = csr_edges[k]
@@ -275,7 +237,7 @@ def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, counts, ne
 
 
 @numba.njit(cache=True, nogil=True)
-def mrws_step(indptr, indices, csr_edges, u, v, a0, inv, deg, caps, c, s, prev, rng, marked, negative, new_m, new_n,
+def mrws_step(indptr, indices, csr_edges, u, v, a0, inv, deg, caps, c, s, key, step, marked, negative, new_m, new_n,
               loads, out, outflow, need, net, g):
     """One main random walk step (Sec. 3): walks, real-token flows, overdraw count, annihilation.
 
@@ -297,8 +259,9 @@ def mrws_step(indptr, indices, csr_edges, u, v, a0, inv, deg, caps, c, s, prev, 
         need[i] = 0
         outflow[i] = 0
         out[i] = loads[i]
-    mm = _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, marked, new_m, rng, 1, net, need, False, g)
-    nm = _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, prev, negative, new_n, rng, -1, net, need, True, g)
+    base = _step_base(np.uint64(key), np.uint64(step))
+    mm = _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, base, 0, marked, new_m, 1, net, need, False, g)
+    nm = _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, base, 1, negative, new_n, -1, net, need, True, g)
     moved = 0
     for e in range(u.shape[0]):
         f = np.int64(net[e])
