@@ -140,9 +140,15 @@ class RandomWalk(HeterogeneousDiffusion):
     both kinds walk by M and annihilate when they meet, until no marked token is left.
 
     ``kernel=numba`` (default) runs both phases in the loops of
-    :mod:`._heterogeneous_random_walk_kernels` (same loads, counts and coins as the reference; see
-    that module for the two rounding-level details); ``kernel=numpy`` is the reference. With numba,
-    ``marked`` and ``negative`` are empty arrays until phase 2 starts.
+    :mod:`._heterogeneous_random_walk_kernels` (same loads, counts and coins as the reference);
+    ``kernel=numpy`` is the reference. With numba, ``marked`` and ``negative`` are empty arrays
+    until phase 2 starts. The walk's coins are counter-based: token k of kind ``kind`` (0 marked,
+    1 negative) on node i draws ``counter_uniform(key, t, token_index(i, kind, k))``.
+
+    Per-node form (:mod:`._heterogeneous_random_walk_node`, two exchange rounds): what node i
+    does with its load, estimate and walking tokens given its neighbours' messages; the phase of
+    each step (the global switch rules and the end of phase 2, left by the paper to termination
+    detection) comes from a termination oracle on the engine side.
 
     References
     ----------
