@@ -29,8 +29,8 @@ ends (no marked token anywhere). The paper delegates both to "the usual terminat
 algorithms" (Sec. 3) and does not count their time; the kernel, likewise, decides them at once.
 The node form takes them from a *termination oracle*: the protocol object runs a vectorised copy
 of the same run (same graph, parameters and coin key; every node reports its initial load to it
-when it starts) and tells every node the phase of step t. It stands for the detection algorithm only: the loads, estimates, targets, coins,
-walks and annihilations are computed by each node from its own messages, and a node that is
+when it starts) and tells every node the phase of step t. It stands for the detection algorithm
+only: the loads, estimates, targets, coins, walks and annihilations are computed by each node from its own messages, and a node that is
 told phase 2 is over while it still holds a marked token raises. ``switch=step`` needs no oracle
 for the switch (``t >= switch_step``), only for the end of phase 2. The node form runs on the
 static graph of ``run_node_rules``.
@@ -191,5 +191,6 @@ def node_phase_oracle(protocol, t: int) -> int:
     if rule == "step" and phase != 3:
         # The switch of the step rule is local: every node knows t and switch_step.
         local = 1 if t < protocol.options["switch_step"] else 2
-        assert local == phase, "termination oracle disagrees with the step rule"
+        if local != phase:
+            raise RuntimeError(f"random-walk: the termination oracle disagrees with switch=step at step {t}")
     return phase
