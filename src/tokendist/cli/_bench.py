@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..experiments._bench import DEFAULT_BENCH_GRAPHS, bench
 from ._app import Command, command
-from ._common import positive_int
+from ._common import parse_key_values, positive_int
 from ._output import print_json, progress_bar, table
 
 __all__ = ["BenchCommand"]
@@ -22,6 +22,8 @@ class BenchCommand(Command):
         p.add_argument("--steps", type=positive_int, default=5, help="timed steps per case (median reported)")
         p.add_argument("--naive-graph", default="torus:100x100", help="graph for the naive networkx reference")
         p.add_argument("--timeout", type=positive_int, default=300, help="seconds allowed per case (default 300)")
+        p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                       help="protocol parameter for the protocols that declare it (repeatable), e.g. threads=2")
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
@@ -29,7 +31,8 @@ class BenchCommand(Command):
         # Split "a;b" and also "a,b" where a comma separates whole specs (spec arguments use commas too).
         algos = [a.strip() for a in args.algos.split(",")] if args.algos else None
         with progress_bar("bench", None, enabled=not args.json) as update:
-            rows, naive = bench(graphs, algos, steps=args.steps, naive_graph=args.naive_graph,
+            rows, naive = bench(graphs, algos, steps=args.steps, params=parse_key_values(args.param),
+                                naive_graph=args.naive_graph,
                                 timeout=args.timeout, progress=update)
         if args.json:
             print_json({"naive_ns_per_edge_step": naive, "naive_graph": args.naive_graph,

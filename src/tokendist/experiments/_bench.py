@@ -5,8 +5,9 @@ step that also compiles numba kernels) and reports nanoseconds per edge-step; in
 times the deliberately naive reference — the multi-port rule as a Python loop over a networkx
 adjacency on a smaller torus — and reports the ratio. Timings on a shared 2-core machine vary up
 to 2x between runs (../shared/PERFORMANCE.md): compare within one run, quote medians. Next to the
-wall time it reports the stepping thread's CPU time, which does not count the waits for a core
-another process holds (the kernels are serial, so on a quiet machine the two agree). Memory per
+wall time it reports the process's CPU time (all its threads), which does not count the waits for
+a core another process holds: for a serial kernel on a quiet machine the two agree; a kernel run
+on k threads (``--param threads=k``) shows up to k times more CPU than wall time. Memory per
 edge counts the graph's arrays, the input and output loads, the protocol's arrays and the peak a
 step allocates on top.
 """
@@ -68,8 +69,8 @@ class BenchRow:
     reset_seconds: float | None
     note: str = ""
     transient_bytes_per_edge: float | None = None
-    #: CPU time of the stepping thread: on a shared machine, wall time also counts the waits for a
-    #: core another process holds; for the serial kernels CPU time is what a quiet machine's wall
+    #: CPU time of the process (all threads): on a shared machine, wall time also counts the waits
+    #: for a core another process holds; for a serial kernel CPU time is what a quiet machine's wall
     #: time would be.
     cpu_ns_per_edge_step: float | None = None
 
@@ -135,20 +136,26 @@ def _transient_bytes(step) -> int:
     return max(traced, rss, 0)
 
 
-def _measure_case(name, g, loads, steps, seed, conn):
+def _measure_case(name, g, loads, steps, seed, conn, params=None):
     """Runs in a forked child: reset, one warm-up step, then ``steps`` timed steps."""
     note = ""
     try:
-        proto = make_protocol(name)
+        # Parameters apply to the protocols that declare them (e.g. ``threads`` for the kernels
+        # that have a parallel variant); the others run with their defaults.
+        declared = {p.name for p in PROTOCOLS.get(name).params}
+        own = {k: v for k, v in (params or {}).items() if k in declared}
+        if own:
+            note = ", ".join(f"{k}={v}" for k, v in own.items())
+        proto = make_protocol(name, own)
         try:
             proto.check_graph(g)
         except TokendistError:
             # Tree protocols run on a general graph through their spanning-tree option.
             if "spanning_tree" not in {p.name for p in proto.params}:
                 raise
-            proto = make_protocol(name, {"spanning_tree": "bfs"})
+            proto = make_protocol(name, {**own, "spanning_tree": "bfs"})
             proto.check_graph(g)
-            note = "on a BFS spanning tree"
+            note = ", ".join(filter(None, ["on a BFS spanning tree", note]))
         w = loads.astype(np.float64) if proto.divisible else loads.copy()
         t0 = time.perf_counter()
         proto.reset(g, w.copy(), stream(seed, "protocol"))
@@ -156,9 +163,9 @@ def _measure_case(name, g, loads, steps, seed, conn):
         w = proto.step(0, g, w).loads.copy()  # warm-up: numba compilation, caches
         times, cpu_times = [], []
         for t in range(1, steps + 1):
-            t1, c1 = time.perf_counter(), time.thread_time()
+            t1, c1 = time.perf_counter(), time.process_time()
             out = proto.step(t, g, w)
-            cpu_times.append(time.thread_time() - c1)
+            cpu_times.append(time.process_time() - c1)
             times.append(time.perf_counter() - t1)
             w = out.loads.copy() if out.loads is w else out.loads
         # One more step measures what a step allocates. Memory = graph + the input and output
@@ -182,7 +189,7 @@ def _measure_case(name, g, loads, steps, seed, conn):
         conn.close()
 
 
-def bench(graphs=DEFAULT_BENCH_GRAPHS, algos=None, *, steps: int = 5, seed: int = 0,
+def bench(graphs=DEFAULT_BENCH_GRAPHS, algos=None, *, steps: int = 5, seed: int = 0, params=None,
           naive_graph: str = "torus:100x100", timeout: float = 300.0, progress=None) -> tuple[list[BenchRow], float]:
     """Time ``steps`` synchronous steps of each protocol on each graph.
 
@@ -209,7 +216,7 @@ def bench(graphs=DEFAULT_BENCH_GRAPHS, algos=None, *, steps: int = 5, seed: int 
             if progress is not None:
                 progress(k, total)
             parent, child = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_measure_case, args=(name, g, loads, steps, seed, child))
+            proc = ctx.Process(target=_measure_case, args=(name, g, loads, steps, seed, child, params))
             proc.start()
             child.close()
             result = parent.recv() if parent.poll(timeout) else None
