@@ -153,3 +153,10 @@ def test_compare_offline_ratio_is_at_least_one_for_token_protocols(capsys):
     assert ratios, d["rows"]
     # Lemma 6.3's optimum bounds every algorithm that moves at most one token per edge per step.
     assert all(x >= 1 for x in ratios)
+
+
+def test_bench_passes_params_to_the_protocols_that_declare_them(capsys):
+    d = _json(capsys, ["bench", "--graphs", "torus:6x6", "--algos", "multi-port,diffusion", "--naive-graph", "torus:4x4",
+                       "--steps", "1", "--param", "threshold=3", "--json"])
+    notes = {r["algorithm"]: r["note"] for r in d["rows"]}
+    assert notes == {"multi-port": "threshold=3", "diffusion": ""}
