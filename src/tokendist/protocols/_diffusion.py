@@ -35,6 +35,7 @@ from ..errors import TokendistError
 from ..graphs import biconnected_supergraph, orientation_sources_sinks, st_orientation
 from ._diffusion_kernels import (COIN_BLOCK, RANDOM_FRACTION, SNAP, counter_uniform_nb, diffuse_step, reciprocal,
                                  rounded_step)
+from ._diffusion_parallel import diffuse_step_parallel, rounded_step_parallel, set_threads
 from ._diffusivity import MATRIX_SPECS, default_diffusivity, diagonal, diffusion_matrix, diffusivity
 
 __all__ = ["Diffusion", "DiffusionFloor", "DiffusionCeil", "DiffusionRandom", "DiffusionOriented",
@@ -60,6 +61,17 @@ _MATRIX_PARAMS = (
     Param("min_diag", number, 0.5, "lower bound required of every P_ii (Sec. 2: 1/2; 'any positive constant will "
           "do'); a decimal or a fraction such as 1/3"),
 )
+_THREADS_PARAM = Param("threads", int, 1, "numba threads of the kernel=numba step: 1 runs the serial kernel; k > 1 "
+                       "a parallel one over blocks of rows (same results; opt-in, since it is slower when the "
+                       "cores are busy)")
+
+
+def _threads(options, name: str) -> int:
+    """The validated ``threads`` option (>= 1)."""
+    k = options["threads"]
+    if k < 1:
+        raise TokendistError(f"{name}: threads={k}: need at least 1")
+    return k
 
 
 # The fast kernels live in _diffusion_kernels (numba); this module keeps the numpy reference
@@ -198,10 +210,12 @@ class Diffusion(_DiffusionBase):
     params = _MATRIX_PARAMS + (
         Param("kernel", str, "numba", "numba (fused per-node CSR loop) or numpy (scipy SpMV and edge flows, the "
               "reference)", ("numba", "numpy")),
+        _THREADS_PARAM,
     )
 
     def reset(self, graph, loads, rng):
         self._graph = graph
+        self._threads = _threads(self.options, self.name)
         fast = self.options["kernel"] == "numba"
         alpha = self._coefficients(graph)
         self._P = None
@@ -227,8 +241,12 @@ class Diffusion(_DiffusionBase):
             return Step(new, moved=float(np.abs(flows).sum()), messages=2 * graph.m, flows=flows)
         new = self._out if self._out is not loads else np.empty_like(loads)
         loads = np.ascontiguousarray(loads, dtype=np.float64)
-        moved = diffuse_step(graph.indptr, _unsigned(graph.indices), self._coef, self._diag, loads,
-                             _regular_degree(graph), new, self._outflow)
+        kernel = diffuse_step
+        if self._threads > 1:
+            set_threads(self._threads)
+            kernel = diffuse_step_parallel  # same loads bit for bit; moved may differ in the last bits
+        moved = kernel(graph.indptr, _unsigned(graph.indices), self._coef, self._diag, loads,
+                       _regular_degree(graph), new, self._outflow)
         self._out = loads  # ping-pong buffers: the next step writes over this step's input
         return Step(new, moved=float(moved), messages=2 * graph.m, outflow=self._outflow)
 
@@ -253,9 +271,11 @@ class _RoundedDiffusion(_DiffusionBase):
     rounding = "floor"
     params = _MATRIX_PARAMS + (
         Param("kernel", str, "numba", "numba (per-node CSR loop) or numpy (edge-wise reference)", ("numba", "numpy")),
+        _THREADS_PARAM,
     )
 
     def reset(self, graph, loads, rng):
+        self._threads = _threads(self.options, self.name)
         self._setup(graph, rng)
         g = self.h
         fast = self.options["kernel"] == "numba"
@@ -331,6 +351,11 @@ class _RoundedDiffusion(_DiffusionBase):
         mode = self._mode
         if mode == _RANDOM and self.options.get("coin", "pij") == "fraction":
             mode = RANDOM_FRACTION
+        if self._threads > 1:
+            set_threads(self._threads)
+            return rounded_step_parallel(h.indptr, _unsigned(h.indices), _unsigned(h.csr_edges), self._coef,
+                                         self._along_slot, self._heads, loads, mode, np.uint64(self._key),
+                                         np.uint64(t & _MASK64), self._hop_extra, self._degree, self._q, out, outflow)
         return rounded_step(h.indptr, _unsigned(h.indices), _unsigned(h.csr_edges), self._coef, self._along_slot,
                             self._heads, loads, mode,
                             np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._coin_buf,

@@ -118,11 +118,12 @@ def head_threshold(p: float) -> int:
 
 # ---------------------------------------------------------------------- continuous diffusion
 @numba.njit(cache=True, nogil=True, inline="always")
-def _diffuse_general(indptr, indices, coef, diag, loads, out, outflow):
+def _diffuse_general(indptr, indices, coef, diag, loads, i0, i1, out, outflow):
+    # Rows i0..i1-1 (the serial kernel passes all rows, the parallel one a block).
     scalar = coef.shape[0] == 1
     same_diag = diag.shape[0] == 1
     moved = 0.0
-    for i in range(loads.shape[0]):
+    for i in range(i0, i1):
         wi = loads[i]
         p_ii = diag[0] if same_diag else diag[i]
         s = 0.0
@@ -146,14 +147,14 @@ def _diffuse_general(indptr, indices, coef, diag, loads, out, outflow):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _diffuse_regular(indices, coef, diag, loads, D, out, outflow):
-    # Row i is slots D*i .. D*i + D - 1. The diagonal's sorted place is after the ``low``
+def _diffuse_regular(indices, coef, diag, loads, D, i0, i1, out, outflow):
+    # Rows i0..i1-1; row i is slots D*i .. D*i + D - 1. The diagonal's sorted place is after the ``low``
     # neighbours below i: counting them first and splitting the row into two loops keeps scipy's
     # order without the per-slot branch of the general loop (1.5-2x faster on rows of 4 and 20).
     scalar = coef.shape[0] == 1
     same_diag = diag.shape[0] == 1
     moved = 0.0
-    for i in range(loads.shape[0]):
+    for i in range(i0, i1):
         wi = loads[i]
         p_ii = diag[0] if same_diag else diag[i]
         base = D * i
@@ -190,11 +191,12 @@ def diffuse_step(indptr, indices, coef, diag, loads, degree, out, outflow):
     ``P_ij`` per CSR slot, or one number for all; ``diag``: ``P_ii`` per node, or one number;
     ``degree``: D > 0 when every row has D slots (then ``indptr`` is not read), else 0.
     """
+    n = loads.shape[0]
     if degree == 4:  # the 2-dimensional torus: a constant trip count that LLVM unrolls
-        return _diffuse_regular(indices, coef, diag, loads, 4, out, outflow)
+        return _diffuse_regular(indices, coef, diag, loads, 4, 0, n, out, outflow)
     if degree > 0:
-        return _diffuse_regular(indices, coef, diag, loads, degree, out, outflow)
-    return _diffuse_general(indptr, indices, coef, diag, loads, out, outflow)
+        return _diffuse_regular(indices, coef, diag, loads, degree, 0, n, out, outflow)
+    return _diffuse_general(indptr, indices, coef, diag, loads, 0, n, out, outflow)
 
 
 # ---------------------------------------------------------------------- rounded diffusion
