@@ -17,6 +17,8 @@ default 2, which with speeds ``>= 1`` gives ``M_ii >= 1/2``, so ``gamma = mu_2``
 (how the given speeds enter M, see :data:`SPEED_SCALES`; default ``raw``); ``adapt_degrees`` (recompute
 ``d_i`` on every step's graph, as Section 4 does on dynamic networks; default true);
 ``allow_invalid`` (run even when M has a negative diagonal; default false: refuse with an error).
+``fos`` and ``fos-floor`` also take ``threads`` (default 1; k > 1 runs the numba step on k threads,
+same results: :mod:`._heterogeneous_parallel`).
 
 All schemes accept a different graph every step (``dynamic = True``): edge failures keep the base
 graph's nodes and speeds; mobility builds a new disc graph. Per-edge state (SOS flows, IOUs) is
@@ -31,6 +33,7 @@ from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_step, fos_real_step,
                                      node_alpha_sums, sos_iou_step, sos_real_step)
+from ._heterogeneous_parallel import THREADS_PARAM, check_threads, fos_floor_step_par, fos_real_step_par, use_threads
 from ._heterogeneous_node import fos_node_flows, node_publish, sos_iou_node_sends, sos_node_flows
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
@@ -217,7 +220,11 @@ class FOS(HeterogeneousDiffusion):
     divisible = True
     exchange_rounds = 1
 
-    params = COMMON_PARAMS + (KERNEL_PARAM,)
+    params = COMMON_PARAMS + (KERNEL_PARAM, THREADS_PARAM)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        check_threads(self.name, self.options["threads"])
 
     def step(self, t, graph, loads):
         if self._fast():
@@ -225,7 +232,8 @@ class FOS(HeterogeneousDiffusion):
             ip, ind, mode, a0, inv, alpha = self._kernel_args(graph)
             # A fresh output array each step: the engine keeps it as the next input (no ping-pong pair).
             out, outflow = np.empty(graph.n), self._outflow_buffer(graph.n, np.float64)
-            moved = fos_real_step(ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
+            kernel = fos_real_step_par if use_threads(self.name, self.options["threads"]) else fos_real_step
+            moved = kernel(ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
             return Step(out, moved=float(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
         y = fos_flows(graph, alpha, self._s, loads)
@@ -256,14 +264,19 @@ class FOSFloor(HeterogeneousDiffusion):
     paper = f"{PAPER}, Sec. 1 and 4"
     exchange_rounds = 1
 
-    params = COMMON_PARAMS + (KERNEL_PARAM,)
+    params = COMMON_PARAMS + (KERNEL_PARAM, THREADS_PARAM)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        check_threads(self.name, self.options["threads"])
 
     def step(self, t, graph, loads):
         if self._fast():
             loads = np.ascontiguousarray(loads, dtype=np.int64)
             ip, ind, mode, a0, inv, alpha = self._kernel_args(graph)
             out, outflow = np.empty(graph.n, np.int64), self._outflow_buffer(graph.n, np.int64)
-            moved = fos_floor_step(ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
+            kernel = fos_floor_step_par if use_threads(self.name, self.options["threads"]) else fos_floor_step
+            moved = kernel(ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
             return Step(out, moved=int(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
         y = np.trunc(fos_flows(graph, alpha, self._s, loads))

@@ -26,6 +26,8 @@ from ..errors import TokendistError
 from ._local_balancing_kernels import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, ds_step_indexed,
                                        ds_step_nodes, multi_port_step, single_port_counter_step,
                                        single_port_geometric_step)
+from ._local_balancing_parallel import multi_port_step_par
+from ._heterogeneous_parallel import THREADS_PARAM, check_threads, use_threads
 
 __all__ = ["MultiPort", "SinglePort", "DynamicSynchronous", "AsyncMultiPort", "multi_port_flows",
            "single_port_flows", "single_port_selection_probability"]
@@ -65,7 +67,12 @@ class MultiPort(Protocol):
     model = "multi-port"
     exchange_rounds = 1
     params = (Param("threshold", int, 0, "difference that moves a token; 0 means 2d + 1 (the paper's rule)"),
-              Param("kernel", str, "numba", "numba (fast) or numpy (reference)", ("numba", "numpy")))
+              Param("kernel", str, "numba", "numba (fast) or numpy (reference)", ("numba", "numpy")),
+              THREADS_PARAM)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        check_threads(self.name, self.options["threads"])
 
     def reset(self, graph, loads, rng):
         t = self.options["threshold"]
@@ -78,7 +85,11 @@ class MultiPort(Protocol):
             return Step(_apply_flows(graph, loads, flows), moved=int(np.abs(flows).sum()), messages=2 * graph.m,
                         flows=flows)
         out = self._out if self._out is not loads else np.empty_like(loads)
-        moved = multi_port_step(graph.u, graph.v, loads, self.threshold, out)
+        if use_threads(self.name, self.options["threads"]):
+            # Rows over threads: the per-node CSR form of the same rule (_local_balancing_parallel).
+            moved = multi_port_step_par(graph.indptr, graph.indices, loads, self.threshold, out)
+        else:
+            moved = multi_port_step(graph.u, graph.v, loads, self.threshold, out)
         self._out = loads  # ping-pong buffers: the engine copies nothing
         return Step(out, moved=int(moved), messages=2 * graph.m)
 
