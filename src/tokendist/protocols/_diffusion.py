@@ -35,7 +35,7 @@ from ..errors import TokendistError
 from ..graphs import biconnected_supergraph, orientation_sources_sinks, st_orientation
 from ._diffusion_kernels import (COIN_BLOCK, RANDOM_FRACTION, SNAP, counter_uniform_nb, diffuse_step, reciprocal,
                                  rounded_step)
-from ._diffusion_parallel import diffuse_step_parallel, rounded_step_parallel, set_threads
+from ._diffusion_parallel import diffuse_step_parallel, rounded_step_parallel, run_parallel
 from ._diffusivity import MATRIX_SPECS, default_diffusivity, diagonal, diffusion_matrix, diffusivity
 
 __all__ = ["Diffusion", "DiffusionFloor", "DiffusionCeil", "DiffusionRandom", "DiffusionOriented",
@@ -241,12 +241,12 @@ class Diffusion(_DiffusionBase):
             return Step(new, moved=float(np.abs(flows).sum()), messages=2 * graph.m, flows=flows)
         new = self._out if self._out is not loads else np.empty_like(loads)
         loads = np.ascontiguousarray(loads, dtype=np.float64)
-        kernel = diffuse_step
-        if self._threads > 1:
-            set_threads(self._threads)
-            kernel = diffuse_step_parallel  # same loads bit for bit; moved may differ in the last bits
-        moved = kernel(graph.indptr, _unsigned(graph.indices), self._coef, self._diag, loads,
-                       _regular_degree(graph), new, self._outflow)
+        args = (graph.indptr, _unsigned(graph.indices), self._coef, self._diag, loads, _regular_degree(graph), new,
+                self._outflow)
+        if self._threads > 1:  # same loads bit for bit; moved may differ in the last bits
+            moved = run_parallel(diffuse_step_parallel, self._threads, *args)
+        else:
+            moved = diffuse_step(*args)
         self._out = loads  # ping-pong buffers: the next step writes over this step's input
         return Step(new, moved=float(moved), messages=2 * graph.m, outflow=self._outflow)
 
@@ -352,10 +352,10 @@ class _RoundedDiffusion(_DiffusionBase):
         if mode == _RANDOM and self.options.get("coin", "pij") == "fraction":
             mode = RANDOM_FRACTION
         if self._threads > 1:
-            set_threads(self._threads)
-            return rounded_step_parallel(h.indptr, _unsigned(h.indices), _unsigned(h.csr_edges), self._coef,
-                                         self._along_slot, self._heads, loads, mode, np.uint64(self._key),
-                                         np.uint64(t & _MASK64), self._hop_extra, self._degree, self._q, out, outflow)
+            return run_parallel(rounded_step_parallel, self._threads, h.indptr, _unsigned(h.indices),
+                                _unsigned(h.csr_edges), self._coef, self._along_slot, self._heads, loads, mode,
+                                np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._degree, self._q,
+                                out, outflow)
         return rounded_step(h.indptr, _unsigned(h.indices), _unsigned(h.csr_edges), self._coef, self._along_slot,
                             self._heads, loads, mode,
                             np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._coin_buf,
