@@ -59,6 +59,11 @@ class MultiPort(Protocol):
     References
     ----------
     B. Ghosh et al., Tight analyses of two local load balancing algorithms, CMU-CS-95-131, Sec. 1.1, 3.2.
+
+    Notes
+    -----
+    ``threads=k`` (k > 1) runs the step as a per-node CSR row loop on k numba threads
+    (:mod:`._local_balancing_parallel`): same loads and tokens moved, bit for bit.
     """
 
     name = "multi-port"
