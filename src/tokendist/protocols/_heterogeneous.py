@@ -33,7 +33,8 @@ from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_step, fos_real_step,
                                      node_alpha_sums, sos_iou_step, sos_real_step)
-from ._heterogeneous_parallel import THREADS_PARAM, check_threads, fos_floor_step_par, fos_real_step_par, use_threads
+from ._heterogeneous_parallel import (THREADS_PARAM, check_threads, fos_floor_step_par, fos_real_step_par, run_rows,
+                                      use_threads)
 from ._heterogeneous_node import fos_node_flows, node_publish, sos_iou_node_sends, sos_node_flows
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
@@ -232,8 +233,11 @@ class FOS(HeterogeneousDiffusion):
             ip, ind, mode, a0, inv, alpha = self._kernel_args(graph)
             # A fresh output array each step: the engine keeps it as the next input (no ping-pong pair).
             out, outflow = np.empty(graph.n), self._outflow_buffer(graph.n, np.float64)
-            kernel = fos_real_step_par if use_threads(self.name, self.options["threads"]) else fos_real_step
-            moved = kernel(ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
+            args = (ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
+            if use_threads(self.name, self.options["threads"]):
+                moved = run_rows(fos_real_step_par, *args)
+            else:
+                moved = fos_real_step(*args)
             return Step(out, moved=float(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
         y = fos_flows(graph, alpha, self._s, loads)
@@ -275,8 +279,11 @@ class FOSFloor(HeterogeneousDiffusion):
             loads = np.ascontiguousarray(loads, dtype=np.int64)
             ip, ind, mode, a0, inv, alpha = self._kernel_args(graph)
             out, outflow = np.empty(graph.n, np.int64), self._outflow_buffer(graph.n, np.int64)
-            kernel = fos_floor_step_par if use_threads(self.name, self.options["threads"]) else fos_floor_step
-            moved = kernel(ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
+            args = (ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
+            if use_threads(self.name, self.options["threads"]):
+                moved = run_rows(fos_floor_step_par, *args)
+            else:
+                moved = fos_floor_step(*args)
             return Step(out, moved=int(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
         y = np.trunc(fos_flows(graph, alpha, self._s, loads))

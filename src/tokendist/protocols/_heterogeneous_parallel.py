@@ -12,7 +12,8 @@ sums are added in the same order as before:
 
 Each variant is its own function (a separate cache entry): compiling one function with and
 without ``parallel=True``, both cached, makes the parallel build run the serial code
-(../shared/PERFORMANCE.md). Numba's thread count is set per call by :func:`use_threads`.
+(../shared/PERFORMANCE.md). Numba's thread count is set per call by :func:`use_threads`; the
+rows are handed out in chunks by :func:`run_rows`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 from ..engine import Param
 from ..errors import TokendistError
 
-__all__ = ["THREADS_PARAM", "check_threads", "use_threads", "fos_real_step_par", "fos_floor_step_par"]
+__all__ = ["THREADS_PARAM", "CHUNK_ROWS", "check_threads", "use_threads", "run_rows", "fos_real_step_par", "fos_floor_step_par"]
 
 #: Opt-in threads of the numba kernel (the machine's second core is often busy: serial by default).
 THREADS_PARAM = Param("threads", int, 1, "threads of the numba kernel: 1 runs the serial kernel; k > 1 a "
@@ -43,6 +44,24 @@ def use_threads(name: str, k: int) -> bool:
         return False
     numba.set_num_threads(min(int(k), numba.config.NUMBA_NUM_THREADS))
     return True
+
+
+#: Rows a thread takes at a time (numba's dynamic chunking): a thread that the OS deschedules
+#: (this machine's second core is often busy) then holds back only its current chunk, not half
+#: of the step as with prange's default static split.
+CHUNK_ROWS = 4096
+
+
+def run_rows(kernel, *args):
+    """``kernel(*args)`` (a prange over rows) with rows handed out :data:`CHUNK_ROWS` at a time.
+
+    The chunk size is numba's per calling thread: set for this call only and restored.
+    """
+    old = numba.set_parallel_chunksize(CHUNK_ROWS)
+    try:
+        return kernel(*args)
+    finally:
+        numba.set_parallel_chunksize(old)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

@@ -27,7 +27,7 @@ from ._local_balancing_kernels import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, 
                                        ds_step_nodes, multi_port_step, single_port_counter_step,
                                        single_port_geometric_step)
 from ._local_balancing_parallel import multi_port_step_par
-from ._heterogeneous_parallel import THREADS_PARAM, check_threads, use_threads
+from ._heterogeneous_parallel import THREADS_PARAM, check_threads, run_rows, use_threads
 
 __all__ = ["MultiPort", "SinglePort", "DynamicSynchronous", "AsyncMultiPort", "multi_port_flows",
            "single_port_flows", "single_port_selection_probability"]
@@ -92,7 +92,7 @@ class MultiPort(Protocol):
         out = self._out if self._out is not loads else np.empty_like(loads)
         if use_threads(self.name, self.options["threads"]):
             # Rows over threads: the per-node CSR form of the same rule (_local_balancing_parallel).
-            moved = multi_port_step_par(graph.indptr, graph.indices, loads, self.threshold, out)
+            moved = run_rows(multi_port_step_par, graph.indptr, graph.indices, loads, self.threshold, out)
         else:
             moved = multi_port_step(graph.u, graph.v, loads, self.threshold, out)
         self._out = loads  # ping-pong buffers: the engine copies nothing
