@@ -127,6 +127,7 @@ def test_bench_reports_ratio_against_naive(capsys):
     assert row["bytes_per_edge"] > 0 and row["reset_seconds"] >= 0 and row["note"] == ""
     assert 0 <= row["transient_bytes_per_edge"] <= row["bytes_per_edge"]
     assert row["cpu_ns_per_edge_step"] > 0
+    assert 0 < row["best_ns_per_edge_step"] <= row["ns_per_edge_step"]
 
 
 def test_bench_memory_counts_a_steps_temporaries():
