@@ -26,7 +26,7 @@ from ..errors import TokendistError
 from ._local_balancing_kernels import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, ds_step_indexed,
                                        ds_step_nodes, multi_port_step, single_port_counter_step,
                                        single_port_geometric_step)
-from ._local_balancing_parallel import multi_port_step_par
+from ._local_balancing_parallel import ds_step_nodes_par, multi_port_step_par, run_parallel
 from ._heterogeneous_parallel import THREADS_PARAM, check_threads, run_rows, use_threads
 
 __all__ = ["MultiPort", "SinglePort", "DynamicSynchronous", "AsyncMultiPort", "multi_port_flows",
@@ -385,7 +385,12 @@ class DynamicSynchronous(Protocol):
     exchange_rounds = 1
     params = (Param("threshold", int, 0, "send when w(u) - e^u(v) exceeds this; 0 means 12d (the paper's)"),
               Param("estimates", str, "exact", "initial estimates e^u(v) (the paper: arbitrary)", ESTIMATES),
-              Param("kernel", str, "numba", "numba (fast) or numpy (reference)", ("numba", "numpy")))
+              Param("kernel", str, "numba", "numba (fast) or numpy (reference)", ("numba", "numpy")),
+              THREADS_PARAM)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        check_threads(self.name, self.options["threads"])
 
     def reset(self, graph, loads, rng):
         self._base = graph
@@ -409,7 +414,7 @@ class DynamicSynchronous(Protocol):
         # after any step on the whole base graph and initially for ``exact``, ``zero`` and ``max``. Per edge
         # (``_est_u``/``_est_v``, 2m values): arbitrary (``random``) initial estimates, and stale
         # ones after a step on a dynamic subgraph; int32 while every value fits.
-        self._prev = self._est_u = self._est_v = None
+        self._prev = self._next = self._est_u = self._est_v = None
         if how == "random":
             self._set_edge_estimates(*initial_estimates(graph, loads, how, rng))
         elif how == "exact":
@@ -417,19 +422,24 @@ class DynamicSynchronous(Protocol):
         else:
             self._set_node_estimates(np.full(graph.n, top if how == "max" else 0, dtype=np.int64))
         self._out = np.empty(graph.n, dtype=np.int64)
+        # Rows of D slots when the graph is D-regular (the node kernel then reads no indptr).
+        deg = graph.degrees
+        self._degree = int(deg[0]) if graph.n and deg.min() == deg.max() else 0
         # What each node sends, for the engine's feasibility check; allocated on first need (a
         # step that could overdraw, or per-edge estimates); a zero-size placeholder until then.
         self._outflow = np.zeros(0, dtype=np.int32)
 
     def _safe(self) -> bool:
         """True if no node can send more than it holds this step (per-node estimates only)."""
-        return self._prev_min >= 0 and self.threshold >= self._base.max_degree - 1
+        return self._prev_nonneg and self.threshold >= self._base.max_degree - 1
 
     def _set_node_estimates(self, prev):
-        # int32 while every value fits (ds_step_nodes widens it when a load does not).
+        # int32 while every value fits (widened after a step on a load that does not). ``_next``
+        # receives the step's loads while the rows still read ``_prev``; the two then swap.
         small = prev.size == 0 or (prev.min() >= INT32_MIN and prev.max() <= INT32_MAX)
         self._prev = prev.astype(np.int32) if small else prev
-        self._prev_min = int(prev.min()) if prev.size else 0
+        self._next = np.empty_like(self._prev)
+        self._prev_nonneg = bool(prev.size == 0 or prev.min() >= 0)
         self._est_u = self._est_v = None
 
     def _set_edge_estimates(self, est_u, est_v, wide=False):
@@ -437,7 +447,7 @@ class DynamicSynchronous(Protocol):
         dtype = np.int32 if small else np.int64
         self._est_u = np.asarray(est_u, dtype=dtype)
         self._est_v = np.asarray(est_v, dtype=dtype)
-        self._prev = None
+        self._prev = self._next = None
 
     def _to_edges(self):
         """Switch to the per-edge representation (before a step on a subgraph, or the numpy reference)."""
@@ -489,14 +499,20 @@ class DynamicSynchronous(Protocol):
             # only when it holds more than d - 1 tokens, so at least as many as its sends: no step
             # can overdraw and the engine needs no outflow (it still checks the sign of the loads).
             safe = self._safe()
-            moved, lowest = ds_step_nodes(graph.u, graph.v, loads, self.threshold, self._prev, out,
-                                          self._outflow, not safe)
-            if moved < 0:
-                # A load outside int32 (nothing was written to prev): widen prev, redo the step.
-                self._prev = self._prev.astype(np.int64)
-                moved, lowest = ds_step_nodes(graph.u, graph.v, loads, self.threshold, self._prev, out,
-                                              self._outflow, not safe)
-            self._prev_min = lowest
+            idx = graph.indices
+            args = (graph.indptr, idx.view(np.uint32 if idx.dtype == np.int32 else np.uint64), self._degree,
+                    loads, self.threshold, self._prev, self._next, out, None if safe else self._outflow)
+            if use_threads(self.name, self.options["threads"]):
+                moved, flag = run_parallel(ds_step_nodes_par, self.options["threads"], *args)
+            else:
+                moved, flag = ds_step_nodes(*args)
+            self._prev, self._next = self._next, self._prev
+            # The kernel flags a load below 0 or above INT32_MAX (rare): only then look at the loads.
+            self._prev_nonneg = not flag or bool(loads.min() >= 0)
+            if flag and self._prev.dtype == np.int32 and (loads.min() < INT32_MIN or loads.max() > INT32_MAX):
+                # A load past int32 was truncated in the new prev: widen both buffers.
+                self._prev = np.array(loads, dtype=np.int64)
+                self._next = np.empty_like(self._prev)
             self._out = loads  # ping-pong buffers
             return Step(out, moved=int(moved), messages=2 * graph.m, outflow=None if safe else self._outflow)
         else:
