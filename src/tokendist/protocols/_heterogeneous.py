@@ -487,7 +487,7 @@ class SOSIOU(_SecondOrder):
     def _fast_step(self, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         mode, a0, inv, alpha = self._kernel_coefs(graph)
-        out = np.empty(graph.n, np.int64)
+        out = np.zeros(graph.n, np.int64)  # zeros: the kernel adds load corrections into it
         # What each node owes, then (in place) what it sent: the outflow.
         outflow = self._outflow_buffer(graph.n, np.float64)
         first = self._k == 0
@@ -499,7 +499,7 @@ class SOSIOU(_SecondOrder):
         if bits is None or bits.shape[0] != (graph.m + 7) // 8:
             bits = self._exc_bits = np.zeros((graph.m + 7) // 8, np.uint8)  # m / 8 bytes
         moved, short, units, biggest, self._has_exc = sos_iou_step(
-            graph.u, graph.v, graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, self.beta, first,
+            graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, self.beta, first,
             self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou", self._x(loads), loads,
             yhat, iou, out, outflow)
         self._owed_stored = True
