@@ -33,7 +33,10 @@ from ._heterogeneous import COMMON_PARAMS, KERNEL_PARAM, PAPER, HeterogeneousDif
 from ._heterogeneous_matrix import apply_flows, check_diagonal, edge_coefficients, fos_flows, node_degrees
 from .._random import counter_uniform, stream_key
 from ._heterogeneous_random_walk_node import node_decide, node_phase_oracle, node_publish
-from ._heterogeneous_random_walk_kernels import edge_gap, fos_pair_step, mrws_step, token_index
+from ._diffusion_parallel import run_parallel
+from ._heterogeneous_parallel import THREADS_PARAM, check_threads
+from ._heterogeneous_random_walk_kernels import edge_gap, fos_pair_regular, fos_pair_step, mrws_step, token_index
+from ._heterogeneous_random_walk_parallel import fos_pair_par
 
 __all__ = ["RandomWalk", "walk_tokens", "targets", "token_index", "SWITCH_RULES"]
 
@@ -167,6 +170,7 @@ class RandomWalk(HeterogeneousDiffusion):
         Param("switch_tol", float, 0.0, "tolerance of the switch rule; 0: 1/n^2 (Sec. 3)"),
         Param("switch_step", int, 0, "the step at which phase 2 starts with switch=step"),
         KERNEL_PARAM,
+        THREADS_PARAM,
     )
 
     def reset(self, graph, loads, rng):
@@ -175,6 +179,7 @@ class RandomWalk(HeterogeneousDiffusion):
         self.tol = self.options["switch_tol"] or 1.0 / n**2
         if self.tol < 0 or self.options["switch_step"] < 0:
             raise TokendistError(f"{self.name}: switch_tol and switch_step must be non-negative")
+        check_threads(self.name, self.options["threads"])
         self.phase = 1
         self.estimate = loads.astype(np.float64)
         self._total = float(loads.sum())
@@ -191,6 +196,8 @@ class RandomWalk(HeterogeneousDiffusion):
         self.initial_marked = self.initial_negative = 0
         # Numba path: coefficients and row offsets, cached per graph object; scratch buffers.
         self._deg_graph = self._coefs = None
+        self._regular = 0  # D when the graph is D-regular with one coefficient (fos_pair_regular)
+        self._uindices = None  # the graph's CSR indices viewed as unsigned (no negative-index wrap)
         self._unit_speeds = bool(np.all(self._s == 1.0))
         self._xw = self._xe = self._outflow = None
         self._walk_bufs = None
@@ -288,6 +295,12 @@ class RandomWalk(HeterogeneousDiffusion):
                 coefs = (float(inv[0]), _EMPTY_F, _EMPTY_F, _NO_CAPS)
             else:
                 coefs = (0.0, inv, _EMPTY_F, _NO_CAPS)
+        # The regular path of phase 1: D slots per row, one coefficient (torus, hypercube).
+        d = np.diff(graph.indptr)
+        scalar = coefs[1].shape[0] == 0 and coefs[3].shape[0] == 0
+        self._regular = int(d[0]) if graph.n and scalar and d[0] > 0 and bool(np.all(d == d[0])) else 0
+        ix = graph.indices
+        self._uindices = ix.view(np.uint32) if ix.dtype == np.int32 else ix  # (uint64 vs int64 would be float)
         self._deg_graph, self._coefs = graph, coefs
         return coefs
 
@@ -315,10 +328,20 @@ class RandomWalk(HeterogeneousDiffusion):
             else:
                 xw = np.divide(loads, self._s, out=self._xw)
                 xe, dst, s = np.divide(est, self._s, out=self._xe), est, self._s
-            moved, self._max_err, sq, self._est_max = fos_pair_step(
-                graph.indptr, graph.indices, graph.csr_edges, a0, inv if inv.shape[0] else None,
-                deg if caps.shape[0] else None, caps if caps.shape[0] else None, self.options["c"], s, self._ssum,
-                self._total, loads, xw, est, xe, dst, out, self._outflow)
+            ix, D, threads = self._uindices, self._regular, self.options["threads"]
+            if threads > 1:  # same results bit for bit (see _heterogeneous_random_walk_parallel)
+                res = run_parallel(fos_pair_par, threads, graph.indptr, ix, graph.csr_edges, D, a0,
+                                   inv if inv.shape[0] else None, deg if caps.shape[0] else None,
+                                   caps if caps.shape[0] else None, self.options["c"], s, self._ssum, self._total,
+                                   loads, xw, est, xe, dst, out, self._outflow)
+            elif D:
+                res = fos_pair_regular(ix, D, a0, s, self._ssum, self._total, loads, xw, est, xe, dst, out,
+                                       self._outflow)
+            else:
+                res = fos_pair_step(graph.indptr, ix, graph.csr_edges, a0, inv if inv.shape[0] else None,
+                                    deg if caps.shape[0] else None, caps if caps.shape[0] else None, self.options["c"],
+                                    s, self._ssum, self._total, loads, xw, est, xe, dst, out, self._outflow)
+            moved, self._max_err, sq, self._est_max = res
             if self._unit_speeds:
                 self.estimate, self._xe = dst, est
             self._est_l2 = float(np.sqrt(sq))

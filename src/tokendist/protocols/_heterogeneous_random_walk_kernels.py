@@ -34,7 +34,7 @@ import numpy as np
 
 from ._diffusion_kernels import _step_base, _uniform
 
-__all__ = ["fos_pair_step", "edge_gap", "mrws_step", "token_index"]
+__all__ = ["fos_pair_step", "fos_pair_regular", "edge_gap", "mrws_step", "token_index"]
 
 
 def token_index(node, kind, k):
@@ -51,37 +51,10 @@ def token_index(node, kind, k):
 
 
 @numba.njit(cache=True, nogil=True)
-def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, ssum, total, loads, xw, est, xe, dst, out,
-                  outflow):
-    """Phase 1 (Sec. 3): integer FOS on ``loads`` into ``out`` and real FOS from ``est`` into ``dst``.
-
-    Unused inputs are passed as ``None``: numba compiles one version per combination and removes
-    the ``is None`` branches, so the inner loop has no branch on the coefficient kind or on the
-    speeds (a runtime flag there cost 15-25% on torus:1000x1000).
-
-    Parameters
-    ----------
-    a0, inv, deg, caps
-        The coefficients (see :func:`_row_cumsum`): the scalar ``a0`` (``inv`` and ``caps`` None),
-        per-node ``inv = 1 / (c d_i)`` (``caps`` None), or degrees ``deg`` with capacities ``caps``.
-    s : float64 (n,) or None
-        The speeds; None when every speed is 1 (the ideal load is then one number).
-    ssum : float
-        ``sum s`` as numpy computes it (pairwise), so that the ideal loads are the reference's bits.
-    total : float
-        ``W``, the number of tokens: the ideal loads are ``W s_i / sum s`` (eq. (2)).
-    xw, xe : (n,)
-        ``loads / s`` and ``est / s``. With unit speeds the caller passes ``loads`` itself (int64,
-        the same values as a float division by 1) and ``xe = est`` with a second array ``dst``
-        (ping-pong); with speeds, buffers holding the quotients and ``dst = est`` (the estimate
-        is updated in place from the snapshot ``xe``).
-
-    Returns
-    -------
-    moved, max_err, sq_err, max_weighted
-        Tokens moved; ``max |est - ideal|``, ``sum (est - ideal)^2`` and ``max est / sbar`` of the
-        updated estimate (``sbar_i = n s_i / sum s``).
-    """
+def _pair_rows(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, ssum, total, loads, xw, est, xe, dst, out,
+               outflow, i0, i1):
+    # Rows i0..i1-1 of fos_pair_step on any graph; returns (moved, max_err, sq_err, max est/s) of
+    # these rows (the last unscaled: the caller divides by n / sum s when s is None).
     n = loads.shape[0]
     nfac = n / ssum
     ideal1 = total * 1.0 / ssum  # the ideal load when every speed is 1
@@ -89,7 +62,7 @@ def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, ssum, to
     max_err = 0.0
     sq = 0.0
     wmax = -np.inf
-    for i in range(n):
+    for i in range(i0, i1):
         xwi = np.float64(xw[i])
         xei = xe[i]
         delta = 0
@@ -144,9 +117,119 @@ def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, ssum, to
             wmax = max(wmax, e / (s[i] * nfac))
         max_err = max(max_err, err)
         sq += err * err
+    return moved, max_err, sq, wmax
+
+
+@numba.njit(cache=True, nogil=True)
+def _pair_rows_regular(indices, D, a0, s, ssum, total, loads, xw, est, xe, dst, out, outflow, i0, i1):
+    # Rows i0..i1-1 of fos_pair_regular: row i is slots D*i .. D*i + D - 1 (no indptr reads), one
+    # coefficient a0, and one loop of D slots with no data-dependent branch: a slot's real flow
+    # goes to ``inn`` (j < i) or ``q`` (j > i) by a select, the other sum getting +0.0. That adds
+    # the same terms in the same order as the general loop's two loops (and x + 0.0 == x: the sums
+    # start at +0.0 and a round-to-nearest sum is never -0.0 unless both terms are), so every
+    # value is the same bits. The float -> int64 cast truncates towards zero, as np.trunc does
+    # (|a (x_j - x_i)| < 2^63 for int64 loads).
+    n = loads.shape[0]
+    nfac = n / ssum
+    ideal1 = total * 1.0 / ssum
+    moved = 0
+    max_err = 0.0
+    sq = 0.0
+    wmax = -np.inf
+    for i in range(i0, i1):
+        xwi = np.float64(xw[i])
+        xei = xe[i]
+        delta = 0
+        sent = 0
+        inn = 0.0
+        q = 0.0
+        base = D * i
+        for kk in range(D):
+            j = indices[base + kk]
+            y = np.int64(a0 * (np.float64(xw[j]) - xwi))
+            delta += y
+            sent += max(-y, 0)
+            f = a0 * (xe[j] - xei)
+            lo = j < i
+            inn += f if lo else 0.0
+            q += 0.0 if lo else f
+        out[i] = loads[i] + delta
+        outflow[i] = sent
+        moved += sent
+        e = est[i] + (inn + q)
+        dst[i] = e
+        if s is None:
+            err = abs(e - ideal1)
+            wmax = max(wmax, e)
+        else:
+            err = abs(e - total * s[i] / ssum)
+            wmax = max(wmax, e / (s[i] * nfac))
+        max_err = max(max_err, err)
+        sq += err * err
+    return moved, max_err, sq, wmax
+
+
+@numba.njit(cache=True, nogil=True)
+def fos_pair_step(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, ssum, total, loads, xw, est, xe, dst, out,
+                  outflow):
+    """Phase 1 (Sec. 3): integer FOS on ``loads`` into ``out`` and real FOS from ``est`` into ``dst``.
+
+    Unused inputs are passed as ``None``: numba compiles one version per combination and removes
+    the ``is None`` branches, so the inner loop has no branch on the coefficient kind or on the
+    speeds (a runtime flag there cost 15-25% on torus:1000x1000). ``indices`` may be the CSR
+    indices viewed as unsigned (``uint32``): numba then emits no negative-index wrap per slot.
+
+    Parameters
+    ----------
+    a0, inv, deg, caps
+        The coefficients (see :func:`_row_cumsum`): the scalar ``a0`` (``inv`` and ``caps`` None),
+        per-node ``inv = 1 / (c d_i)`` (``caps`` None), or degrees ``deg`` with capacities ``caps``.
+    s : float64 (n,) or None
+        The speeds; None when every speed is 1 (the ideal load is then one number).
+    ssum : float
+        ``sum s`` as numpy computes it (pairwise), so that the ideal loads are the reference's bits.
+    total : float
+        ``W``, the number of tokens: the ideal loads are ``W s_i / sum s`` (eq. (2)).
+    xw, xe : (n,)
+        ``loads / s`` and ``est / s``. With unit speeds the caller passes ``loads`` itself (int64,
+        the same values as a float division by 1) and ``xe = est`` with a second array ``dst``
+        (ping-pong); with speeds, buffers holding the quotients and ``dst = est`` (the estimate
+        is updated in place from the snapshot ``xe``).
+
+    Returns
+    -------
+    moved, max_err, sq_err, max_weighted
+        Tokens moved; ``max |est - ideal|``, ``sum (est - ideal)^2`` (summed in node order) and
+        ``max est / sbar`` of the updated estimate (``sbar_i = n s_i / sum s``).
+    """
+    n = loads.shape[0]
+    moved, max_err, sq, wmax = _pair_rows(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, ssum, total, loads,
+                                          xw, est, xe, dst, out, outflow, 0, n)
     if s is None:
-        # sbar_i = nfac for every i, and x -> x / nfac is monotone: max(e / nfac) = max(e) / nfac.
-        wmax = wmax / nfac
+        # sbar_i = n / sum s for every i, and x -> x / nfac is monotone: max(e / nfac) = max(e) / nfac.
+        wmax = wmax / (n / ssum)
+    return moved, max_err, sq, wmax
+
+
+@numba.njit(cache=True, nogil=True)
+def fos_pair_regular(indices, D, a0, s, ssum, total, loads, xw, est, xe, dst, out, outflow):
+    """:func:`fos_pair_step` on a D-regular graph with one coefficient ``a0`` (same results, bit for bit).
+
+    Every row has ``D`` slots (row i is ``indices[D*i : D*i + D]``), so ``indptr``, ``csr_edges``
+    and the per-edge coefficient are not read, and the row loop has a constant trip count and no
+    data-dependent branch (``D == 4``, the 2-dimensional torus, is compiled with the constant so
+    that LLVM unrolls it). The other arguments and the returned values are those of
+    :func:`fos_pair_step`.
+    """
+    n = loads.shape[0]
+    if D == 4:
+        moved, max_err, sq, wmax = _pair_rows_regular(indices, 4, a0, s, ssum, total, loads, xw, est, xe, dst, out,
+                                                      outflow, 0, n)
+    else:
+        moved, max_err, sq, wmax = _pair_rows_regular(indices, D, a0, s, ssum, total, loads, xw, est, xe, dst, out,
+                                                      outflow, 0, n)
+    if s is None:
+        wmax = wmax / (n / ssum)
     return moved, max_err, sq, wmax
 
 
