@@ -75,31 +75,39 @@ def node_alpha_sums(indptr, indices, mode, a0, inv, alpha, csr_edges, total):
 def fos_real_step(indptr, indices, csr_edges, mode, a0, inv, alpha, x, loads, out, outflow):
     """Real FOS, eq. (3): every row computes the flows of all its edges (no scattered writes).
 
-    Returns the load moved.
+    A row's lower slots (``j < i``) come first: two loops, no per-slot branch. Returns the load moved.
     """
     n = loads.shape[0]
     moved = 0.0
     for i in range(n):
-        xi = x[i]
-        ai = inv[i] if mode == 1 else a0
+        ui = _U(i)
+        xi = x[ui]
+        ai = inv[ui] if mode == 1 else a0
+        k = indptr[ui]
+        end = indptr[ui + _U(1)]
         inn = 0.0
-        outs = 0.0
         sent_in = 0.0
+        while k < end:
+            j = indices[_U(k)]
+            if j > i:
+                break
+            uj = _U(j)
+            a = a0 if mode == 0 else (min(ai, inv[uj]) if mode == 1 else alpha[_U(csr_edges[_U(k)])])
+            y = a * (x[uj] - xi)  # edge (j, i): positive from j to i
+            inn += y
+            sent_in += max(-y, 0.0)
+            k += 1
+        outs = 0.0
         sent_out = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
-            a = a0 if mode == 0 else (min(ai, inv[j]) if mode == 1 else alpha[csr_edges[k]])
-            if j < i:
-                y = a * (x[j] - xi)  # edge (j, i): positive from j to i
-                inn += y
-                sent_in += max(-y, 0.0)
-            else:
-                y = a * (xi - x[j])  # edge (i, j)
-                outs += y
-                sent_out += max(y, 0.0)
-        out[i] = loads[i] + (inn - outs)
+        for kk in range(k, end):
+            uj = _U(indices[_U(kk)])
+            a = a0 if mode == 0 else (min(ai, inv[uj]) if mode == 1 else alpha[_U(csr_edges[_U(kk)])])
+            y = a * (xi - x[uj])  # edge (i, j)
+            outs += y
+            sent_out += max(y, 0.0)
+        out[ui] = loads[ui] + (inn - outs)
         sent = sent_out + sent_in
-        outflow[i] = sent
+        outflow[ui] = sent
         moved += sent
     return moved
 
@@ -114,18 +122,19 @@ def fos_floor_step(indptr, indices, csr_edges, mode, a0, inv, alpha, x, loads, o
     n = loads.shape[0]
     moved = 0
     for i in range(n):
-        xi = np.float64(x[i])
-        ai = inv[i] if mode == 1 else a0
+        ui = _U(i)
+        xi = np.float64(x[ui])
+        ai = inv[ui] if mode == 1 else a0
         delta = 0
         sent = 0
-        for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
-            a = a0 if mode == 0 else (min(ai, inv[j]) if mode == 1 else alpha[csr_edges[k]])
-            z = np.int64(a * (xi - np.float64(x[j])))  # float -> int truncates towards zero
+        for k in range(indptr[ui], indptr[ui + _U(1)]):
+            uj = _U(indices[_U(k)])
+            a = a0 if mode == 0 else (min(ai, inv[uj]) if mode == 1 else alpha[_U(csr_edges[_U(k)])])
+            z = np.int64(a * (xi - np.float64(x[uj])))  # float -> int truncates towards zero
             delta -= z
             sent += max(z, 0)
-        out[i] = loads[i] + delta
-        outflow[i] = sent
+        out[ui] = loads[ui] + delta
+        outflow[ui] = sent
         moved += sent
     return moved
 
