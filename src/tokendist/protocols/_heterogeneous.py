@@ -17,8 +17,8 @@ default 2, which with speeds ``>= 1`` gives ``M_ii >= 1/2``, so ``gamma = mu_2``
 (how the given speeds enter M, see :data:`SPEED_SCALES`; default ``raw``); ``adapt_degrees`` (recompute
 ``d_i`` on every step's graph, as Section 4 does on dynamic networks; default true);
 ``allow_invalid`` (run even when M has a negative diagonal; default false: refuse with an error).
-``fos`` and ``fos-floor`` also take ``threads`` (default 1; k > 1 runs the numba step on k threads,
-same results: :mod:`._heterogeneous_parallel`).
+``fos``, ``fos-floor``, ``sos`` and ``sos-iou`` also take ``threads`` (default 1; k > 1 runs the
+numba step on k threads, same results: :mod:`._heterogeneous_parallel`).
 
 All schemes accept a different graph every step (``dynamic = True``): edge failures keep the base
 graph's nodes and speeds; mobility builds a new disc graph. Per-edge state (SOS flows, IOUs) is
@@ -33,7 +33,8 @@ from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_step, fos_real_step,
                                      node_alpha_sums, sos_iou_step, sos_real_step)
-from ._heterogeneous_parallel import (THREADS_PARAM, check_threads, fos_floor_step_par, fos_real_step_par, run_rows,
+from ._heterogeneous_parallel import (SOS_BLOCK, THREADS_PARAM, block_edge_starts, check_threads, fos_floor_step_par,
+                                      fos_real_step_par, run_blocks, run_rows, sos_iou_step_par, sos_real_step_par,
                                       use_threads)
 from ._heterogeneous_node import fos_node_flows, node_publish, sos_iou_node_sends, sos_node_flows
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
@@ -309,11 +310,25 @@ class _SecondOrder(HeterogeneousDiffusion):
 
     params = COMMON_PARAMS + (
         Param("beta", float, 0.0, "SOS parameter beta; 0: 2/(1 + sqrt(1 - gamma^2)) with gamma of M (Lemma 1)"),
-        KERNEL_PARAM,
+        KERNEL_PARAM, THREADS_PARAM,
     )
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        check_threads(self.name, self.options["threads"])
+
+    def _parallel(self, graph):
+        """``(SOS_BLOCK, first edge of each block)`` when ``threads > 1`` (cached per graph), else None."""
+        if not use_threads(self.name, self.options["threads"]):
+            return None
+        if self._eblock_graph is not graph:
+            self._eblock = block_edge_starts(graph.u, graph.n, SOS_BLOCK)
+            self._eblock_graph = graph
+        return SOS_BLOCK, self._eblock
 
     def reset(self, graph, loads, rng):
         super().reset(graph, loads, rng)
+        self._eblock_graph = self._eblock = None
         beta = self.options["beta"]
         if beta == 0.0:
             alpha = self._alpha(graph)
@@ -398,8 +413,10 @@ class SOS(_SecondOrder):
             out, outflow = np.empty(graph.n), self._outflow_buffer(graph.n, np.float64)
             first = self._k == 0
             flow = self._carry_state(graph, self._prev)
-            moved = sos_real_step(graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, self.beta, first,
-                                  self._x(loads), loads, flow, out, outflow)
+            args = (graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, self.beta, first,
+                    self._x(loads), loads, flow, out, outflow)
+            par = self._parallel(graph)
+            moved = sos_real_step(*args) if par is None else run_blocks(sos_real_step_par, *args, *par)
             self._k += 1
             self._state_graph = graph
             self._prev = flow
@@ -498,10 +515,12 @@ class SOSIOU(_SecondOrder):
         bits = self._exc_bits
         if bits is None or bits.shape[0] != (graph.m + 7) // 8:
             bits = self._exc_bits = np.zeros((graph.m + 7) // 8, np.uint8)  # m / 8 bytes
-        moved, short, units, biggest, self._has_exc = sos_iou_step(
-            graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, self.beta, first,
-            self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou", self._x(loads), loads,
-            yhat, iou, out, outflow)
+        args = (graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, self.beta, first,
+                self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou", self._x(loads), loads,
+                yhat, iou, out, outflow)
+        par = self._parallel(graph)
+        moved, short, units, biggest, self._has_exc = (sos_iou_step(*args) if par is None
+                                                       else run_blocks(sos_iou_step_par, *args, *par))
         self._owed_stored = True
         self._k += 1
         if short:

@@ -1,4 +1,4 @@
-"""Opt-in multi-threaded steps of ``fos`` and ``fos-floor`` (Elsässer, Monien, Schamberger 2006, eq. (3)).
+"""Opt-in multi-threaded steps of fos, fos-floor, sos and sos-iou (Elsässer, Monien, Schamberger 2006, eq. (3), (4)).
 
 ``threads=k`` (k > 1) runs these kernels instead of the serial ones in :mod:`._heterogeneous_kernels`.
 The row loop is the serial kernel's, line for line; only the outer loop over nodes is a
@@ -14,6 +14,24 @@ Each variant is its own function (a separate cache entry): compiling one functio
 without ``parallel=True``, both cached, makes the parallel build run the serial code
 (../shared/PERFORMANCE.md). Numba's thread count is set per call by :func:`use_threads`; the
 rows are handed out in chunks by :func:`run_rows`.
+
+SOS (``sos``, ``sos-iou``) keeps one state per edge, computed from the edge's lower endpoint and
+read back by the upper one, so a row cannot be done alone. The rows are cut into blocks of
+``block`` rows (:data:`SOS_BLOCK`); block ``b`` starts at edge ``eblock[b]`` (the edges whose
+lower endpoint is below its first row: :func:`block_edge_starts`, once per graph). Two
+``prange`` passes over the blocks:
+
+1. the upper slots of every row: each edge's state is computed and stored (``flow``; ``yhat`` and
+   the amount owed for sos-iou) exactly as the serial kernel computes it, and the row's part of
+   the sums is kept in its own ``out`` / ``outflow`` entry;
+2. the lower slots of every row (reading what pass 1 stored), added to the row's sums.
+
+Each row's float sums are split as in the serial kernel (lower-slot sums and upper-slot sums kept
+apart, joined by the same operation), so loads, flows and outflows are the serial kernel's bit for
+bit; the real scheme's ``moved`` is summed per block, then over blocks (last bits may differ).
+sos-iou's sums are of integer-valued floats (exact in any order); the payments of the nodes that
+owe more than they hold are made afterwards, serially, in increasing node order, exactly as the
+serial kernel's (so everything, ``moved`` included, is bit for bit).
 """
 
 from __future__ import annotations
@@ -21,10 +39,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ._heterogeneous_kernels import _U
+
 from ..engine import Param
 from ..errors import TokendistError
 
-__all__ = ["THREADS_PARAM", "CHUNK_ROWS", "check_threads", "use_threads", "run_rows", "fos_real_step_par", "fos_floor_step_par"]
+__all__ = ["THREADS_PARAM", "CHUNK_ROWS", "SOS_BLOCK", "check_threads", "use_threads", "run_rows", "run_blocks",
+           "block_edge_starts", "fos_real_step_par", "fos_floor_step_par", "sos_real_step_par", "sos_iou_step_par"]
 
 #: Opt-in threads of the numba kernel (the machine's second core is often busy: serial by default).
 THREADS_PARAM = Param("threads", int, 1, "threads of the numba kernel: 1 runs the serial kernel; k > 1 a "
@@ -117,3 +138,245 @@ def fos_floor_step_par(indptr, indices, csr_edges, mode, a0, inv, alpha, x, load
         outflow[i] = sent
         moved += sent  # prange reduction
     return moved
+
+
+#: Rows per block of the parallel SOS kernels; each thread takes one block at a time.
+SOS_BLOCK = 2048
+
+
+def run_blocks(kernel, *args):
+    """``kernel(*args)`` (prange loops over row blocks) with blocks handed out one at a time."""
+    old = numba.set_parallel_chunksize(1)
+    try:
+        return kernel(*args)
+    finally:
+        numba.set_parallel_chunksize(old)
+
+
+def block_edge_starts(u: np.ndarray, n: int, block: int) -> np.ndarray:
+    """First edge index of each block of ``block`` rows: the edges are sorted by their lower endpoint ``u``."""
+    return np.searchsorted(u, np.arange(0, n, block, dtype=np.int64)).astype(np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sos_upper_rows(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, x, flow, out, outflow, i0, i1, e):
+    # Pass 1 of sos_real_step_par: the upper slots of rows i0..i1-1, as in the serial kernel.
+    bm1 = beta - 1.0
+    for i in range(i0, i1):
+        ui = _U(i)
+        xi = x[ui]
+        ai = inv[ui] if mode == 1 else a0
+        k = indptr[ui]
+        end = indptr[ui + _U(1)]
+        while k < end and csr_edges[_U(k)] < e:
+            k += 1
+        outs = 0.0
+        sent_out = 0.0
+        for kk in range(k, end):
+            j = _U(indices[_U(kk)])
+            ue = _U(e)
+            f = (a0 if mode == 0 else (min(ai, inv[j]) if mode == 1 else alpha[ue])) * (xi - x[j])
+            y = f if first else beta * f + bm1 * flow[ue]
+            flow[ue] = y
+            e += 1
+            outs += y
+            sent_out += max(y, 0.0)
+        out[ui] = outs
+        outflow[ui] = sent_out
+
+
+@numba.njit(cache=True, nogil=True)
+def _sos_lower_rows(indptr, indices, csr_edges, flow, loads, out, outflow, i0, i1):
+    # Pass 2: the lower slots of rows i0..i1-1 and the rows' results; returns the block's load moved.
+    moved = 0.0
+    for i in range(i0, i1):
+        ui = _U(i)
+        k = indptr[ui]
+        end = indptr[ui + _U(1)]
+        inn = 0.0
+        sent_in = 0.0
+        while k < end and indices[_U(k)] < i:
+            y = flow[_U(csr_edges[_U(k)])]
+            inn += y
+            sent_in += max(-y, 0.0)
+            k += 1
+        out[ui] = loads[ui] + (inn - out[ui])
+        sent = outflow[ui] + sent_in  # the serial kernel's sent_out + sent_in (commutative: same bits)
+        outflow[ui] = sent
+        moved += sent
+    return moved
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def sos_real_step_par(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, x, loads, flow, out, outflow,
+                      block, eblock):
+    """:func:`._heterogeneous_kernels.sos_real_step` in two parallel passes over blocks of ``block`` rows.
+
+    ``eblock[b]``: the first edge of block ``b`` (:func:`block_edge_starts`). Same loads, flows and
+    outflows bit for bit; the returned load moved is summed per block (last bits may differ).
+    """
+    n = loads.shape[0]
+    nb = (n + block - 1) // block
+    for b in numba.prange(nb):
+        _sos_upper_rows(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, x, flow, out, outflow,
+                        b * block, min(n, (b + 1) * block), eblock[b])
+    part = np.empty(nb)
+    for b in numba.prange(nb):
+        part[b] = _sos_lower_rows(indptr, indices, csr_edges, flow, loads, out, outflow, b * block,
+                                  min(n, (b + 1) * block))
+    moved = 0.0
+    for b in range(nb):
+        moved += part[b]
+    return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def _iou_upper_rows(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, owed_stored, has_exc, exc_bits,
+                    x, yhat, iou, out, owe, i0, i1, e):
+    # Pass 1 of sos_iou_step_par: yhat, the amount owed o (kept in iou) and t = trunc(o) of the
+    # upper slots of rows i0..i1-1, as in the serial kernel; out / owe get the rows' upper parts.
+    # exc_bits is only read here (cleared between the passes). Returns the block's largest |o - t|.
+    bm1 = beta - 1.0
+    biggest = 0.0
+    for i in range(i0, i1):
+        ui = _U(i)
+        xi = np.float64(x[ui])
+        ai = inv[ui] if mode == 1 else a0
+        k = indptr[ui]
+        end = indptr[ui + _U(1)]
+        while k < end and csr_edges[_U(k)] < e:
+            k += 1
+        owed = 0.0
+        delta = 0
+        for kk in range(k, end):
+            j = _U(indices[_U(kk)])
+            ue = _U(e)
+            f = (a0 if mode == 0 else (min(ai, inv[j]) if mode == 1 else alpha[ue])) * (xi - np.float64(x[j]))
+            y = f if first else beta * f + bm1 * yhat[ue]
+            yhat[ue] = y
+            p = iou[ue]
+            if has_exc and (exc_bits[_U(e >> 3)] >> (e & 7)) & 1:
+                pass  # an IOU itself (a node could not pay it in full last step)
+            elif owed_stored:
+                p = p - np.trunc(p)
+            o = y + p
+            iou[ue] = o
+            t = np.trunc(o)
+            owed += max(t, 0.0)
+            delta -= np.int64(t)
+            r = abs(o - t)
+            if r > biggest:
+                biggest = r
+            e += 1
+        out[ui] = delta
+        owe[ui] = owed
+    return biggest
+
+
+@numba.njit(cache=True, nogil=True)
+def _iou_lower_rows(indptr, indices, csr_edges, iou, loads, out, owe, i0, i1, shortbuf):
+    # Pass 2: the lower slots of rows i0..i1-1; each row's load and amount owed are then complete.
+    # The short rows are listed in shortbuf[i0:]. Returns (tokens owed, short rows).
+    moved = 0
+    short = 0
+    for i in range(i0, i1):
+        ui = _U(i)
+        k = indptr[ui]
+        end = indptr[ui + _U(1)]
+        owed = 0.0
+        delta = 0
+        while k < end and indices[_U(k)] < i:
+            t = np.trunc(iou[_U(csr_edges[_U(k)])])
+            owed += max(-t, 0.0)
+            delta += np.int64(t)
+            k += 1
+        owed += owe[ui]  # integer-valued floats: exact in any order
+        held = loads[ui]
+        out[ui] = held + (delta + out[ui])
+        owe[ui] = owed
+        moved += np.int64(owed)
+        if owed > held:
+            shortbuf[_U(i0 + short)] = i
+            short += 1
+    return moved, short
+
+
+@numba.njit(cache=True, nogil=True)
+def _iou_pay(indptr, indices, csr_edges, exc_bits, loads, iou, out, owe, short_rows):
+    # The payments of the short rows, in increasing order, as in the serial kernel: floor(|t| w / T)
+    # on each edge the row sends on; the IOU o - paid is stored and its bit set.
+    moved = 0
+    units = 0.0
+    biggest = 0.0
+    for q in range(short_rows.shape[0]):
+        i = short_rows[q]
+        ui = _U(i)
+        total = owe[ui]
+        heldf = np.float64(loads[ui])
+        paid_sum = 0.0
+        for k in range(indptr[ui], indptr[ui + _U(1)]):
+            le = np.int64(csr_edges[_U(k)])
+            jn = indices[_U(k)]
+            lower = jn < i
+            o = iou[_U(le)]
+            t = np.trunc(o)
+            if (t >= 0.0) if lower else (t <= 0.0):
+                continue  # i does not send on this edge
+            paid = np.sign(t) * np.floor((np.abs(t) * heldf) / total)
+            paid_sum += np.abs(paid)
+            back = np.int64(t) - np.int64(paid)
+            if lower:  # edge (j, i): out[v] -= back, out[u] += back
+                out[ui] -= back
+                out[_U(jn)] += back
+            else:
+                out[ui] += back
+                out[_U(jn)] -= back
+            moved -= abs(back)
+            r = o - paid
+            iou[_U(le)] = r
+            exc_bits[_U(le >> 3)] |= np.uint8(1 << (le & 7))
+            units += np.floor(np.abs(r))
+            biggest = max(biggest, np.abs(r))
+        owe[ui] = paid_sum
+    return moved, units, biggest
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def sos_iou_step_par(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, owed_stored, has_exc, exc_bits,
+                     pay_iou, x, loads, yhat, iou, out, owe, block, eblock):
+    """:func:`._heterogeneous_kernels.sos_iou_step` in two parallel passes over blocks of ``block`` rows.
+
+    Then, if some node owes more than it holds and ``pay_iou``, the payments, serially in increasing
+    node order. Same loads, outflows, ``yhat``, IOUs, bits and returned tuple as the serial kernel,
+    bit for bit (every sum is of integers or integer-valued floats).
+    """
+    n = loads.shape[0]
+    nb = (n + block - 1) // block
+    big = np.zeros(nb)
+    for b in numba.prange(nb):
+        big[b] = _iou_upper_rows(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, owed_stored, has_exc,
+                                 exc_bits, x, yhat, iou, out, owe, b * block, min(n, (b + 1) * block), eblock[b])
+    if has_exc:
+        exc_bits[:] = 0
+    shortbuf = np.empty(n, indices.dtype)  # the short rows of block b from b * block on
+    mv = np.zeros(nb, np.int64)
+    cnt = np.zeros(nb, np.int64)
+    for b in numba.prange(nb):
+        mv[b], cnt[b] = _iou_lower_rows(indptr, indices, csr_edges, iou, loads, out, owe, b * block,
+                                        min(n, (b + 1) * block), shortbuf)
+    moved = 0
+    short = 0
+    biggest = 0.0
+    for b in range(nb):
+        moved += mv[b]
+        short += cnt[b]
+        biggest = max(biggest, big[b])
+    if not (pay_iou and short > 0):
+        return moved, short, 0.0, biggest, False
+    rows = np.empty(short, indices.dtype)
+    q = 0
+    for b in range(nb):
+        rows[q:q + cnt[b]] = shortbuf[b * block:b * block + cnt[b]]
+        q += cnt[b]
+    paid_moved, units, biggest = _iou_pay(indptr, indices, csr_edges, exc_bits, loads, iou, out, owe, rows)
+    return moved + paid_moved, short, units, biggest, True
