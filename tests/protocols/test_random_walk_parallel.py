@@ -5,8 +5,10 @@ and the opt-in ``threads=k`` kernel against the general serial kernel, bit for b
   hypercube, complete, random-regular), with unit or random speeds, ``fos_pair_regular`` (regular
   graphs, one coefficient) and ``fos_pair_par`` (cut into blocks of 1-7 rows) write the same
   loads, outflows and estimate as ``fos_pair_step`` and return the same moved, max error, squared
-  error and max weighted estimate (``==``, not approximately); so does ``fos_pair_step`` itself on
-  the CSR indices viewed as unsigned (how the protocol calls it).
+  error and max weighted estimate (``==``, not approximately). (``fos_pair_step`` itself is checked
+  against the numpy reference in test_heterogeneous_random_walk.py.)
+* Phase 2 (Hypothesis): ``mrws_step_par`` (two passes over blocks of 1-7 rows, moves per edge
+  direction) gives the serial ``mrws_step``'s counts, loads, outflows, need and totals exactly.
 * Protocol level: ``threads=2`` against ``threads=1`` and the numpy reference through the switch
   into phase 2 and to the end: same loads every step, same estimate, phases and trace.
 """
@@ -18,8 +20,8 @@ from hypothesis import given, settings, strategies as st
 from tokendist.engine import make_protocol
 from tokendist.errors import TokendistError
 from tokendist.graphs import Graph, make_graph
-from tokendist.protocols._heterogeneous_random_walk_kernels import fos_pair_regular, fos_pair_step
-from tokendist.protocols._heterogeneous_random_walk_parallel import fos_pair_par
+from tokendist.protocols._heterogeneous_random_walk_kernels import fos_pair_regular, fos_pair_step, mrws_step
+from tokendist.protocols._heterogeneous_random_walk_parallel import fos_pair_par, mrws_step_par
 from tokendist.protocols._diffusion_parallel import run_parallel
 
 from ..strategies import random_connected_graph
@@ -88,11 +90,9 @@ def test_sec3_phase1_regular_and_parallel_kernels_equal_general_kernel(case):
     a0, inv, deg, caps = _coefs(p, g)
     s = None if p._unit_speeds else p._s
     c, ssum, total = 2.0, p._ssum, p._total
-    gen = (g.indptr, g.indices, g.csr_edges, a0, inv, deg, caps, c, s, ssum, total)
-    ref = _run(fos_pair_step, g, loads, est, s, *gen)  # today's call (signed indices)
     ix = p._uindices
     assert ix.dtype == np.uint32
-    _assert_same(_run(fos_pair_step, g, loads, est, s, g.indptr, ix, *gen[2:]), ref)
+    ref = _run(fos_pair_step, g, loads, est, s, g.indptr, ix, g.csr_edges, a0, inv, deg, caps, c, s, ssum, total)
     D = p._regular
     if caps is None and inv is None and g.n > 0 and np.all(g.degrees == g.degrees[0]):
         assert D == g.degrees[0]  # every regular graph with one coefficient takes the regular path
@@ -102,6 +102,38 @@ def test_sec3_phase1_regular_and_parallel_kernels_equal_general_kernel(case):
         par = _run(fos_pair_par, g, loads, est, s, g.indptr, ix, g.csr_edges, d, a0, inv, deg, caps, c, s, ssum, total,
                    block=block)
         _assert_same(par, ref)
+
+
+@settings(max_examples=40, deadline=None)
+@given(phase1_cases(), st.integers(0, 2**40), st.integers(0, 500))
+def test_theorem2_parallel_walk_step_equals_serial(case, key, step):
+    g, loads, _, block = case
+    rng = np.random.default_rng(key % 1000)
+    p = make_protocol("random-walk", {"c": "2"})
+    p.reset(g, loads.copy(), np.random.default_rng(0))
+    coefs = p._graph_state(g)
+    n = g.n
+    marked = rng.integers(0, 6, n) * (rng.random(n) < 0.5)
+    negative = rng.integers(0, 6, n) * (rng.random(n) < 0.5)
+    w = rng.integers(0, 4, n).astype(np.int64)  # small loads: overdraws happen
+    outs = []
+    for par in (False, True):
+        m2, n2 = marked.astype(np.int64), negative.astype(np.int64)
+        new_m, new_n, need = (np.full(n, -3, np.int32) for _ in range(3))
+        out, outflow = np.full(n, -7, np.int64), np.full(n, -7, np.int64)
+        if par:
+            dm, dn = np.full(2 * g.m, 99, np.int32), np.full(2 * g.m, 99, np.int32)  # dirty scratch
+            res = run_parallel(mrws_step_par, 2, g.indptr, p._uindices, g.csr_edges, *coefs, 2.0, p._s, key, step,
+                               m2, n2, new_m, new_n, w, out, outflow, need, dm, dn, g.max_degree, block)
+        else:
+            net = np.zeros(g.m, np.int32)
+            res = mrws_step(g.indptr, g.indices, g.csr_edges, g.u, g.v, *coefs, 2.0, p._s, key, step, m2, n2,
+                            new_m, new_n, w, out, outflow, need, net, np.empty(max(g.max_degree, 1)))
+        outs.append((tuple(int(x) for x in res), m2, n2, out, outflow, need))
+    (ra, *a), (rb, *b) = outs
+    assert ra == rb
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
 
 
 def _lockstep(spec, loads, params, steps):

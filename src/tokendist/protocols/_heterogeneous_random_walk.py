@@ -36,7 +36,7 @@ from ._heterogeneous_random_walk_node import node_decide, node_phase_oracle, nod
 from ._diffusion_parallel import run_parallel
 from ._heterogeneous_parallel import THREADS_PARAM, check_threads
 from ._heterogeneous_random_walk_kernels import edge_gap, fos_pair_regular, fos_pair_step, mrws_step, token_index
-from ._heterogeneous_random_walk_parallel import fos_pair_par
+from ._heterogeneous_random_walk_parallel import fos_pair_par, mrws_step_par
 
 __all__ = ["RandomWalk", "walk_tokens", "targets", "token_index", "SWITCH_RULES"]
 
@@ -366,10 +366,20 @@ class RandomWalk(HeterogeneousDiffusion):
             b = self._walk_bufs = {"new_m": np.empty(n, dt), "new_n": np.empty(n, dt), "need": np.empty(n, dt),
                                    "net": np.zeros(graph.m, dt), "g": np.empty(max(maxdeg, 1))}
         out = self._out_buffer(loads)
-        moved, messages, overdraws, gone, left_m, left_n = mrws_step(
-            graph.indptr, graph.indices, graph.csr_edges, graph.u, graph.v, *coefs, self.options["c"], self._s,
-            self._key, t, self.marked, self.negative, b["new_m"], b["new_n"], loads, out, self._outflow,
-            b["need"], b["net"], b["g"])
+        threads = self.options["threads"]
+        if threads > 1:
+            # Moves per edge direction (2m each) in place of net: see _heterogeneous_random_walk_parallel.
+            if "dm" not in b:
+                b["dm"], b["dn"] = np.empty(2 * graph.m, b["net"].dtype), np.empty(2 * graph.m, b["net"].dtype)
+            moved, messages, overdraws, gone, left_m, left_n = run_parallel(
+                mrws_step_par, threads, graph.indptr, self._uindices, graph.csr_edges, *coefs, self.options["c"],
+                self._s, self._key, t, self.marked, self.negative, b["new_m"], b["new_n"], loads, out, self._outflow,
+                b["need"], b["dm"], b["dn"], maxdeg)
+        else:
+            moved, messages, overdraws, gone, left_m, left_n = mrws_step(
+                graph.indptr, graph.indices, graph.csr_edges, graph.u, graph.v, *coefs, self.options["c"], self._s,
+                self._key, t, self.marked, self.negative, b["new_m"], b["new_n"], loads, out, self._outflow,
+                b["need"], b["net"], b["g"])
         self.overdraw_events += int(overdraws)
         self.annihilated += int(gone)
         if left_m == 0:

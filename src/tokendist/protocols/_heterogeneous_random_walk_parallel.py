@@ -29,9 +29,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._heterogeneous_random_walk_kernels import _pair_rows, _pair_rows_regular
+from ._diffusion_kernels import _step_base, _uniform
+from ._heterogeneous_random_walk_kernels import _pair_rows, _pair_rows_regular, _row_bounds
 
-__all__ = ["fos_pair_par", "ROW_BLOCK"]
+__all__ = ["fos_pair_par", "mrws_step_par", "ROW_BLOCK"]
 
 #: Rows per block (the threads take blocks a few at a time, see ``_diffusion_parallel.run_parallel``).
 ROW_BLOCK = 1024
@@ -85,3 +86,121 @@ def fos_pair_par(indptr, indices, csr_edges, D, a0, inv, deg, caps, c, s, ssum, 
     if s is None:
         wmax = wmax / (n / ssum)
     return moved, max_err, sq, wmax
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk_row(indptr, indices, csr_edges, base, kind, i, ci, stay, g, moves):
+    # Node i's ci tokens of ``kind`` take one step by M, exactly as in the serial ``_walk`` (the
+    # same coins and boundaries ``g``); a move along slot k adds 1 to ``moves[2 e + (j < i)]``,
+    # the edge direction i -> j that only row i writes. Returns the tokens that stay.
+    a = indptr[i]
+    last = indptr[i + 1] - a - 1
+    node_bits = (np.uint64(i) << np.uint64(32)) | (np.uint64(kind) << np.uint64(31))
+    stays = 0
+    for t in range(ci):
+        u = _uniform(base, node_bits | np.uint64(t))
+        if u < stay:
+            stays += 1
+            continue
+        k = a
+        for q in range(last):
+            k += g[q] <= u
+        moves[2 * csr_edges[k] + (indices[k] < i)] += 1
+    return stays
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def mrws_step_par(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, key, step, marked, negative, new_m, new_n,
+                  loads, out, outflow, need, dm, dn, maxdeg, block=ROW_BLOCK):
+    """:func:`._heterogeneous_random_walk_kernels.mrws_step` in two parallel passes over blocks of rows.
+
+    The walk writes into other nodes' counts and into edges, so it is split by edge direction:
+    ``dm[2 e + d]`` and ``dn[2 e + d]`` (2m values each, ``d = 0`` from ``u[e]`` to ``v[e]``, 1
+    back) count the marked and negative tokens that crossed edge e in direction d this step. Pass
+    1: every node draws its own tokens' coins (counter-based: the serial kernel's draws, in any
+    order) and writes only the directions leaving it. Pass 2: every node reads the directions
+    of its edges and computes its walking counts, what it must send (overdraw check), its real
+    flows (the serial ``net[e]`` seen from its end), load, outflow and annihilation. Same
+    arguments as the serial kernel but ``dm``, ``dn`` (scratch, no zeroing needed) in place of
+    ``net`` and ``g``, and ``maxdeg`` (the largest degree); the same outputs and returned values
+    (integers: exact in any order).
+    """
+    n = marked.shape[0]
+    nb = (n + block - 1) // block
+    base = _step_base(np.uint64(key), np.uint64(step))
+    mm_b = np.zeros(nb, dtype=np.int64)
+    nm_b = np.zeros(nb, dtype=np.int64)
+    for bk in numba.prange(nb):
+        g = np.empty(max(maxdeg, 1))
+        mm = 0
+        nm = 0
+        for i in range(bk * block, min(bk * block + block, n)):
+            for k in range(indptr[i], indptr[i + 1]):
+                d = 2 * csr_edges[k] + (indices[k] < i)
+                dm[d] = 0
+                dn[d] = 0
+            cm = marked[i]
+            cn = negative[i]
+            sm = cm
+            sn = cn
+            if cm + cn > 0:
+                stay = _row_bounds(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, i, g)
+                sm = _walk_row(indptr, indices, csr_edges, base, 0, i, cm, stay, g, dm)
+                sn = _walk_row(indptr, indices, csr_edges, base, 1, i, cn, stay, g, dn)
+            new_m[i] = sm
+            new_n[i] = sn
+            need[i] = cm - sm  # a marked token leaving i takes one of i's real tokens along
+            mm += cm - sm
+            nm += cn - sn
+        mm_b[bk] = mm
+        nm_b[bk] = nm
+    moved_b = np.zeros(nb, dtype=np.int64)
+    over_b = np.zeros(nb, dtype=np.int64)
+    gone_b = np.zeros(nb, dtype=np.int64)
+    lm_b = np.zeros(nb, dtype=np.int64)
+    ln_b = np.zeros(nb, dtype=np.int64)
+    for bk in numba.prange(nb):
+        moved = 0
+        over = 0
+        gone = 0
+        lm = 0
+        ln = 0
+        for j in range(bk * block, min(bk * block + block, n)):
+            cm = np.int64(new_m[j])
+            cn = np.int64(new_n[j])
+            nd = np.int64(need[j])
+            delta = 0
+            sent = 0
+            for k in range(indptr[j], indptr[j + 1]):
+                i = indices[k]
+                e2 = 2 * csr_edges[k]
+                din = e2 + (j < i)  # i -> j
+                dout = e2 + (i < j)  # j -> i
+                im = np.int64(dm[din])
+                inn = np.int64(dn[din])
+                cm += im
+                cn += inn
+                nd += inn  # a negative token arriving at j: j sends one real token back
+                # Real tokens j sends along the edge: marked j -> i, plus one per negative i -> j,
+                # minus the same the other way (the serial net[e], seen from j).
+                f = np.int64(dm[dout]) - im + inn - np.int64(dn[dout])
+                delta -= f
+                sent += max(f, 0)
+            out[j] = loads[j] + delta
+            outflow[j] = sent
+            need[j] = nd
+            moved += sent
+            if nd > loads[j]:
+                over += 1
+            x = min(cm, cn)
+            gone += x
+            marked[j] = cm - x
+            negative[j] = cn - x
+            lm += cm - x
+            ln += cn - x
+        moved_b[bk] = moved
+        over_b[bk] = over
+        gone_b[bk] = gone
+        lm_b[bk] = lm
+        ln_b[bk] = ln
+    return (moved_b.sum(), mm_b.sum() + 2 * nm_b.sum(), over_b.sum(), gone_b.sum(), lm_b.sum(), ln_b.sum())
