@@ -22,6 +22,7 @@ from tokendist.errors import TokendistError
 from tokendist.graphs import Graph, make_graph
 from tokendist.protocols._heterogeneous_random_walk_kernels import fos_pair_regular, fos_pair_step, mrws_step
 from tokendist.protocols._heterogeneous_random_walk_parallel import fos_pair_par, mrws_step_par
+from tokendist.protocols._heterogeneous_random_walk import unsigned_indices
 from tokendist.protocols._diffusion_parallel import run_parallel
 
 from ..strategies import random_connected_graph
@@ -90,7 +91,7 @@ def test_sec3_phase1_regular_and_parallel_kernels_equal_general_kernel(case):
     a0, inv, deg, caps = _coefs(p, g)
     s = None if p._unit_speeds else p._s
     c, ssum, total = 2.0, p._ssum, p._total
-    ix = p._uindices
+    ix = unsigned_indices(g)
     assert ix.dtype == np.uint32
     ref = _run(fos_pair_step, g, loads, est, s, g.indptr, ix, g.csr_edges, a0, inv, deg, caps, c, s, ssum, total)
     D = p._regular
@@ -123,8 +124,8 @@ def test_theorem2_parallel_walk_step_equals_serial(case, key, step):
         out, outflow = np.full(n, -7, np.int64), np.full(n, -7, np.int64)
         if par:
             dm, dn = np.full(2 * g.m, 99, np.int32), np.full(2 * g.m, 99, np.int32)  # dirty scratch
-            res = run_parallel(mrws_step_par, 2, g.indptr, p._uindices, g.csr_edges, *coefs, 2.0, p._s, key, step,
-                               m2, n2, new_m, new_n, w, out, outflow, need, dm, dn, g.max_degree, block)
+            res = run_parallel(mrws_step_par, 2, g.indptr, unsigned_indices(g), g.csr_edges, *coefs, 2.0, p._s, key,
+                               step, m2, n2, new_m, new_n, w, out, outflow, need, dm, dn, g.max_degree, block)
         else:
             net = np.zeros(g.m, np.int32)
             res = mrws_step(g.indptr, g.indices, g.csr_edges, g.u, g.v, *coefs, 2.0, p._s, key, step, m2, n2,

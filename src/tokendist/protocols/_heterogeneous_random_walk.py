@@ -38,7 +38,7 @@ from ._heterogeneous_parallel import THREADS_PARAM, check_threads
 from ._heterogeneous_random_walk_kernels import edge_gap, fos_pair_regular, fos_pair_step, mrws_step, token_index
 from ._heterogeneous_random_walk_parallel import fos_pair_par, mrws_step_par
 
-__all__ = ["RandomWalk", "walk_tokens", "targets", "token_index", "SWITCH_RULES"]
+__all__ = ["RandomWalk", "walk_tokens", "targets", "token_index", "unsigned_indices", "SWITCH_RULES"]
 
 #: When phase 2 starts. ``error``: the real-valued estimate is within ``switch_tol`` of the ideal
 #: loads in the max norm (the condition of the analysis, default tolerance 1/n^2; the simulation
@@ -126,6 +126,15 @@ def walk_tokens(counts: np.ndarray, graph, alpha: np.ndarray, s: np.ndarray, key
     return new.astype(np.int64), slot_moves
 
 
+def unsigned_indices(graph) -> np.ndarray:
+    """The graph's CSR indices viewed as uint32 (no copy) when they are int32: numba then emits no
+    negative-index wrap per slot. A view made per call, not kept (the bench counts the protocol's
+    arrays). int64 indices stay signed (uint64 against an int64 node number would compare as float).
+    """
+    ix = graph.indices
+    return ix.view(np.uint32) if ix.dtype == np.int32 else ix
+
+
 def _slot_signs(graph) -> np.ndarray:
     """+1 where a CSR slot goes from ``u[e]`` to ``v[e]`` (a positive flow), -1 otherwise."""
     row = np.repeat(np.arange(graph.n), np.diff(graph.indptr))
@@ -197,7 +206,6 @@ class RandomWalk(HeterogeneousDiffusion):
         # Numba path: coefficients and row offsets, cached per graph object; scratch buffers.
         self._deg_graph = self._coefs = None
         self._regular = 0  # D when the graph is D-regular with one coefficient (fos_pair_regular)
-        self._uindices = None  # the graph's CSR indices viewed as unsigned (no negative-index wrap)
         self._unit_speeds = bool(np.all(self._s == 1.0))
         self._xw = self._xe = self._outflow = None
         self._walk_bufs = None
@@ -299,8 +307,6 @@ class RandomWalk(HeterogeneousDiffusion):
         d = np.diff(graph.indptr)
         scalar = coefs[1].shape[0] == 0 and coefs[3].shape[0] == 0
         self._regular = int(d[0]) if graph.n and scalar and d[0] > 0 and bool(np.all(d == d[0])) else 0
-        ix = graph.indices
-        self._uindices = ix.view(np.uint32) if ix.dtype == np.int32 else ix  # (uint64 vs int64 would be float)
         self._deg_graph, self._coefs = graph, coefs
         return coefs
 
@@ -328,7 +334,7 @@ class RandomWalk(HeterogeneousDiffusion):
             else:
                 xw = np.divide(loads, self._s, out=self._xw)
                 xe, dst, s = np.divide(est, self._s, out=self._xe), est, self._s
-            ix, D, threads = self._uindices, self._regular, self.options["threads"]
+            ix, D, threads = unsigned_indices(graph), self._regular, self.options["threads"]
             if threads > 1:  # same results bit for bit (see _heterogeneous_random_walk_parallel)
                 res = run_parallel(fos_pair_par, threads, graph.indptr, ix, graph.csr_edges, D, a0,
                                    inv if inv.shape[0] else None, deg if caps.shape[0] else None,
@@ -359,22 +365,24 @@ class RandomWalk(HeterogeneousDiffusion):
         b = self._walk_bufs
         walkers = self.initial_marked + self.initial_negative  # annihilation only lowers the count
         maxdeg = int(np.diff(graph.indptr).max()) if n else 0
-        if b is None or b["net"].shape[0] != graph.m or b["g"].shape[0] < maxdeg:
-            # Per-node counts and net real tokens per edge are at most the number of walkers: int32
-            # unless there are 2^31 of them.
-            dt = np.int32 if walkers < 2**31 else np.int64
-            b = self._walk_bufs = {"new_m": np.empty(n, dt), "new_n": np.empty(n, dt), "need": np.empty(n, dt),
-                                   "net": np.zeros(graph.m, dt), "g": np.empty(max(maxdeg, 1))}
-        out = self._out_buffer(loads)
         threads = self.options["threads"]
+        if b is None or b["m"] != graph.m or b["g"].shape[0] < maxdeg:
+            # Per-node counts and net real tokens per edge are at most the number of walkers: int32
+            # unless there are 2^31 of them. threads > 1: moves per edge direction (2m each) in place
+            # of the net flow (see _heterogeneous_random_walk_parallel).
+            dt = np.int32 if walkers < 2**31 else np.int64
+            b = self._walk_bufs = {"m": graph.m, "new_m": np.empty(n, dt), "new_n": np.empty(n, dt),
+                                   "need": np.empty(n, dt), "g": np.empty(max(maxdeg, 1))}
+            if threads > 1:
+                b["dm"], b["dn"] = np.empty(2 * graph.m, dt), np.empty(2 * graph.m, dt)
+            else:
+                b["net"] = np.zeros(graph.m, dt)
+        out = self._out_buffer(loads)
         if threads > 1:
-            # Moves per edge direction (2m each) in place of net: see _heterogeneous_random_walk_parallel.
-            if "dm" not in b:
-                b["dm"], b["dn"] = np.empty(2 * graph.m, b["net"].dtype), np.empty(2 * graph.m, b["net"].dtype)
             moved, messages, overdraws, gone, left_m, left_n = run_parallel(
-                mrws_step_par, threads, graph.indptr, self._uindices, graph.csr_edges, *coefs, self.options["c"],
-                self._s, self._key, t, self.marked, self.negative, b["new_m"], b["new_n"], loads, out, self._outflow,
-                b["need"], b["dm"], b["dn"], maxdeg)
+                mrws_step_par, threads, graph.indptr, unsigned_indices(graph), graph.csr_edges, *coefs,
+                self.options["c"], self._s, self._key, t, self.marked, self.negative, b["new_m"], b["new_n"], loads,
+                out, self._outflow, b["need"], b["dm"], b["dn"], maxdeg)
         else:
             moved, messages, overdraws, gone, left_m, left_n = mrws_step(
                 graph.indptr, graph.indices, graph.csr_edges, graph.u, graph.v, *coefs, self.options["c"], self._s,
