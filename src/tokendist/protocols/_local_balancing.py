@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 
 import copy
+import functools
 
 import numpy as np
 
@@ -24,9 +25,10 @@ from .._random import counter_uniform, counter_uniform_scalar, stream_key
 from ..engine import MessageExecutor, Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ._local_balancing_kernels import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, ds_step_indexed,
-                                       ds_step_nodes, multi_port_step, single_port_counter_step,
-                                       single_port_geometric_step)
-from ._local_balancing_parallel import ds_step_nodes_par, multi_port_step_par, run_parallel
+                                       ds_step_nodes, multi_port_step, multi_port_step_regular,
+                                       single_port_counter_step, single_port_geometric_step)
+from ._local_balancing_parallel import (EDGE_BLOCK, ds_step_nodes_par, multi_port_step_par,
+                                        multi_port_step_regular_par, run_parallel, single_port_counter_step_par)
 from ._heterogeneous_parallel import THREADS_PARAM, check_threads, run_rows, use_threads
 
 __all__ = ["MultiPort", "SinglePort", "DynamicSynchronous", "AsyncMultiPort", "multi_port_flows",
@@ -45,6 +47,17 @@ def multi_port_flows(graph, loads, threshold: int) -> np.ndarray:
 def _apply_flows(graph, loads, flows) -> np.ndarray:
     return (loads - np.bincount(graph.u, weights=flows, minlength=graph.n).astype(np.int64)
             + np.bincount(graph.v, weights=flows, minlength=graph.n).astype(np.int64))
+
+
+def _regular_degree(graph) -> int:
+    """D if every node of ``graph`` has degree D >= 1 (the kernels' rows of D slots), else 0."""
+    deg = graph.degrees
+    return int(deg[0]) if graph.n and deg[0] > 0 and deg.min() == deg.max() else 0
+
+
+def _unsigned(indices):
+    """The CSR indices viewed as unsigned: numba then emits no negative-index wrap per slot."""
+    return indices.view(np.uint32 if indices.dtype == np.int32 else np.uint64)
 
 
 @register_protocol
@@ -83,6 +96,8 @@ class MultiPort(Protocol):
         t = self.options["threshold"]
         self.threshold = int(t) if t > 0 else 2 * graph.max_degree + 1
         self._out = np.empty(graph.n, dtype=np.int64)
+        self._graph = graph
+        self._degree = _regular_degree(graph)
 
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numpy":
@@ -90,7 +105,17 @@ class MultiPort(Protocol):
             return Step(_apply_flows(graph, loads, flows), moved=int(np.abs(flows).sum()), messages=2 * graph.m,
                         flows=flows)
         out = self._out if self._out is not loads else np.empty_like(loads)
-        if use_threads(self.name, self.options["threads"]):
+        threads = self.options["threads"]
+        # A step graph other than the reset one (dynamics) may not be regular: look again.
+        degree = self._degree if graph is self._graph else _regular_degree(graph)
+        if degree > 0:
+            # Rows of D slots (constant trip count, unsigned indices): faster than the edge scan.
+            args = (_unsigned(graph.indices), degree, loads, self.threshold, out)
+            if use_threads(self.name, threads):
+                moved = run_parallel(multi_port_step_regular_par, threads, *args)
+            else:
+                moved = multi_port_step_regular(*args)
+        elif use_threads(self.name, threads):
             # Rows over threads: the per-node CSR form of the same rule (_local_balancing_parallel).
             moved = run_rows(multi_port_step_par, graph.indptr, graph.indices, loads, self.threshold, out)
         else:
@@ -199,7 +224,12 @@ class SinglePort(Protocol):
                                          "(false: faster, loads only)"),
               Param("coins", str, "per-edge", "per-edge: one counter draw per edge; geometric: draw the gaps "
                                               "between candidates (~m/(4d) draws; same distribution, other coins)",
-                    ("per-edge", "geometric")))
+                    ("per-edge", "geometric")),
+              THREADS_PARAM)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        check_threads(self.name, self.options["threads"])
 
     def reset(self, graph, loads, rng):
         d = max(graph.max_degree, 1)
@@ -226,6 +256,7 @@ class SinglePort(Protocol):
         self._alloc_candidates(min(int(mp_ + 8 * np.sqrt(mp_)) + 2 * BLOCK, graph.m + BLOCK))
         self._ncand = 0
         self._geo_cache = (None, None)  # (t, candidate mask) for the per-node form
+        self._words = self._per_block = None  # allocated by the first threads > 1 step
 
     def step(self, t, graph, loads):
         self._steps += 1
@@ -241,13 +272,23 @@ class SinglePort(Protocol):
         if self._steps >= INT32_MAX and self._selected.dtype == np.int32:
             self._selected = self._selected.astype(np.int64)
         out = self._out if self._out is not loads else np.empty_like(loads)
+        threads = self.options["threads"]
+        extra = ()
         if coins == "geometric":
+            # The gaps are drawn one after the other (each candidate's position is the sum of the
+            # gaps before it): serial whatever ``threads`` says; the step draws only ~m p numbers.
             kernel, coin = single_port_geometric_step, self.p
+        elif use_threads(self.name, threads):
+            kernel, coin = functools.partial(run_parallel, single_port_counter_step_par, threads), self._bound
+            if self._words is None:  # scratch of the parallel kernel: a bit per edge, a number per edge block
+                self._words = np.zeros(16 * -(-graph.m // BLOCK), dtype=np.uint64)
+                self._per_block = np.zeros(-(-graph.m // EDGE_BLOCK), dtype=np.int64)
+            extra = (self._words, self._per_block)
         else:
             kernel, coin = single_port_counter_step, self._bound
         while True:
             moved, ncand = kernel(graph.u, graph.v, loads, self.key, t, coin, self.threshold, out, self._flows,
-                                  self._count, self._cands, self._ca, self._cb, self._ncand, self._selected)
+                                  self._count, self._cands, self._ca, self._cb, self._ncand, self._selected, *extra)
             if moved >= 0:
                 break
             # Candidate buffers full (flows already cleared, nothing else written): grow, redo.
@@ -423,8 +464,7 @@ class DynamicSynchronous(Protocol):
             self._set_node_estimates(np.full(graph.n, top if how == "max" else 0, dtype=np.int64))
         self._out = np.empty(graph.n, dtype=np.int64)
         # Rows of D slots when the graph is D-regular (the node kernel then reads no indptr).
-        deg = graph.degrees
-        self._degree = int(deg[0]) if graph.n and deg.min() == deg.max() else 0
+        self._degree = _regular_degree(graph)
         # What each node sends, for the engine's feasibility check; allocated on first need (a
         # step that could overdraw, or per-edge estimates); a zero-size placeholder until then.
         self._outflow = np.zeros(0, dtype=np.int32)
@@ -499,9 +539,8 @@ class DynamicSynchronous(Protocol):
             # only when it holds more than d - 1 tokens, so at least as many as its sends: no step
             # can overdraw and the engine needs no outflow (it still checks the sign of the loads).
             safe = self._safe()
-            idx = graph.indices
-            args = (graph.indptr, idx.view(np.uint32 if idx.dtype == np.int32 else np.uint64), self._degree,
-                    loads, self.threshold, self._prev, self._next, out, None if safe else self._outflow)
+            args = (graph.indptr, _unsigned(graph.indices), self._degree, loads, self.threshold, self._prev,
+                    self._next, out, None if safe else self._outflow)
             if use_threads(self.name, self.options["threads"]):
                 moved, flag = run_parallel(ds_step_nodes_par, self.options["threads"], *args)
             else:

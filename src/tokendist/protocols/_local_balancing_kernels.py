@@ -22,8 +22,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["multi_port_step", "single_port_counter_step", "single_port_geometric_step", "coin_bound",
-           "ds_step", "ds_step_indexed", "ds_step_nodes", "INT32_MIN", "INT32_MAX", "BLOCK"]
+__all__ = ["multi_port_step", "multi_port_step_regular", "single_port_counter_step", "single_port_geometric_step",
+           "coin_bound", "ds_step", "ds_step_indexed", "ds_step_nodes", "INT32_MIN", "INT32_MAX", "BLOCK"]
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -62,6 +62,40 @@ def multi_port_step(eu, ev, loads, threshold, out):
             e += 1
         out[a] += delta
     return moved
+
+
+@numba.njit(inline="always")
+def _multi_port_regular_rows(indices, D, loads, threshold, out, i0, i1):
+    # Rows i0..i1-1 of a D-regular graph (row i: slots D*i .. D*i + D - 1, ``indices`` unsigned):
+    # node i loses one token to every neighbour at least ``threshold`` lighter and gains one from
+    # every neighbour at least ``threshold`` heavier; each edge is decided at both ends with the
+    # same integers, so the ends agree. Counts the moves at the heavier end (each edge once).
+    moved = 0
+    uD = np.uint64(D)
+    for i in range(i0, i1):
+        wi = loads[i]
+        base = uD * np.uint64(i)
+        gain = 0
+        loss = 0
+        for kk in range(uD):
+            diff = wi - loads[indices[base + kk]]
+            loss += np.int64(diff >= threshold)
+            gain += np.int64(diff <= -threshold)
+        out[i] = wi + (gain - loss)
+        moved += loss
+    return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def multi_port_step_regular(indices, degree, loads, threshold, out):
+    """:func:`multi_port_step` on a ``degree``-regular graph as a row loop over the CSR adjacency.
+
+    Rows of ``degree`` slots (no ``indptr``, the same trip count for every row), ``indices``
+    viewed as unsigned; each row writes only ``out[i]`` (no scattered read-modify-write of the
+    far end) at the price of deciding each edge twice. Same loads and tokens moved; ``threshold``
+    must be at least 1 (the protocol's always is).
+    """
+    return _multi_port_regular_rows(indices, degree, loads, threshold, out, 0, loads.shape[0])
 
 
 # ---------------------------------------------------------------------------------------------------

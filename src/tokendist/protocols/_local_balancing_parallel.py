@@ -27,9 +27,11 @@ import numba
 import numpy as np
 
 from ._diffusion_parallel import ROW_BLOCK, run_parallel
-from ._local_balancing_kernels import _ds_general_rows, _ds_regular_rows
+from ._local_balancing_kernels import (_BIT, _DEBRUIJN, BLOCK, _count_candidate, _ds_general_rows, _ds_regular_rows,
+                                      _hash_block, _mix64, _multi_port_regular_rows, _pack64)
 
-__all__ = ["multi_port_step_par", "ds_step_nodes_par", "run_parallel", "ROW_BLOCK"]
+__all__ = ["multi_port_step_par", "multi_port_step_regular_par", "ds_step_nodes_par", "single_port_counter_step_par",
+           "run_parallel", "ROW_BLOCK", "EDGE_BLOCK", "ITEM_BLOCK"]
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -55,6 +57,20 @@ def multi_port_step_par(indptr, indices, loads, threshold, out):
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
+def multi_port_step_regular_par(indices, degree, loads, threshold, out, block=ROW_BLOCK):
+    """:func:`._local_balancing_kernels.multi_port_step_regular` over blocks of ``block`` rows in parallel.
+
+    The serial kernel's row loop on each block (rows write only their own ``out``); same loads and
+    tokens moved, bit for bit.
+    """
+    n = loads.shape[0]
+    moved = 0
+    for b in numba.prange((n + block - 1) // block):
+        moved += _multi_port_regular_rows(indices, degree, loads, threshold, out, b * block, min(b * block + block, n))
+    return moved
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
 def ds_step_nodes_par(indptr, indices, degree, loads, threshold, prev, new_prev, out, outflow, block=ROW_BLOCK):
     """:func:`._local_balancing_kernels.ds_step_nodes` over blocks of ``block`` rows in parallel.
 
@@ -75,3 +91,113 @@ def ds_step_nodes_par(indptr, indices, degree, loads, threshold, prev, new_prev,
         moved += mv  # prange reductions (integers: any order gives the same sum)
         flags += fl
     return moved, flags > 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# single-port, per-edge counter coins
+# ---------------------------------------------------------------------------------------------------
+#: Edges per block of the parallel single-port hash and compaction (a multiple of 64).
+EDGE_BLOCK = 16 * BLOCK
+#: Rows (loads copy), previous candidates (flows cleared) and candidates (matching resolved) per block.
+ITEM_BLOCK = 4096
+_M1, _M2, _M4 = np.uint64(0x5555555555555555), np.uint64(0x3333333333333333), np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
+
+
+@numba.njit(inline="always")
+def _popcount(x):
+    # Set bits of a uint64 (SWAR; LLVM emits popcnt where the CPU has it).
+    x = x - ((x >> np.uint64(1)) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return np.int64((x * _H01) >> np.uint64(56))
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def single_port_counter_step_par(eu, ev, loads, key, t, bound, threshold, out, flows, count, cands, ca, cb, nprev,
+                                 selected, words, per_block, eblock=EDGE_BLOCK, iblock=ITEM_BLOCK):
+    """:func:`._local_balancing_kernels.single_port_counter_step` with its parallel parts on threads.
+
+    Same arguments and results (loads, flows, selection counts, candidate buffers in the same
+    ascending order, ``(moved, ncand)``, ``(-1, 0)`` when ``cands`` is too small), plus two
+    scratch arrays: ``words`` (uint64, at least ``16 * ceil(m / BLOCK)``: every edge's candidate
+    flag as a bit) and ``per_block`` (int64, ``ceil(m / eblock)``). Phases:
+
+    1. parallel: clear the previous flows, copy the loads to ``out``;
+    2. parallel over blocks of ``eblock`` edges: the coins (a pure function of (key, t, e), so a
+       block draws exactly the serial kernel's), packed to bit words, candidates counted per block;
+    3. serial: offsets of the blocks (a prefix sum over m / eblock numbers);
+    4. parallel: each block writes its candidates (edge, ends) from its offset: the serial order;
+    5. serial: count the candidates at both ends (scattered increments of a shared per-node count:
+       two threads would lose updates, and numba has no atomic add);
+    6. parallel over candidates: keep those whose ends both count 1; the kept edges form a
+       matching, so no two write the same node or edge;
+    7. serial: clear the counts.
+
+    Only phases 5 and 7 (two scattered writes per candidate, about m p) and 3 stay serial.
+    """
+    n = loads.shape[0]
+    m = eu.shape[0]
+    for ib in numba.prange((nprev + iblock - 1) // iblock):
+        for i in range(ib * iblock, min(ib * iblock + iblock, nprev)):
+            flows[cands[i]] = 0
+    for ib in numba.prange((n + iblock - 1) // iblock):
+        for i in range(ib * iblock, min(ib * iblock + iblock, n)):
+            out[i] = loads[i]
+    base = _mix64(np.uint64(key) ^ _mix64(np.uint64(t)))
+    bound64 = np.uint64(bound)
+    nblocks = (m + eblock - 1) // eblock
+    for b in numba.prange(nblocks):
+        buf = np.empty(BLOCK, np.uint8)
+        buf8 = buf.view(np.uint64)
+        e1 = min(b * eblock + eblock, m)
+        found = 0
+        for start in range(b * eblock, e1, BLOCK):
+            stop = min(start + BLOCK, e1)
+            _hash_block(base, bound64, start, stop, buf)
+            for w in range((stop - start + 63) // 64):  # this block's words only
+                x = _pack64(buf8, w)
+                words[start // 64 + w] = x
+                found += _popcount(x)
+        per_block[b] = found
+    ncand = 0
+    for b in range(nblocks):
+        found = per_block[b]
+        per_block[b] = ncand
+        ncand += found
+    if ncand > cands.shape[0]:
+        return -1, 0  # flows cleared; count and selected untouched: the caller grows the buffers
+    for b in numba.prange(nblocks):
+        pos = per_block[b]
+        for w in range(b * eblock // 64, (min(b * eblock + eblock, m) + 63) // 64):
+            x = words[w]
+            while x != 0:
+                low = x & (~x + np.uint64(1))
+                x ^= low
+                e = 64 * w + _BIT[(low * _DEBRUIJN) >> np.uint64(58)]
+                cands[pos] = e
+                ca[pos] = eu[e]
+                cb[pos] = ev[e]
+                pos += 1
+    for i in range(ncand):
+        _count_candidate(count, ca[i], cb[i])
+    moved = 0
+    for ib in numba.prange((ncand + iblock - 1) // iblock):
+        part = 0
+        for i in range(ib * iblock, min(ib * iblock + iblock, ncand)):
+            a = ca[i]
+            b = cb[i]
+            if count[a] == 1 and count[b] == 1:
+                e = cands[i]
+                selected[e] += 1
+                diff = loads[a] - loads[b]
+                s = np.int64(diff >= threshold) - np.int64(diff <= -threshold)
+                flows[e] = s
+                out[a] -= s
+                out[b] += s
+                part += s * s
+        moved += part  # prange reduction (integers)
+    for i in range(ncand):
+        count[ca[i]] = 0
+        count[cb[i]] = 0
+    return moved, ncand
