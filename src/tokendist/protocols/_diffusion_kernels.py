@@ -252,30 +252,38 @@ def _general_rows(indptr, indices, coef, along, loads, mode, coins, i0, i1, hop_
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _regular_rows(indices, csr_edges, D, p, q, along, heads, loads, mode, coins, i0, i1, out, outflow):
-    # Rows i0..i1-1 of a D-regular graph with P_ij = p = 1/q. Random rounding: coin=pij reads the
-    # step's HEAD flag per edge (``heads``), coin=fraction the coins of slots D*i0.. (``coins``).
+def _regular_rows(indices, csr_edges, D, p, q, along, heads, loads, own, mode, coins, out, outflow):
+    # The rows of one block of a D-regular graph with P_ij = p = 1/q. ``own``, ``out``, ``outflow``:
+    # the block's rows of the loads and of the two outputs; ``indices``, ``csr_edges``, ``along``
+    # and ``coins``: its slots (views starting at the block's first slot, D per row; ``along``
+    # and ``coins`` may be empty when the rounding does not read them); ``loads``: all loads (the
+    # neighbours). Views let every loop start at a literal 0: with a run-time first row LLVM kept
+    # numba's negative-index wrap on every own-row access (1.2-1.4x slower). Random rounding:
+    # coin=pij reads the step's HEAD flag per edge (``heads``), coin=fraction the block's coins.
     # x = (load[i] - load[j]) p; trunc(x + copysign(1/(2q), x)) = sign * floor(|d| / q) and
     # trunc(x + copysign(1 - 1/(2q), x)) = sign * ceil(|d| / q): the exact quotient sits at least
     # 1/(2q) from the next integer after the shift, float64 errs by < 2**-23 for |d| < 2**29 and
     # q < 2**21, and in that range the snapping tolerance of the general path changes nothing.
-    # Returns (moved, low, OR of every |d|), the last for the caller's range check.
+    # Returns (moved, low, lowest load[i], highest load[i]): the caller checks that the loads span
+    # less than 2**29, which bounds every |d| (a per-row min/max instead of OR-ing |d| per slot:
+    # 5-17% faster, since the slot loop is what LLVM vectorises and each lane op counts).
     off_f = 0.5 / q
     span = 1.0 - 1.0 / q
     off_c = off_f + span  # 1 - 1/(2q), up to a rounding the argument above tolerates
     moved = 0
-    big = 0
     low = _INT64_MAX
-    c0 = D * i0
-    for i in range(i0, i1):
-        wi = loads[i]
+    lo_in = _INT64_MAX
+    hi_in = -_INT64_MAX - 1
+    for r in range(own.shape[0]):
+        wi = own[r]
+        lo_in = min(lo_in, wi)
+        hi_in = max(hi_in, wi)
         delta = 0
         sent = 0
-        base = D * i
+        base = D * r
         for kk in range(D):
             k = base + kk
             d = wi - loads[indices[k]]
-            big |= abs(d)
             x = d * p
             # The shift picks the rounding: off_f floors, off_c ceils (one conversion per slot;
             # the random and oriented choices enter as 0/1 arithmetic, since coins do not predict).
@@ -292,16 +300,23 @@ def _regular_rows(indices, csr_edges, D, p, q, along, heads, loads, mode, coins,
             else:
                 fl = np.int64(x + math.copysign(off_f, x))
                 # coin=fraction: HEAD below the float fraction |x| - floor, as on the general path.
-                off = off_f + span * np.float64(coins[k - c0] < abs(x) - abs(fl))
+                off = off_f + span * np.float64(coins[k] < abs(x) - abs(fl))
             a = np.int64(x + math.copysign(off, x))  # signed: what i sends (> 0) or receives (< 0)
             delta -= a
             sent += max(a, 0)
         new = wi + delta
-        out[i] = new
-        outflow[i] = sent
+        out[r] = new
+        outflow[r] = sent
         moved += sent
         low = min(low, new)
-    return moved, low, big
+    return moved, low, lo_in, hi_in
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _narrow(lo, hi):
+    """Whether loads between ``lo`` and ``hi`` differ by less than 2**29 (True when there are none)."""
+    # hi - lo in uint64 is exact for hi >= lo (it may exceed the int64 range).
+    return hi < lo or np.uint64(hi) - np.uint64(lo) < np.uint64(_DIFF_LIMIT)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -330,35 +345,40 @@ def _general(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_ext
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _regular(indices, csr_edges, D, p, q, along, heads, loads, mode, base, coins, out, outflow):
+    # Returns (moved, low, narrow): ``narrow`` False sends the step to the general path.
     n = loads.shape[0]
     if mode == RANDOM:
         _fill_heads(base, np.int64(math.ceil(p * 9007199254740992.0)), heads)  # head_threshold(p)
     if mode != RANDOM_FRACTION:
-        return _regular_rows(indices, csr_edges, D, p, q, along, heads, loads, mode, coins, 0, n, out, outflow)
+        moved, low, lo, hi = _regular_rows(indices, csr_edges, D, p, q, along, heads, loads, loads, mode, coins, out,
+                                           outflow)
+        return moved, low, _narrow(lo, hi)
     moved = 0
-    big = 0
     low = _INT64_MAX
+    lo = _INT64_MAX
+    hi = -_INT64_MAX - 1
     rows = max(1, coins.shape[0] // D)
     for i0 in range(0, n, rows):
         i1 = min(n, i0 + rows)
         _fill_coins(base, csr_edges, D * i0, D * i1, coins)
-        mv, lo, bg = _regular_rows(indices, csr_edges, D, p, q, along, heads, loads, mode, coins, i0, i1, out,
-                                   outflow)
+        mv, lw, l, h = _regular_rows(indices[D * i0:D * i1], csr_edges, D, p, q, along, heads, loads, loads[i0:i1],
+                                     mode, coins, out[i0:i1], outflow[i0:i1])
         moved += mv
-        low = min(low, lo)
-        big |= bg
-    return moved, low, big
+        low = min(low, lw)
+        lo = min(lo, l)
+        hi = max(hi, h)
+    return moved, low, _narrow(lo, hi)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, mode, base, hop_extra, relays, coins, degree,
                   q, out, outflow):
     if degree > 0 and q > 0:
-        moved, low, big = _regular(indices, csr_edges, degree, coef[0], q, along, heads, loads, mode, base, coins, out,
-                                   outflow)
-        if big < _DIFF_LIMIT:
+        moved, low, narrow = _regular(indices, csr_edges, degree, coef[0], q, along, heads, loads, mode, base, coins,
+                                      out, outflow)
+        if narrow:
             return moved, low
-    # Any graph, or a step with a load difference of 2**29 or more: the snapping arithmetic.
+    # Any graph, or a step whose loads span 2**29 or more: the snapping arithmetic.
     return _general(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_extra, relays, coins, out, outflow)
 
 
