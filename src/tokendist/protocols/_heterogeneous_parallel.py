@@ -352,15 +352,19 @@ def sos_iou_step_par(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, fir
     """
     n = loads.shape[0]
     nb = (n + block - 1) // block
-    big = np.zeros(nb)
+    # Only the two pranges run in parallel: array expressions (np.zeros, a[:] = 0, slice copies)
+    # would each become a parallel region of their own (a fork and a join: costly when the
+    # machine's other core is busy), so this function has none.
+    big = np.empty(nb)
     for b in numba.prange(nb):
         big[b] = _iou_upper_rows(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, owed_stored, has_exc,
                                  exc_bits, x, yhat, iou, out, owe, b * block, min(n, (b + 1) * block), eblock[b])
     if has_exc:
-        exc_bits[:] = 0
+        for q in range(exc_bits.shape[0]):
+            exc_bits[q] = 0
     shortbuf = np.empty(n, indices.dtype)  # the short rows of block b from b * block on
-    mv = np.zeros(nb, np.int64)
-    cnt = np.zeros(nb, np.int64)
+    mv = np.empty(nb, np.int64)
+    cnt = np.empty(nb, np.int64)
     for b in numba.prange(nb):
         mv[b], cnt[b] = _iou_lower_rows(indptr, indices, csr_edges, iou, loads, out, owe, b * block,
                                         min(n, (b + 1) * block), shortbuf)
@@ -376,7 +380,8 @@ def sos_iou_step_par(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, fir
     rows = np.empty(short, indices.dtype)
     q = 0
     for b in range(nb):
-        rows[q:q + cnt[b]] = shortbuf[b * block:b * block + cnt[b]]
-        q += cnt[b]
+        for c in range(cnt[b]):
+            rows[q] = shortbuf[b * block + c]
+            q += 1
     paid_moved, units, biggest = _iou_pay(indptr, indices, csr_edges, exc_bits, loads, iou, out, owe, rows)
     return moved + paid_moved, short, units, biggest, True
