@@ -141,6 +141,16 @@ def fos_floor_step(indptr, indices, csr_edges, mode, a0, inv, alpha, x, loads, o
 
 @numba.njit(cache=True, nogil=True)
 def sos_real_step(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, x, loads, flow, out, outflow):
+    """Real SOS, one step (:func:`_sos_real_pass`); the coefficient mode becomes a type (see :func:`sos_iou_step`)."""
+    if mode == COEF_SCALAR:
+        return _sos_real_pass(indptr, indices, csr_edges, a0, None, None, beta, first, x, loads, flow, out, outflow)
+    if mode == COEF_NODE:
+        return _sos_real_pass(indptr, indices, csr_edges, a0, inv, None, beta, first, x, loads, flow, out, outflow)
+    return _sos_real_pass(indptr, indices, csr_edges, a0, None, alpha, beta, first, x, loads, flow, out, outflow)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sos_real_pass(indptr, indices, csr_edges, a0, inv, alpha, beta, first, x, loads, flow, out, outflow):
     """Real SOS in flow form: ``y_e = beta F_e(w) + (beta - 1) y_e`` (``y_e = F_e`` when ``first``).
 
     Each edge's flow is computed once, from its lower endpoint: row ``i``'s upper slots are the
@@ -160,7 +170,9 @@ def sos_real_step(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first,
     for i in range(n):
         ui = _U(i)
         xi = x[ui]
-        ai = inv[ui] if mode == 1 else a0
+        ai = a0
+        if inv is not None:
+            ai = inv[ui]
         k = indptr[ui]
         end = indptr[ui + _U(1)]
         inn = 0.0
@@ -178,7 +190,12 @@ def sos_real_step(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first,
         for kk in range(k, end):
             j = _U(indices[_U(kk)])
             ue = _U(e)
-            f = (a0 if mode == 0 else (min(ai, inv[j]) if mode == 1 else alpha[ue])) * (xi - x[j])
+            a = a0
+            if alpha is not None:
+                a = alpha[ue]
+            elif inv is not None:
+                a = min(ai, inv[j])
+            f = a * (xi - x[j])
             y = f if first else beta * f + bm1 * flow[ue]
             flow[ue] = y
             e += 1
@@ -194,6 +211,26 @@ def sos_real_step(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first,
 @numba.njit(cache=True, nogil=True)
 def sos_iou_step(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, owed_stored, has_exc, exc_bits,
                  pay_iou, x, loads, yhat, iou, out, owe):
+    """Integer SOS with IOUs, one step (:func:`_sos_iou_pass`).
+
+    The coefficient mode becomes a type: the unused ``inv`` / ``alpha`` are passed as ``None``, so
+    numba compiles one pass per mode without the choice in the loop (measured 5-15% faster in
+    cache than the runtime ``mode`` test; making ``first`` and ``has_exc`` types too gained
+    nothing measurable, LLVM already hoists those tests).
+    """
+    if mode == COEF_SCALAR:
+        return _sos_iou_pass(indptr, indices, csr_edges, a0, None, None, beta, first, owed_stored, has_exc, exc_bits,
+                             pay_iou, x, loads, yhat, iou, out, owe)
+    if mode == COEF_NODE:
+        return _sos_iou_pass(indptr, indices, csr_edges, a0, inv, None, beta, first, owed_stored, has_exc, exc_bits,
+                             pay_iou, x, loads, yhat, iou, out, owe)
+    return _sos_iou_pass(indptr, indices, csr_edges, a0, None, alpha, beta, first, owed_stored, has_exc, exc_bits,
+                         pay_iou, x, loads, yhat, iou, out, owe)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sos_iou_pass(indptr, indices, csr_edges, a0, inv, alpha, beta, first, owed_stored, has_exc, exc_bits,
+                  pay_iou, x, loads, yhat, iou, out, owe):
     """Integer SOS with IOUs (Sec. 3): one step; updates ``yhat`` and ``iou`` in place.
 
     One fused pass over the CSR rows: each edge's ``yhat`` (eq. (4) in flow form), owed ``o = yhat +
@@ -238,7 +275,9 @@ def sos_iou_step(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, 
     for i in range(n):
         ui = _U(i)
         xi = np.float64(x[ui])
-        ai = inv[ui] if mode == 1 else a0
+        ai = a0
+        if inv is not None:
+            ai = inv[ui]
         k0 = indptr[ui]
         end = indptr[ui + _U(1)]
         owed = 0.0
@@ -258,7 +297,12 @@ def sos_iou_step(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, first, 
         for kk in range(mid, end):
             j = _U(indices[_U(kk)])
             ue = _U(e)
-            f = (a0 if mode == 0 else (min(ai, inv[j]) if mode == 1 else alpha[ue])) * (xi - np.float64(x[j]))
+            a = a0
+            if alpha is not None:
+                a = alpha[ue]
+            elif inv is not None:
+                a = min(ai, inv[j])
+            f = a * (xi - np.float64(x[j]))
             y = f if first else beta * f + bm1 * yhat[ue]
             yhat[ue] = y
             p = iou[ue]
