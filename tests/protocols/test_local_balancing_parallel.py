@@ -161,7 +161,7 @@ class _SinglePortBuffers:
         self.sel = np.zeros(g.m, np.int32)
         self.nprev = 0
         self.extra = () if eblock is None else (np.zeros(16 * -(-g.m // BLOCK), np.uint64),
-                                                 np.zeros(-(-g.m // eblock), np.int64), eblock, 3)
+                                                 np.zeros(max(1, -(-g.m // eblock)), np.int64), eblock, 3)
 
     def step(self, g, loads, key, t, p, threshold):
         args = (g.u, g.v, loads, key, t, coin_bound(p), threshold, self.out, self.flows, self.count, self.cands,

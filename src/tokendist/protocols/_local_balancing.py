@@ -75,7 +75,8 @@ class MultiPort(Protocol):
 
     Notes
     -----
-    ``threads=k`` (k > 1) runs the step as a per-node CSR row loop on k numba threads
+    On a regular graph the step is a row loop with rows of d slots (``multi_port_step_regular``),
+    otherwise an edge scan. ``threads=k`` (k > 1) runs a row loop on k numba threads
     (:mod:`._local_balancing_parallel`): same loads and tokens moved, bit for bit.
     """
 
@@ -208,6 +209,12 @@ class SinglePort(Protocol):
     References
     ----------
     B. Ghosh et al., Tight analyses of two local load balancing algorithms, CMU-CS-95-131, Sec. 1.1, 3.1.
+
+    Notes
+    -----
+    ``threads=k`` (k > 1, per-edge coins) draws the coins, collects the candidates and resolves the
+    matching on k numba threads; the per-node candidate count stays serial. Same matchings, loads,
+    flows and reports, bit for bit (:mod:`._local_balancing_parallel`). ``coins=geometric`` is serial.
     """
 
     name = "single-port"
@@ -282,7 +289,7 @@ class SinglePort(Protocol):
             kernel, coin = functools.partial(run_parallel, single_port_counter_step_par, threads), self._bound
             if self._words is None:  # scratch of the parallel kernel: a bit per edge, a number per edge block
                 self._words = np.zeros(16 * -(-graph.m // BLOCK), dtype=np.uint64)
-                self._per_block = np.zeros(-(-graph.m // EDGE_BLOCK), dtype=np.int64)
+                self._per_block = np.zeros(max(1, -(-graph.m // EDGE_BLOCK)), dtype=np.int64)
             extra = (self._words, self._per_block)
         else:
             kernel, coin = single_port_counter_step, self._bound
@@ -416,6 +423,12 @@ class DynamicSynchronous(Protocol):
     References
     ----------
     B. Ghosh et al., CMU-CS-95-131, Sec. 5; W. Aiello et al., STOC 1993 [2].
+
+    Notes
+    -----
+    ``threads=k`` (k > 1) runs the steps with per-node estimates (static networks, after the first
+    step) on k numba threads; same loads, tokens moved and outflows, bit for bit. Steps with
+    per-edge estimates (``estimates=random`` before the first step, dynamic networks) stay serial.
     """
 
     name = "ds"

@@ -1,24 +1,37 @@
-"""Opt-in multi-threaded steps of ``multi-port`` and ``ds`` (Ghosh et al. 1995, Sec. 1.1, 3.2, 5).
+"""Opt-in multi-threaded steps (``threads=k``) of ``multi-port``, ``single-port`` and ``ds`` (Ghosh et al. 1995).
 
-``multi-port``: the serial kernel :func:`._local_balancing_kernels.multi_port_step` computes each edge once and
-writes to both of its ends, which threads cannot share without races. This variant is the same
-rule as a per-node row loop over the CSR adjacency: node i gains one token from every neighbour
-at least ``threshold`` heavier and loses one to every neighbour at least ``threshold`` lighter
-(each edge's decision is computed from both ends, with the same integers, so both ends agree).
-Each row writes only ``out[i]``; the outer loop is a ``numba.prange``. The tokens moved are the
-edges with a move, counted once: at their heavier end (a row counts its lighter neighbours).
-Integer arithmetic throughout, so loads and ``moved`` equal the serial kernel's bit for bit.
+Every kernel here gives the serial kernel's results bit for bit (integer arithmetic; reductions
+are integer sums, equal in any order), tested against the serial kernels and the numpy
+references in tests/protocols/test_local_balancing_parallel.py and test_parallel_kernels.py.
 
-``ds`` (per-node estimates, :func:`ds_step_nodes_par`): the serial kernel is already a row form
+``multi-port`` (Sec. 1.1, 3.2). On a regular graph the serial kernel is already a row loop
+(:func:`._local_balancing_kernels.multi_port_step_regular`); :func:`multi_port_step_regular_par`
+runs its row loop on blocks of ``block`` rows. On other graphs the serial kernel is the edge scan
+:func:`._local_balancing_kernels.multi_port_step`, which writes to both ends of each edge and so
+cannot be shared between threads; :func:`multi_port_step_par` is the same rule as a per-node row
+loop over the CSR adjacency: node i gains one token from every neighbour at least ``threshold``
+heavier and loses one to every neighbour at least ``threshold`` lighter (each edge's decision is
+computed from both ends, with the same integers, so both ends agree). Each row writes only
+``out[i]``; the tokens moved are counted once, at the heavier end.
+
+``ds`` (Sec. 5, per-node estimates, :func:`ds_step_nodes_par`): the serial kernel is a row form
 (each row writes only its own ``out``, ``new_prev`` and ``outflow`` entries and reads ``prev``,
-which no row writes), so the parallel kernel cuts the rows into fixed blocks of ``block`` rows
-and runs the serial kernel's row loop (``_ds_regular_rows`` / ``_ds_general_rows``) on each block,
-blocks handed out :data:`._diffusion_parallel.CHUNK` at a time by :func:`run_parallel`. Integer
-sums: loads, outflows and tokens moved equal the serial kernel's, bit for bit, whatever the blocks.
+which no row writes), so the rows are cut into blocks of ``block`` rows, each running the serial
+row loop (``_ds_regular_rows`` / ``_ds_general_rows``). The per-edge estimates (random initial
+ones, dynamic networks) stay on the serial edge scans.
 
-Each is its own function with ``parallel=True`` (a separate cache entry from the serial kernel,
-../shared/PERFORMANCE.md); the thread count is set per call by
-:func:`._heterogeneous_parallel.use_threads`.
+``single-port`` (Sec. 1.1, 3.1, per-edge counter coins, :func:`single_port_counter_step_par`):
+which edges are candidates is a pure function of (key, t, e), so the coins split into edge
+blocks; the candidates keep the serial order (per-block counts, a prefix sum, each block writing
+from its offset); the kept candidates form a matching, so resolving them in parallel writes no
+node or edge twice. What stays serial is the per-node candidate count (scattered increments of a
+shared counter that two threads would lose without atomics), about 2 m p writes. The geometric
+coins stay serial: each candidate's position is the sum of all gaps drawn before it.
+
+Blocks are handed out :data:`._diffusion_parallel.CHUNK` at a time by :func:`run_parallel` (a
+thread the OS deschedules then holds back only its chunk). Each kernel is its own function with
+``parallel=True`` (a separate cache entry from the serial kernel, ../shared/PERFORMANCE.md).
+Caveat: numba's threading layer here is GNU OpenMP, not fork-safe.
 """
 
 from __future__ import annotations
@@ -98,7 +111,7 @@ def ds_step_nodes_par(indptr, indices, degree, loads, threshold, prev, new_prev,
 # ---------------------------------------------------------------------------------------------------
 #: Edges per block of the parallel single-port hash and compaction (a multiple of 64).
 EDGE_BLOCK = 16 * BLOCK
-#: Rows (loads copy), previous candidates (flows cleared) and candidates (matching resolved) per block.
+#: Candidates per block when the matching is resolved.
 ITEM_BLOCK = 4096
 _M1, _M2, _M4 = np.uint64(0x5555555555555555), np.uint64(0x3333333333333333), np.uint64(0x0F0F0F0F0F0F0F0F)
 _H01 = np.uint64(0x0101010101010101)
@@ -121,11 +134,12 @@ def single_port_counter_step_par(eu, ev, loads, key, t, bound, threshold, out, f
     Same arguments and results (loads, flows, selection counts, candidate buffers in the same
     ascending order, ``(moved, ncand)``, ``(-1, 0)`` when ``cands`` is too small), plus two
     scratch arrays: ``words`` (uint64, at least ``16 * ceil(m / BLOCK)``: every edge's candidate
-    flag as a bit) and ``per_block`` (int64, ``ceil(m / eblock)``). Phases:
+    flag as a bit) and ``per_block`` (int64, ``max(1, ceil(m / eblock))``). Phases:
 
-    1. parallel: clear the previous flows, copy the loads to ``out``;
-    2. parallel over blocks of ``eblock`` edges: the coins (a pure function of (key, t, e), so a
-       block draws exactly the serial kernel's), packed to bit words, candidates counted per block;
+    1. and 2. parallel over blocks of ``eblock`` edges: the coins (a pure function of (key, t, e),
+       so a block draws exactly the serial kernel's), packed to bit words, candidates counted per
+       block; each block also clears its share of the previous flows and copies its share of the
+       loads to ``out``;
     3. serial: offsets of the blocks (a prefix sum over m / eblock numbers);
     4. parallel: each block writes its candidates (edge, ends) from its offset: the serial order;
     5. serial: count the candidates at both ends (scattered increments of a shared per-node count:
@@ -138,16 +152,17 @@ def single_port_counter_step_par(eu, ev, loads, key, t, bound, threshold, out, f
     """
     n = loads.shape[0]
     m = eu.shape[0]
-    for ib in numba.prange((nprev + iblock - 1) // iblock):
-        for i in range(ib * iblock, min(ib * iblock + iblock, nprev)):
-            flows[cands[i]] = 0
-    for ib in numba.prange((n + iblock - 1) // iblock):
-        for i in range(ib * iblock, min(ib * iblock + iblock, n)):
-            out[i] = loads[i]
     base = _mix64(np.uint64(key) ^ _mix64(np.uint64(t)))
     bound64 = np.uint64(bound)
-    nblocks = (m + eblock - 1) // eblock
+    nblocks = max((m + eblock - 1) // eblock, 1)
     for b in numba.prange(nblocks):
+        # Phase 1 rides along with phase 2 (one parallel region fewer, so one barrier fewer at
+        # which a thread the OS has descheduled keeps the other waiting): block b also clears
+        # its share of the previous flows and copies its share of the loads.
+        for i in range(b * nprev // nblocks, (b + 1) * nprev // nblocks):
+            flows[cands[i]] = 0
+        for i in range(b * n // nblocks, (b + 1) * n // nblocks):
+            out[i] = loads[i]
         buf = np.empty(BLOCK, np.uint8)
         buf8 = buf.view(np.uint64)
         e1 = min(b * eblock + eblock, m)
