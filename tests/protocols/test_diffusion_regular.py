@@ -58,6 +58,10 @@ def test_sec4_shifted_truncation_is_the_exact_floor_and_ceiling(q):
     ad = np.abs(d)
     np.testing.assert_array_equal(fl, np.sign(d) * (ad // q))
     np.testing.assert_array_equal(ce, np.sign(d) * (-(-ad // q)))
+    # The oriented rounding's signed form: floor(x + off) is the floor (off_f) and the ceiling
+    # (off_c) of the signed quotient d / q.
+    np.testing.assert_array_equal(np.floor(x + off_f).astype(np.int64), d // q)
+    np.testing.assert_array_equal(np.floor(x + off_c).astype(np.int64), -(-d // q))
 
 
 def test_head_threshold_is_the_float_comparison():
@@ -115,6 +119,22 @@ def test_sec4_fallback_for_huge_differences_matches_the_reference():
         for _, _, sa, sb, _ in _step_pair(g, algo, {}, loads, 1, 3):
             np.testing.assert_array_equal(sa.loads, sb.loads)
             np.testing.assert_array_equal(sa.outflow, sb.outflow)
+
+
+@pytest.mark.parametrize("span", [2**29 - 1, 2**29])
+def test_sec4_load_span_at_the_fallback_bound_matches_the_reference(span):
+    # The regular path runs while the loads span less than 2**29 (every |d| is then below it) and
+    # hands the step to the snapping path from 2**29 on: both sides of the bound, on a torus and
+    # a hypercube, equal the numpy reference for every rounding.
+    for spec in ("torus:4x5", "hypercube:4"):
+        g = make_graph(spec)
+        loads = np.random.default_rng(span).integers(0, span + 1, g.n)
+        loads[0], loads[1] = 0, span  # (nodes 0 and 1 are adjacent in both)
+        for algo in ROUNDED:
+            for _, _, sa, sb, _ in _step_pair(g, algo, {}, loads, 2, 2):
+                np.testing.assert_array_equal(sa.loads, sb.loads)
+                np.testing.assert_array_equal(sa.outflow, sb.outflow)
+                assert sa.moved == sb.moved
 
 
 @given(st.sampled_from(REGULAR), st.integers(0, 2**31), st.sampled_from(["degree", "uniform:1/32", "uniform:1/30"]))
