@@ -30,7 +30,7 @@ import numba
 import numpy as np
 
 from ._diffusion_kernels import _step_base, _uniform
-from ._heterogeneous_random_walk_kernels import _pair_rows, _pair_rows_regular, _row_bounds
+from ._heterogeneous_random_walk_kernels import _pair_rows, _pair_rows_regular
 
 __all__ = ["fos_pair_par", "mrws_step_par", "ROW_BLOCK"]
 
@@ -89,24 +89,121 @@ def fos_pair_par(indptr, indices, csr_edges, D, a0, inv, deg, caps, c, s, ssum, 
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk_row(indptr, indices, csr_edges, base, kind, i, ci, stay, g, moves):
-    # Node i's ci tokens of ``kind`` take one step by M, exactly as in the serial ``_walk`` (the
-    # same coins and boundaries ``g``); a move along slot k adds 1 to ``moves[2 e + (j < i)]``,
-    # the edge direction i -> j that only row i writes. Returns the tokens that stay.
-    a = indptr[i]
-    last = indptr[i + 1] - a - 1
-    node_bits = (np.uint64(i) << np.uint64(32)) | (np.uint64(kind) << np.uint64(31))
-    stays = 0
-    for t in range(ci):
-        u = _uniform(base, node_bits | np.uint64(t))
-        if u < stay:
-            stays += 1
+def _walk_block(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, base, marked, negative, new_m, new_n, need,
+                dm, dn, g, i0, i1):
+    # Pass 1 on rows i0..i1-1: every token of node i steps by M exactly as in the serial ``_walk``
+    # (the same boundaries, built by the same additions, and the same counter coins); a move
+    # along slot k adds 1 to ``moves[2 e + (j < i)]``, the direction i -> j that only row i
+    # writes (zeroed here first). Called once per block: a numba call per row costs (arrays are
+    # passed as exploded structs). Returns the marked and the negative tokens that moved.
+    has_caps = caps.shape[0] > 0
+    has_inv = inv.shape[0] > 0
+    mm = 0
+    nm = 0
+    for i in range(i0, i1):
+        a = indptr[i]
+        b = indptr[i + 1]
+        for k in range(a, b):
+            d = 2 * csr_edges[k] + (indices[k] < i)
+            dm[d] = 0
+            dn[d] = 0
+        cm = marked[i]
+        cn = negative[i]
+        new_m[i] = cm
+        new_n[i] = cn
+        need[i] = 0
+        if cm + cn == 0:
             continue
-        k = a
+        si = s[i]
+        cs = 0.0
+        if has_caps:
+            for k in range(a, b):
+                cs = cs + caps[csr_edges[k]] / (c * max(deg[i], deg[indices[k]])) / si
+                g[k - a] = cs
+        elif has_inv:
+            for k in range(a, b):
+                cs = cs + min(inv[i], inv[indices[k]]) / si
+                g[k - a] = cs
+        else:
+            pk = a0 / si
+            for k in range(a, b):
+                cs = cs + pk
+                g[k - a] = cs
+        stay = 1.0 - cs
+        last = b - a - 1
         for q in range(last):
-            k += g[q] <= u
-        moves[2 * csr_edges[k] + (indices[k] < i)] += 1
-    return stays
+            g[q] = stay + g[q]
+        for kind in range(2):
+            ci = cm if kind == 0 else cn
+            node_bits = (np.uint64(i) << np.uint64(32)) | (np.uint64(kind) << np.uint64(31))
+            stays = 0
+            for t in range(ci):
+                u = _uniform(base, node_bits | np.uint64(t))
+                if u < stay:
+                    stays += 1
+                    continue
+                k = a
+                for q in range(last):
+                    k += g[q] <= u
+                d = 2 * csr_edges[k] + (indices[k] < i)
+                if kind == 0:
+                    dm[d] += 1
+                else:
+                    dn[d] += 1
+            if kind == 0:
+                new_m[i] = stays
+                need[i] = cm - stays  # a marked token leaving i takes one of i's real tokens along
+                mm += cm - stays
+            else:
+                new_n[i] = stays
+                nm += cn - stays
+    return mm, nm
+
+
+@numba.njit(cache=True, nogil=True)
+def _settle_block(indptr, indices, csr_edges, marked, negative, new_m, new_n, loads, out, outflow, need, dm, dn, i0,
+                  i1):
+    # Pass 2 on rows j = i0..i1-1: what arrived along each edge direction, the real flows seen
+    # from j, overdraw check and annihilation. Returns (moved, overdraws, gone, marked, negative).
+    moved = 0
+    over = 0
+    gone = 0
+    lm = 0
+    ln = 0
+    for j in range(i0, i1):
+        cm = np.int64(new_m[j])
+        cn = np.int64(new_n[j])
+        nd = np.int64(need[j])
+        delta = 0
+        sent = 0
+        for k in range(indptr[j], indptr[j + 1]):
+            i = indices[k]
+            e2 = 2 * csr_edges[k]
+            din = e2 + (j < i)  # i -> j
+            dout = e2 + (i < j)  # j -> i
+            im = np.int64(dm[din])
+            inn = np.int64(dn[din])
+            cm += im
+            cn += inn
+            nd += inn  # a negative token arriving at j: j sends one real token back
+            # Real tokens j sends along the edge: marked j -> i, plus one per negative i -> j,
+            # minus the same the other way (the serial net[e], seen from j).
+            f = np.int64(dm[dout]) - im + inn - np.int64(dn[dout])
+            delta -= f
+            sent += max(f, 0)
+        out[j] = loads[j] + delta
+        outflow[j] = sent
+        need[j] = nd
+        moved += sent
+        if nd > loads[j]:
+            over += 1
+        x = min(cm, cn)
+        gone += x
+        marked[j] = cm - x
+        negative[j] = cn - x
+        lm += cm - x
+        ln += cn - x
+    return moved, over, gone, lm, ln
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -132,75 +229,15 @@ def mrws_step_par(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, key, ste
     nm_b = np.zeros(nb, dtype=np.int64)
     for bk in numba.prange(nb):
         g = np.empty(max(maxdeg, 1))
-        mm = 0
-        nm = 0
-        for i in range(bk * block, min(bk * block + block, n)):
-            for k in range(indptr[i], indptr[i + 1]):
-                d = 2 * csr_edges[k] + (indices[k] < i)
-                dm[d] = 0
-                dn[d] = 0
-            cm = marked[i]
-            cn = negative[i]
-            sm = cm
-            sn = cn
-            if cm + cn > 0:
-                stay = _row_bounds(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, i, g)
-                sm = _walk_row(indptr, indices, csr_edges, base, 0, i, cm, stay, g, dm)
-                sn = _walk_row(indptr, indices, csr_edges, base, 1, i, cn, stay, g, dn)
-            new_m[i] = sm
-            new_n[i] = sn
-            need[i] = cm - sm  # a marked token leaving i takes one of i's real tokens along
-            mm += cm - sm
-            nm += cn - sn
-        mm_b[bk] = mm
-        nm_b[bk] = nm
-    moved_b = np.zeros(nb, dtype=np.int64)
-    over_b = np.zeros(nb, dtype=np.int64)
-    gone_b = np.zeros(nb, dtype=np.int64)
-    lm_b = np.zeros(nb, dtype=np.int64)
-    ln_b = np.zeros(nb, dtype=np.int64)
+        r = _walk_block(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, base, marked, negative, new_m, new_n,
+                        need, dm, dn, g, bk * block, min(bk * block + block, n))
+        mm_b[bk] = r[0]
+        nm_b[bk] = r[1]
+    res = np.zeros((nb, 5), dtype=np.int64)
     for bk in numba.prange(nb):
-        moved = 0
-        over = 0
-        gone = 0
-        lm = 0
-        ln = 0
-        for j in range(bk * block, min(bk * block + block, n)):
-            cm = np.int64(new_m[j])
-            cn = np.int64(new_n[j])
-            nd = np.int64(need[j])
-            delta = 0
-            sent = 0
-            for k in range(indptr[j], indptr[j + 1]):
-                i = indices[k]
-                e2 = 2 * csr_edges[k]
-                din = e2 + (j < i)  # i -> j
-                dout = e2 + (i < j)  # j -> i
-                im = np.int64(dm[din])
-                inn = np.int64(dn[din])
-                cm += im
-                cn += inn
-                nd += inn  # a negative token arriving at j: j sends one real token back
-                # Real tokens j sends along the edge: marked j -> i, plus one per negative i -> j,
-                # minus the same the other way (the serial net[e], seen from j).
-                f = np.int64(dm[dout]) - im + inn - np.int64(dn[dout])
-                delta -= f
-                sent += max(f, 0)
-            out[j] = loads[j] + delta
-            outflow[j] = sent
-            need[j] = nd
-            moved += sent
-            if nd > loads[j]:
-                over += 1
-            x = min(cm, cn)
-            gone += x
-            marked[j] = cm - x
-            negative[j] = cn - x
-            lm += cm - x
-            ln += cn - x
-        moved_b[bk] = moved
-        over_b[bk] = over
-        gone_b[bk] = gone
-        lm_b[bk] = lm
-        ln_b[bk] = ln
-    return (moved_b.sum(), mm_b.sum() + 2 * nm_b.sum(), over_b.sum(), gone_b.sum(), lm_b.sum(), ln_b.sum())
+        r = _settle_block(indptr, indices, csr_edges, marked, negative, new_m, new_n, loads, out, outflow, need, dm,
+                          dn, bk * block, min(bk * block + block, n))
+        for q in range(5):
+            res[bk, q] = r[q]
+    moved, over, gone, lm, ln = res[:, 0].sum(), res[:, 1].sum(), res[:, 2].sum(), res[:, 3].sum(), res[:, 4].sum()
+    return moved, mm_b.sum() + 2 * nm_b.sum(), over, gone, lm, ln
