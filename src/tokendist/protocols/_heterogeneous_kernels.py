@@ -16,6 +16,15 @@ with ``inv_i = 1 / (c d_i)``, bit for bit (``c d`` and ``1 / .`` are monotone un
 The choice is written out in each loop: the same choice in a helper marked ``inline="always"``
 made the FOS loop 15x slower (74 ns instead of 5 per edge on torus:1000x1000).
 
+Loop shape (the performance pass of issue 3; every result unchanged, bit for bit). Every array
+index is cast to ``uint64`` (:data:`_U`): numba then emits no negative-index wraparound, which
+cost three instructions per access (35-45% of the SOS loops' time in cache). A row's lower slots
+(``j < i``) come first, so the SOS and real FOS rows are two loops (lower, then upper) with no
+per-slot branch on ``j < i``. The SOS kernels take the coefficient mode as a type (``None`` for
+the unused ``inv`` / ``alpha``: one compiled pass per mode). sos-iou settles a short node's
+payments at the end of its own row, while the row is in cache (see :func:`_sos_iou_pass`).
+Tried and dropped: ``first`` and ``has_exc`` as types (no measurable gain: LLVM hoists the tests).
+
 Weighted loads ``x = w / s``: the caller passes ``x = loads`` itself when every speed is 1 (the
 division by 1 is exact, so nothing is computed or stored), else a buffer holding ``loads / s``.
 
