@@ -1,16 +1,17 @@
-"""Phase 1 of ``random-walk`` (Elsässer, Monien, Schamberger 2006, Sec. 3): the regular-degree kernel
-and the opt-in ``threads=k`` kernel against the general serial kernel, bit for bit.
+"""``random-walk`` (Elsässer, Monien, Schamberger 2006, Sec. 3): the regular-degree phase-1 kernel
+and the opt-in ``threads=k`` kernels of both phases against the serial kernels, bit for bit.
 
-* Kernel level (Hypothesis): on random connected graphs and on regular graphs (ring, torus,
-  hypercube, complete, random-regular), with unit or random speeds, ``fos_pair_regular`` (regular
-  graphs, one coefficient) and ``fos_pair_par`` (cut into blocks of 1-7 rows) write the same
-  loads, outflows and estimate as ``fos_pair_step`` and return the same moved, max error, squared
-  error and max weighted estimate (``==``, not approximately). (``fos_pair_step`` itself is checked
-  against the numpy reference in test_heterogeneous_random_walk.py.)
+* Phase 1 (Hypothesis): on random connected graphs and on regular graphs (ring, torus, hypercube,
+  complete, random-regular), with unit speeds, speeds or capacities, ``fos_pair_regular``
+  (regular graphs, one coefficient), ``fos_pair_regular_par`` and ``fos_pair_par`` (cut into
+  blocks of 1-7 rows) write the same loads, outflows and estimate as ``fos_pair_step`` and return
+  the same moved, max error, squared error and max weighted estimate (``==``, not approximately).
+  (``fos_pair_step`` itself is checked against the numpy reference in
+  test_heterogeneous_random_walk.py.)
 * Phase 2 (Hypothesis): ``mrws_step_par`` (two passes over blocks of 1-7 rows, moves per edge
   direction) gives the serial ``mrws_step``'s counts, loads, outflows, need and totals exactly.
 * Protocol level: ``threads=2`` against ``threads=1`` and the numpy reference through the switch
-  into phase 2 and to the end: same loads every step, same estimate, phases and trace.
+  into phase 2: same loads every step, same estimate, phases and report (trace included).
 """
 
 import numpy as np
@@ -21,7 +22,7 @@ from tokendist.engine import make_protocol
 from tokendist.errors import TokendistError
 from tokendist.graphs import Graph, make_graph
 from tokendist.protocols._heterogeneous_random_walk_kernels import fos_pair_regular, fos_pair_step, mrws_step
-from tokendist.protocols._heterogeneous_random_walk_parallel import fos_pair_par, mrws_step_par
+from tokendist.protocols._heterogeneous_random_walk_parallel import fos_pair_par, fos_pair_regular_par, mrws_step_par
 from tokendist.protocols._heterogeneous_random_walk import unsigned_indices
 from tokendist.protocols._diffusion_parallel import run_parallel
 
@@ -47,8 +48,8 @@ def _run(kernel, g, loads, est, s, *args, block=None):
         xw, xe, dst = w / s, e / s, e
     out, outflow = np.full(n, -7, np.int64), np.full(n, -7, np.int64)
     tail = (w, xw, e, xe, dst, out, outflow)
-    if kernel is fos_pair_par:
-        res = run_parallel(fos_pair_par, 2, *args, *tail, block)
+    if kernel in (fos_pair_par, fos_pair_regular_par):
+        res = run_parallel(kernel, 2, *args, *tail, block)
     else:
         res = kernel(*args, *tail)
     return res, out, outflow, dst.copy()
@@ -99,10 +100,10 @@ def test_sec3_phase1_regular_and_parallel_kernels_equal_general_kernel(case):
         assert D == g.degrees[0]  # every regular graph with one coefficient takes the regular path
     if D:
         _assert_same(_run(fos_pair_regular, g, loads, est, s, ix, D, a0, s, ssum, total), ref)
-    for d in {0, D}:
-        par = _run(fos_pair_par, g, loads, est, s, g.indptr, ix, g.csr_edges, d, a0, inv, deg, caps, c, s, ssum, total,
-                   block=block)
-        _assert_same(par, ref)
+        _assert_same(_run(fos_pair_regular_par, g, loads, est, s, ix, D, a0, s, ssum, total, block=block), ref)
+    par = _run(fos_pair_par, g, loads, est, s, g.indptr, ix, g.csr_edges, a0, inv, deg, caps, c, s, ssum, total,
+               block=block)
+    _assert_same(par, ref)
 
 
 @settings(max_examples=40, deadline=None)

@@ -36,7 +36,7 @@ from ._heterogeneous_random_walk_node import node_decide, node_phase_oracle, nod
 from ._diffusion_parallel import run_parallel
 from ._heterogeneous_parallel import THREADS_PARAM, check_threads
 from ._heterogeneous_random_walk_kernels import edge_gap, fos_pair_regular, fos_pair_step, mrws_step, token_index
-from ._heterogeneous_random_walk_parallel import fos_pair_par, mrws_step_par
+from ._heterogeneous_random_walk_parallel import fos_pair_par, fos_pair_regular_par, mrws_step_par
 
 __all__ = ["RandomWalk", "walk_tokens", "targets", "token_index", "unsigned_indices", "SWITCH_RULES"]
 
@@ -337,8 +337,11 @@ class RandomWalk(HeterogeneousDiffusion):
                 xw = np.divide(loads, self._s, out=self._xw)
                 xe, dst, s = np.divide(est, self._s, out=self._xe), est, self._s
             ix, D, threads = unsigned_indices(graph), self._regular, self.options["threads"]
-            if threads > 1:  # same results bit for bit (see _heterogeneous_random_walk_parallel)
-                res = run_parallel(fos_pair_par, threads, graph.indptr, ix, graph.csr_edges, D, a0,
+            if threads > 1 and D:  # same results bit for bit (see _heterogeneous_random_walk_parallel)
+                res = run_parallel(fos_pair_regular_par, threads, ix, D, a0, s, self._ssum, self._total, loads, xw,
+                                   est, xe, dst, out, self._outflow)
+            elif threads > 1:
+                res = run_parallel(fos_pair_par, threads, graph.indptr, ix, graph.csr_edges, a0,
                                    inv if inv.shape[0] else None, deg if caps.shape[0] else None,
                                    caps if caps.shape[0] else None, self.options["c"], s, self._ssum, self._total,
                                    loads, xw, est, xe, dst, out, self._outflow)
