@@ -16,9 +16,23 @@ Two paths each:
 The rounded kernels on the regular path with ``p = 1/q`` (q an integer, as the default
 ``1/(2 max(d_i, d_j))`` on a regular graph) round with one float multiply and one truncation per
 slot (``_regular_rows``), which is exact, and equal to the snapping arithmetic of the general
-path, for ``|load[i] - load[j]| < 2**29``; a step that meets a larger difference is redone on the
-general path (the inputs are not modified, so the redo is safe). Measurements and the argument:
+path, for ``|load[i] - load[j]| < 2**29``. The row loop tracks the lowest and highest load it
+reads (two operations per row, not an OR of ``|d|`` per slot); a step whose loads span 2**29 or
+more is redone on the general path (the inputs are not modified, so the redo is safe; the results
+are the same either way, only the time differs). Measurements and the argument:
 docs/subramanian-scherson.md, "Performance".
+
+Tried for the random rounding and dropped (second pass of issue 3; every variant gave the same
+loads): HEAD flags as bits (the packing pass is 1.7x slower than the byte pass, the row loop no
+faster), as uint32 / int64 / float64 per edge (the pass writes 4-8x more; no faster overall), or
+read as 32-bit words (LLVM loads the HEAD bytes of the vectorised slot loop one lane at a time;
+a word gather instead was within the noise); hashing inside the row loop (1.4-1.9x slower); a
+per-slot HEAD byte copied from the per-edge ones (that copy alone costs 1.5 ns per edge); fusing
+the HEAD pass into blocks of rows; splitting each row into its lower and upper slots (the upper
+slots' edges are consecutive, so they need no ``csr_edges``: variable trip counts made it 2-2.4x
+slower); integer rounding (a shift for q a power of two, or a magic multiply) instead of the
+shifted float truncation (no faster: the D-slot loop is vectorised and float and integer lanes
+cost alike).
 """
 
 from __future__ import annotations
@@ -398,7 +412,8 @@ def rounded_step(indptr, indices, csr_edges, coef, along, heads, loads, mode, ke
     flags; else it may be empty), otherwise once per CSR slot in blocks of ``coins.shape[0]``
     slots (random only, else empty). ``hop_extra[k]`` is 1 for an
     edge of H carried over two real edges (Case 2; empty when there is none). ``degree`` D > 0
-    and ``q`` > 0 select the regular path (every row has D slots, ``P_ij = 1/q``), else 0.
+    and ``q`` > 0 select the regular path (every row has D slots, ``P_ij = 1/q``), else 0; a
+    step whose loads span 2**29 or more runs on the general path.
     """
     base = np.uint64(0)
     if mode == RANDOM or mode == RANDOM_FRACTION:

@@ -18,6 +18,12 @@ whatever the block boundaries (coin=fraction and the general path: each block fi
 buffer for its slots; coin=pij on the regular path: the HEAD byte per edge is filled in parallel
 edge blocks before the row pass).
 
+The regular rounded blocks hand the row loop views of their own rows and slots, so that its
+loops start at a literal 0 as in the serial kernel; with the block's first row as a run-time
+start, LLVM kept numba's negative-index wrap on every own-row access, and the blocks ran 1.2-2x
+slower than the serial loop even on one thread (measured: diffusion-floor on hypercube:20, one
+thread, 5.2 -> 2.9 ns per edge-step of CPU time; diffusion-oriented 8.3 -> 3.5).
+
 Each variant is its own function: compiling one function both with and without
 ``parallel=True`` under ``cache=True`` shares one cache entry (../shared/PERFORMANCE.md). Per-block
 results (moves, minimum, OR of differences) go into small per-block arrays reduced serially
