@@ -42,7 +42,8 @@ def kernel_cases(draw):
     inv = 1.0 / (2.0 * np.maximum(g.degrees, 1)) if mode == 1 else np.zeros(0)
     alpha = rng.random(g.m) / (2.0 * max(g.max_degree, 1)) if mode == 2 else np.zeros(0)
     speeds = None if draw(st.booleans()) else rng.uniform(1.0, 3.0, g.n)
-    return g, loads, (mode, a0, inv, alpha), speeds, draw(st.sampled_from([1, 2, 3, 7])), rng
+    # 64: one block, every short row pays in pass 2; 1: every short row is left to the serial phase.
+    return g, loads, (mode, a0, inv, alpha), speeds, draw(st.sampled_from([1, 2, 3, 7, 64])), rng
 
 
 def _x(w, speeds):

@@ -274,31 +274,77 @@ def _iou_upper_rows(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, firs
 
 
 @numba.njit(cache=True, nogil=True)
-def _iou_lower_rows(indptr, indices, csr_edges, iou, loads, out, owe, i0, i1, shortbuf):
+def _iou_lower_rows(indptr, indices, csr_edges, iou, loads, out, owe, i0, i1, shortbuf, pay_iou, exc_bits, s0, s1):
     # Pass 2: the lower slots of rows i0..i1-1; each row's load and amount owed are then complete.
-    # The short rows are listed in shortbuf[i0:]. Returns (tokens owed, short rows).
+    # A short row whose neighbours all lie in this block and whose edges lie in [s0, s1) (this
+    # block's edges, minus any bitmap byte shared with another block) pays at once, as the serial
+    # kernel does (no other thread touches these edges, loads or bitmap bytes); the other short
+    # rows are listed in shortbuf[i0:] for the serial phase. Returns (tokens moved, short rows,
+    # listed rows, owed units, largest IOU).
     moved = 0
     short = 0
+    listed = 0
+    units = 0.0
+    exc_big = 0.0
     for i in range(i0, i1):
         ui = _U(i)
-        k = indptr[ui]
+        k0 = indptr[ui]
         end = indptr[ui + _U(1)]
         owed = 0.0
         delta = 0
+        k = k0
         while k < end and indices[_U(k)] < i:
             t = np.trunc(iou[_U(csr_edges[_U(k)])])
             owed += max(-t, 0.0)
             delta += np.int64(t)
             k += 1
+        mid = k
         owed += owe[ui]  # integer-valued floats: exact in any order
         held = loads[ui]
-        out[ui] = held + (delta + out[ui])
-        owe[ui] = owed
         moved += np.int64(owed)
         if owed > held:
-            shortbuf[_U(i0 + short)] = i
             short += 1
-    return moved, short
+            local = pay_iou
+            for kk in range(k0, end):
+                j = indices[_U(kk)]
+                le = csr_edges[_U(kk)]
+                if j < i0 or j >= i1 or le < s0 or le >= s1:
+                    local = False
+            if local:
+                heldf = np.float64(held)
+                paid_sum = 0.0
+                for kk in range(k0, end):
+                    lower = kk < mid
+                    le = np.int64(csr_edges[_U(kk)])
+                    o = iou[_U(le)]
+                    t = np.trunc(o)
+                    if (t >= 0.0) if lower else (t <= 0.0):
+                        continue  # i does not send on this edge
+                    paid = np.sign(t) * np.floor((np.abs(t) * heldf) / owed)
+                    paid_sum += np.abs(paid)
+                    back = np.int64(t) - np.int64(paid)
+                    moved -= abs(back)
+                    r = o - paid
+                    iou[_U(le)] = r
+                    exc_bits[_U(le >> 3)] |= np.uint8(1 << (le & 7))
+                    units += np.floor(np.abs(r))
+                    exc_big = max(exc_big, np.abs(r))
+                    jn = indices[_U(kk)]
+                    if lower:
+                        delta -= back
+                        out[_U(jn)] += back  # row j < i is done
+                    else:
+                        delta += back
+                        # Row j > i (pass 2 to come) reads trunc(r) where it should add paid; out[j]
+                        # holds its pass-1 part, to which its pass 2 adds the rest.
+                        out[_U(jn)] += np.int64(paid) - np.int64(np.trunc(r))
+                owed = paid_sum
+            else:
+                shortbuf[_U(i0 + listed)] = i
+                listed += 1
+        out[ui] = held + (delta + out[ui])
+        owe[ui] = owed
+    return moved, short, listed, units, exc_big
 
 
 @numba.njit(cache=True, nogil=True)
@@ -362,26 +408,40 @@ def sos_iou_step_par(indptr, indices, csr_edges, mode, a0, inv, alpha, beta, fir
     if has_exc:
         for q in range(exc_bits.shape[0]):
             exc_bits[q] = 0
-    shortbuf = np.empty(n, indices.dtype)  # the short rows of block b from b * block on
+    shortbuf = np.empty(n, indices.dtype)  # the short rows of block b left to the serial phase, from b * block on
     mv = np.empty(nb, np.int64)
     cnt = np.empty(nb, np.int64)
+    lst = np.empty(nb, np.int64)
+    un = np.empty(nb)
+    eb = np.empty(nb)
+    m = yhat.shape[0]
     for b in numba.prange(nb):
-        mv[b], cnt[b] = _iou_lower_rows(indptr, indices, csr_edges, iou, loads, out, owe, b * block,
-                                        min(n, (b + 1) * block), shortbuf)
+        # Edges this block may mark in the bitmap alone: its own, minus a byte shared with a neighbour block.
+        s0 = ((eblock[b] + 7) >> 3) << 3
+        s1 = ((eblock[b + 1] >> 3) << 3) if b + 1 < nb else m
+        mv[b], cnt[b], lst[b], un[b], eb[b] = _iou_lower_rows(indptr, indices, csr_edges, iou, loads, out, owe,
+                                                              b * block, min(n, (b + 1) * block), shortbuf, pay_iou,
+                                                              exc_bits, s0, s1)
     moved = 0
     short = 0
+    listed = 0
     biggest = 0.0
+    units = 0.0
+    exc_big = 0.0
     for b in range(nb):
         moved += mv[b]
         short += cnt[b]
+        listed += lst[b]
         biggest = max(biggest, big[b])
+        units += un[b]
+        exc_big = max(exc_big, eb[b])
     if not (pay_iou and short > 0):
         return moved, short, 0.0, biggest, False
-    rows = np.empty(short, indices.dtype)
+    rows = np.empty(listed, indices.dtype)
     q = 0
     for b in range(nb):
-        for c in range(cnt[b]):
+        for c in range(lst[b]):
             rows[q] = shortbuf[b * block + c]
             q += 1
-    paid_moved, units, biggest = _iou_pay(indptr, indices, csr_edges, exc_bits, loads, iou, out, owe, rows)
-    return moved + paid_moved, short, units, biggest, True
+    paid_moved, units2, biggest2 = _iou_pay(indptr, indices, csr_edges, exc_bits, loads, iou, out, owe, rows)
+    return moved + paid_moved, short, units + units2, max(exc_big, biggest2), True
