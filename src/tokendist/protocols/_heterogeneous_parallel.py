@@ -29,9 +29,11 @@ lower endpoint is below its first row: :func:`block_edge_starts`, once per graph
 Each row's float sums are split as in the serial kernel (lower-slot sums and upper-slot sums kept
 apart, joined by the same operation), so loads, flows and outflows are the serial kernel's bit for
 bit; the real scheme's ``moved`` is summed per block, then over blocks (last bits may differ).
-sos-iou's sums are of integer-valued floats (exact in any order); the payments of the nodes that
-owe more than they hold are made afterwards, serially, in increasing node order, exactly as the
-serial kernel's (so everything, ``moved`` included, is bit for bit).
+sos-iou's sums are of integer-valued floats (exact in any order). A node that owes more than it
+holds pays in pass 2, at the end of its row as the serial kernel does, when its neighbours all lie
+in its block and its edges in bitmap bytes of its block alone (no other thread touches them);
+the others pay afterwards, serially (each edge has one sender, and the payments' integer
+corrections commute). So everything, ``moved`` included, is bit for bit.
 """
 
 from __future__ import annotations
