@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tokendist.cli import main
+from tokendist.graphs import make_graph
 
 
 def _json(capsys, argv):
@@ -128,6 +129,20 @@ def test_bench_reports_ratio_against_naive(capsys):
     assert 0 <= row["transient_bytes_per_edge"] <= row["bytes_per_edge"]
     assert row["cpu_ns_per_edge_step"] > 0
     assert 0 < row["best_ns_per_edge_step"] <= row["ns_per_edge_step"]
+    assert row["floor_ns_per_edge_step"] > 0
+    assert row["ratio_vs_floor"] == pytest.approx(row["ns_per_edge_step"] / row["floor_ns_per_edge_step"])
+
+
+def test_bench_gather_floor_sums_each_row():
+    from tokendist.experiments._bench import _unsigned, gather_floor_step
+    from tokendist.graphs import laplacian
+
+    g = make_graph("grid:7x5")
+    loads = np.arange(g.n, dtype=np.float64) ** 2
+    out = np.empty(g.n)
+    gather_floor_step(g.indptr, _unsigned(g.indices), loads, out)
+    adjacency = np.diag(np.diag(laplacian(g).toarray())) - laplacian(g).toarray()
+    np.testing.assert_allclose(out, adjacency @ loads)
 
 
 def test_bench_memory_counts_a_steps_temporaries():

@@ -40,11 +40,13 @@ class BenchCommand(Command):
             return 0
         table(f"one synchronous step (median and best of {args.steps}); naive networkx loop on {args.naive_graph}: "
               f"{naive:.0f} ns per edge-step",
-              ["algorithm", "graph", "m", "ns / edge-step", "best ns", "CPU ns", "x faster than naive", "bytes / edge",
-               "of which transient", "reset s", "note"],
+              ["algorithm", "graph", "m", "ns / edge-step", "best ns", "CPU ns", "floor ns", "x floor",
+               "x faster than naive", "bytes / edge", "of which transient", "reset s", "note"],
               [[r.algorithm, r.graph, r.m, None if r.ns_per_edge_step is None else round(r.ns_per_edge_step, 2),
                 None if r.best_ns_per_edge_step is None else round(r.best_ns_per_edge_step, 2),
                 None if r.cpu_ns_per_edge_step is None else round(r.cpu_ns_per_edge_step, 2),
+                None if r.floor_ns_per_edge_step is None else round(r.floor_ns_per_edge_step, 2),
+                None if r.ratio_vs_floor is None else round(r.ratio_vs_floor, 2),
                 None if r.ratio_vs_naive is None else round(r.ratio_vs_naive),
                 None if r.bytes_per_edge is None else round(r.bytes_per_edge, 1),
                 None if r.transient_bytes_per_edge is None else round(r.transient_bytes_per_edge, 1),

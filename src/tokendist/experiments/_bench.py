@@ -10,6 +10,14 @@ a core another process holds: for a serial kernel on a quiet machine the two agr
 on k threads (``--param threads=k``) shows up to k times more CPU than wall time. Memory per
 edge counts the graph's arrays, the input and output loads, the protocol's arrays and the peak a
 step allocates on top.
+
+A second reference is measured in the same child process, interleaved step by step with the
+protocol's: the *gather floor*, a numba loop that only sums each node's neighbour loads over the
+CSR rows (:func:`gather_floor_step`: it reads the loads and the column indices and writes one
+value per node, the least memory traffic a synchronous step on the graph can have). The other
+tenants of this machine share its L3 cache and memory bandwidth, so the same kernel measures up to
+2x apart from one hour to the next; the ratio of a protocol's step to the floor measured at the
+same moment is what stays put.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from .._random import stream
@@ -24,7 +33,7 @@ from ..engine import PROTOCOLS, make_protocol
 from ..errors import TokendistError
 from ..graphs import make_graph
 
-__all__ = ["bench", "BenchRow", "naive_multi_port_step", "DEFAULT_BENCH_GRAPHS"]
+__all__ = ["bench", "BenchRow", "naive_multi_port_step", "gather_floor_step", "DEFAULT_BENCH_GRAPHS"]
 
 DEFAULT_BENCH_GRAPHS = ("torus:1000x1000", "hypercube:20", "random-regular:1000000,4")
 
@@ -78,6 +87,28 @@ class BenchRow:
     #: are shared with other tenants, and the same kernel measures up to 2x apart from one process
     #: to the next; the median and the best bracket what a step costs.
     best_ns_per_edge_step: float | None = None
+    #: The gather floor (:func:`gather_floor_step`) timed interleaved with the protocol's steps,
+    #: and the protocol's median step over the floor's.
+    floor_ns_per_edge_step: float | None = None
+    ratio_vs_floor: float | None = None
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_floor_step(indptr, indices, loads, out):
+    """``out[i] = sum of loads[j]`` over the CSR row of i: the bench's memory-traffic floor.
+
+    ``indices`` viewed as unsigned, as the protocols' kernels read them (numba then emits no
+    negative-index wrap).
+    """
+    for i in range(out.shape[0]):
+        s = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            s += loads[indices[k]]
+        out[i] = s
+
+
+def _unsigned(a):
+    return a.view(np.uint32) if a.dtype == np.int32 else a.view(np.uint64)
 
 
 def _state_arrays(obj) -> list[np.ndarray]:
@@ -166,8 +197,13 @@ def _measure_case(name, g, loads, steps, seed, conn, params=None):
         proto.reset(g, w.copy(), stream(seed, "protocol"))
         reset = time.perf_counter() - t0
         w = proto.step(0, g, w).loads.copy()  # warm-up: numba compilation, caches
-        times, cpu_times = [], []
+        floor_args = (g.indptr, _unsigned(g.indices), loads.astype(np.float64), np.empty(g.n))
+        gather_floor_step(*floor_args)
+        times, cpu_times, floor_times = [], [], []
         for t in range(1, steps + 1):
+            t1 = time.perf_counter()
+            gather_floor_step(*floor_args)  # interleaved: the same moment's floor
+            floor_times.append(time.perf_counter() - t1)
             t1, c1 = time.perf_counter(), time.process_time()
             out = proto.step(t, g, w)
             cpu_times.append(time.process_time() - c1)
@@ -185,7 +221,7 @@ def _measure_case(name, g, loads, steps, seed, conn, params=None):
         persistent = _graph_bytes(g) + 2 * w.nbytes + _state_bytes(proto, (w, new))
         m = max(g.m, 1)
         conn.send(("ok", float(np.median(times)), reset, (persistent + transient) / m, note, transient / m,
-                   float(np.median(cpu_times)), float(np.min(times))))
+                   float(np.median(cpu_times)), float(np.min(times)), float(np.median(floor_times))))
     except TokendistError as exc:
         conn.send(("skipped", str(exc)))
     except Exception as exc:  # a bench reports every case, it does not stop at the first failure
@@ -232,10 +268,10 @@ def bench(graphs=DEFAULT_BENCH_GRAPHS, algos=None, *, steps: int = 5, seed: int 
             if result is None:
                 rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, None, f"timed out after {timeout:g} s"))
             elif result[0] == "ok":
-                _, med, reset, mem, note, transient, cpu, best = result
+                _, med, reset, mem, note, transient, cpu, best, floor = result
                 ns = med / g.m * 1e9
                 rows.append(BenchRow(name, spec, g.n, g.m, ns, naive_ns / ns, mem, reset, note, transient,
-                                     cpu / g.m * 1e9, best / g.m * 1e9))
+                                     cpu / g.m * 1e9, best / g.m * 1e9, floor / g.m * 1e9, med / floor))
             else:
                 rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, None, f"{result[0]}: {result[1]}"))
     return rows, naive_ns
