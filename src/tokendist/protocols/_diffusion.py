@@ -28,6 +28,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._random import counter_uniform, counter_uniform_scalar, stream_key
 from ..engine import Param, Protocol, Step, register_protocol
@@ -218,7 +219,7 @@ class Diffusion(_DiffusionBase):
         self._threads = _threads(self.options, self.name)
         fast = self.options["kernel"] == "numba"
         alpha = self._coefficients(graph)
-        self._P = None
+        self._P = self._parts = None
         if fast:
             diag = diagonal(graph, alpha)
             self._diag = diag[:1].copy() if diag.size and np.all(diag == diag[0]) else diag
@@ -226,6 +227,7 @@ class Diffusion(_DiffusionBase):
         if fast:
             self._out = np.empty(graph.n)
             self._outflow = np.empty(graph.n)
+            self._degree = _regular_degree(graph)
 
     @property
     def P(self):
@@ -234,15 +236,26 @@ class Diffusion(_DiffusionBase):
             self._P = diffusion_matrix(self._graph, self.alpha)
         return self._P
 
+    def _reference_parts(self):
+        """``(P_off, diag(P))``: the off-diagonal entries as a scipy CSR matrix and the diagonal."""
+        if self._parts is None:
+            g = self._graph
+            off = sp.csr_array((self.alpha[g.csr_edges], g.indices, g.indptr), shape=(g.n, g.n))
+            self._parts = off, diagonal(g, self.alpha)
+        return self._parts
+
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numpy":
             flows = self.alpha * (loads[graph.u] - loads[graph.v])
-            new = self.P @ loads
+            # l_i(t+1) = sum_{j != i} P_ij l_j(t) + P_ii l_i(t): the numba kernel's order of additions.
+            off, diag = self._reference_parts()
+            new = off @ loads + diag * loads
             return Step(new, moved=float(np.abs(flows).sum()), messages=2 * graph.m, flows=flows)
         new = self._out if self._out is not loads else np.empty_like(loads)
         loads = np.ascontiguousarray(loads, dtype=np.float64)
-        args = (graph.indptr, _unsigned(graph.indices), self._coef, self._diag, loads, _regular_degree(graph), new,
-                self._outflow)
+        # The degree test scans n values: done once per graph, not per step.
+        degree = self._degree if graph is self._graph else _regular_degree(graph)
+        args = (graph.indptr, _unsigned(graph.indices), self._coef, self._diag, loads, degree, new, self._outflow)
         if self._threads > 1:  # same loads bit for bit; moved may differ in the last bits
             moved = run_parallel(diffuse_step_parallel, self._threads, *args)
         else:

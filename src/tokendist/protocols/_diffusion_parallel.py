@@ -9,8 +9,8 @@ arithmetic (its summation order included) is that of the serial kernel. Hence
 
 * rounded schemes: loads, outflows, token moves and minimum load are identical, bit for bit;
 * continuous scheme: loads and outflows are bit for bit those of the serial kernel (and so of
-  scipy's ``P @ loads``); only the step's ``moved`` total is summed per block, then over blocks,
-  and may differ from the serial running sum in the last bits.
+  the reference ``P_off @ loads + diag(P) * loads``); only the step's ``moved`` total is summed
+  per block, then over blocks, and may differ from the serial running sum in the last bits.
 
 Random rounding: the coin of edge e in step t is ``counter_uniform(key, t, e)``, a function of
 (key, t, e) alone, so a block draws exactly the coins the serial kernel draws for its slots,
