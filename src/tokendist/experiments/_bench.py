@@ -243,7 +243,7 @@ def bench(graphs=DEFAULT_BENCH_GRAPHS, algos=None, *, steps: int = 5, seed: int 
 
     # Message-passing protocols run on the event executor, not in vectorised steps.
     names = algos or [n for n, c in PROTOCOLS.items() if c.model != "message"]
-    naive_ns = _time_naive(naive_graph, 3, seed)
+    naive_ns = _time_naive(naive_graph, 7, seed)
     ctx = mp.get_context("fork")
     rows = []
     total = len(graphs) * len(names)
