@@ -17,7 +17,8 @@ from tokendist._random import stream
 from tokendist.engine import make_protocol, simulate
 from tokendist.errors import InfeasibleStepError, TokendistError
 from tokendist.graphs import make_graph
-from tokendist.protocols._diffusion import _regular_degree, _unsigned
+from tokendist.graphs._model import unsigned_view
+from tokendist.protocols._diffusion import _regular_degree
 from tokendist.protocols._diffusion_kernels import RANDOM_FRACTION, diffuse_step, rounded_step
 from tokendist.protocols._diffusion_parallel import diffuse_step_parallel, rounded_step_parallel
 
@@ -45,7 +46,7 @@ def test_sec2_parallel_step_is_bitwise_the_serial_one(graph, seed, matrix, block
     loads = rng.uniform(-5, 100, graph.n) * rng.integers(0, 2, graph.n)  # ties (zeros) and negatives
     proto = make_protocol("diffusion", {"matrix": matrix})
     proto.reset(graph, loads.copy(), None)
-    args = (graph.indptr, _unsigned(graph.indices), proto._coef, proto._diag)
+    args = (graph.indptr, unsigned_view(graph.indices), proto._coef, proto._diag)
     degree = _regular_degree(graph)
     for _ in range(3):
         out1, of1, out2, of2 = (np.full(graph.n, np.nan) for _ in range(4))
@@ -75,7 +76,7 @@ def test_sec4_parallel_step_equals_the_serial_one(graph, seed, algo, params, blo
     heads2 = np.empty_like(proto._heads)
     for t in range(3):
         out1, of1, out2, of2 = (np.full(graph.n, -7, dtype=np.int64) for _ in range(4))
-        common = (h.indptr, _unsigned(h.indices), _unsigned(h.csr_edges), proto._coef, proto._along_slot)
+        common = (h.indptr, unsigned_view(h.indices), unsigned_view(h.csr_edges), proto._coef, proto._along_slot)
         tail = (mode, np.uint64(proto._key), np.uint64(t), proto._hop_extra)
         r1 = rounded_step(*common, proto._heads, loads, *tail, proto._coin_buf, proto._degree, proto._q, out1, of1)
         r2 = rounded_step_parallel(*common, heads2, loads, *tail, proto._degree, proto._q, out2, of2, block,

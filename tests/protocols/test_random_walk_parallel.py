@@ -23,7 +23,7 @@ from tokendist.errors import TokendistError
 from tokendist.graphs import Graph, make_graph
 from tokendist.protocols._heterogeneous_random_walk_kernels import fos_pair_regular, fos_pair_step, mrws_step
 from tokendist.protocols._heterogeneous_random_walk_parallel import fos_pair_par, fos_pair_regular_par, mrws_step_par
-from tokendist.protocols._heterogeneous_random_walk import unsigned_indices
+from tokendist.graphs._model import unsigned_view
 from tokendist.protocols._diffusion_parallel import run_parallel
 
 from ..strategies import random_connected_graph
@@ -92,7 +92,7 @@ def test_sec3_phase1_regular_and_parallel_kernels_equal_general_kernel(case):
     a0, inv, deg, caps = _coefs(p, g)
     s = None if p._unit_speeds else p._s
     c, ssum, total = 2.0, p._ssum, p._total
-    ix = unsigned_indices(g)
+    ix = unsigned_view(g.indices)
     assert ix.dtype == np.uint32
     ref = _run(fos_pair_step, g, loads, est, s, g.indptr, ix, g.csr_edges, a0, inv, deg, caps, c, s, ssum, total)
     D = p._regular
@@ -125,7 +125,7 @@ def test_theorem2_parallel_walk_step_equals_serial(case, key, step):
         out, outflow = np.full(n, -7, np.int64), np.full(n, -7, np.int64)
         if par:
             dm, dn = np.full(2 * g.m, 99, np.int32), np.full(2 * g.m, 99, np.int32)  # dirty scratch
-            res = run_parallel(mrws_step_par, 2, g.indptr, unsigned_indices(g), g.csr_edges, *coefs, 2.0, p._s, key,
+            res = run_parallel(mrws_step_par, 2, g.indptr, unsigned_view(g.indices), g.csr_edges, *coefs, 2.0, p._s, key,
                                step, m2, n2, new_m, new_n, w, out, outflow, need, dm, dn, g.max_degree, block)
         else:
             net = np.zeros(g.m, np.int32)

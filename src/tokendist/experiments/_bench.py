@@ -13,8 +13,10 @@ step allocates on top.
 
 A second reference is measured in the same child process, interleaved step by step with the
 protocol's: the *gather floor*, a numba loop that only sums each node's neighbour loads over the
-CSR rows (:func:`gather_floor_step`: it reads the loads and the column indices and writes one
-value per node, the least memory traffic a synchronous step on the graph can have). The other
+CSR rows (:func:`gather_floor_step`: it reads the row pointers, the column indices and every
+neighbour's load, and writes one value per node: the traffic of a step in which every node reads
+all its neighbours' loads; protocols that activate a subset of the edges, or read rows of D slots
+without row pointers, can run below it). The other
 tenants of this machine share its L3 cache and memory bandwidth, so the same kernel measures up to
 2x apart from one hour to the next; the ratio of a protocol's step to the floor measured at the
 same moment is what stays put.
@@ -32,6 +34,7 @@ from .._random import stream
 from ..engine import PROTOCOLS, make_protocol
 from ..errors import TokendistError
 from ..graphs import make_graph
+from ..graphs._model import unsigned_view
 
 __all__ = ["bench", "BenchRow", "naive_multi_port_step", "gather_floor_step", "DEFAULT_BENCH_GRAPHS"]
 
@@ -105,10 +108,6 @@ def gather_floor_step(indptr, indices, loads, out):
         for k in range(indptr[i], indptr[i + 1]):
             s += loads[indices[k]]
         out[i] = s
-
-
-def _unsigned(a):
-    return a.view(np.uint32) if a.dtype == np.int32 else a.view(np.uint64)
 
 
 def _state_arrays(obj) -> list[np.ndarray]:
@@ -197,7 +196,7 @@ def _measure_case(name, g, loads, steps, seed, conn, params=None):
         proto.reset(g, w.copy(), stream(seed, "protocol"))
         reset = time.perf_counter() - t0
         w = proto.step(0, g, w).loads.copy()  # warm-up: numba compilation, caches
-        floor_args = (g.indptr, _unsigned(g.indices), loads.astype(np.float64), np.empty(g.n))
+        floor_args = (g.indptr, unsigned_view(g.indices), loads.astype(np.float64), np.empty(g.n))
         gather_floor_step(*floor_args)
         times, cpu_times, floor_times = [], [], []
         for t in range(1, steps + 1):

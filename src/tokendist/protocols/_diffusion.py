@@ -34,6 +34,7 @@ from .._random import counter_uniform, counter_uniform_scalar, stream_key
 from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ..graphs import biconnected_supergraph, orientation_sources_sinks, st_orientation
+from ..graphs._model import unsigned_view
 from ._diffusion_kernels import (COIN_BLOCK, RANDOM_FRACTION, SNAP, counter_uniform_nb, diffuse_step, reciprocal,
                                  rounded_step)
 from ._diffusion_parallel import diffuse_step_parallel, rounded_step_parallel, run_parallel
@@ -132,11 +133,6 @@ def _regular_degree(graph) -> int:
     return int(d[0]) if d.size and d[0] > 0 and int(d.min()) == int(d.max()) else 0
 
 
-def _unsigned(indices: np.ndarray) -> np.ndarray:
-    """The CSR column indices viewed as unsigned (no copy): numba then emits no negative-index wrap."""
-    return indices.view(np.uint32) if indices.dtype == np.int32 else indices.view(np.uint64)
-
-
 # ---------------------------------------------------------------------- protocols
 class _DiffusionBase(Protocol):
     """Shared: the validated diffusivity matrix and per-node lookups of its entries."""
@@ -192,8 +188,8 @@ class Diffusion(_DiffusionBase):
 
     Per node i, each iteration: broadcast ``load[i]``; for every neighbour j with
     ``load[i] > load[j]`` send ``P_ij (load[i] - load[j])`` tasks to j (lines (3)-(7)). With P
-    symmetric and stochastic this is ``l(t+1) = P l(t)`` (Sec. 3.1, Equation 1), computed as one
-    sparse matrix-vector product.
+    symmetric and stochastic this is ``l(t+1) = P l(t)`` (Sec. 3.1, Equation 1), computed per node
+    as ``sum_j P_ij l_j(t) + P_ii l_i(t)`` (the numpy reference: ``P_off @ l + diag(P) * l``).
 
     References
     ----------
@@ -255,7 +251,7 @@ class Diffusion(_DiffusionBase):
         loads = np.ascontiguousarray(loads, dtype=np.float64)
         # The degree test scans n values: done once per graph, not per step.
         degree = self._degree if graph is self._graph else _regular_degree(graph)
-        args = (graph.indptr, _unsigned(graph.indices), self._coef, self._diag, loads, degree, new, self._outflow)
+        args = (graph.indptr, unsigned_view(graph.indices), self._coef, self._diag, loads, degree, new, self._outflow)
         if self._threads > 1:  # same loads bit for bit; moved may differ in the last bits
             moved = run_parallel(diffuse_step_parallel, self._threads, *args)
         else:
@@ -365,11 +361,11 @@ class _RoundedDiffusion(_DiffusionBase):
         if mode == _RANDOM and self.options.get("coin", "pij") == "fraction":
             mode = RANDOM_FRACTION
         if self._threads > 1:
-            return run_parallel(rounded_step_parallel, self._threads, h.indptr, _unsigned(h.indices),
-                                _unsigned(h.csr_edges), self._coef, self._along_slot, self._heads, loads, mode,
+            return run_parallel(rounded_step_parallel, self._threads, h.indptr, unsigned_view(h.indices),
+                                unsigned_view(h.csr_edges), self._coef, self._along_slot, self._heads, loads, mode,
                                 np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._degree, self._q,
                                 out, outflow)
-        return rounded_step(h.indptr, _unsigned(h.indices), _unsigned(h.csr_edges), self._coef, self._along_slot,
+        return rounded_step(h.indptr, unsigned_view(h.indices), unsigned_view(h.csr_edges), self._coef, self._along_slot,
                             self._heads, loads, mode,
                             np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._coin_buf,
                             self._degree, self._q, out, outflow)

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..engine import Param, Step, register_protocol
 from ..errors import TokendistError
+from ..graphs._model import unsigned_view
 from ._heterogeneous import COMMON_PARAMS, KERNEL_PARAM, PAPER, HeterogeneousDiffusion
 from ._heterogeneous_matrix import apply_flows, check_diagonal, edge_coefficients, fos_flows, node_degrees
 from .._random import counter_uniform, stream_key
@@ -38,7 +39,7 @@ from ._heterogeneous_parallel import THREADS_PARAM, check_threads
 from ._heterogeneous_random_walk_kernels import edge_gap, fos_pair_regular, fos_pair_step, mrws_step, token_index
 from ._heterogeneous_random_walk_parallel import fos_pair_par, fos_pair_regular_par, mrws_step_par
 
-__all__ = ["RandomWalk", "walk_tokens", "targets", "token_index", "unsigned_indices", "SWITCH_RULES"]
+__all__ = ["RandomWalk", "walk_tokens", "targets", "token_index", "SWITCH_RULES"]
 
 #: When phase 2 starts. ``error``: the real-valued estimate is within ``switch_tol`` of the ideal
 #: loads in the max norm (the condition of the analysis, default tolerance 1/n^2; the simulation
@@ -124,15 +125,6 @@ def walk_tokens(counts: np.ndarray, graph, alpha: np.ndarray, s: np.ndarray, key
     slot_moves = np.bincount(slots, minlength=graph.indptr[-1]).astype(np.int64)
     new = np.bincount(src[~moving], minlength=n) + np.bincount(graph.indices[slots], minlength=n)
     return new.astype(np.int64), slot_moves
-
-
-def unsigned_indices(graph) -> np.ndarray:
-    """The graph's CSR indices viewed as uint32 (no copy) when they are int32: numba then emits no
-    negative-index wrap per slot. A view made per call, not kept (the bench counts the protocol's
-    arrays). int64 indices stay signed (uint64 against an int64 node number would compare as float).
-    """
-    ix = graph.indices
-    return ix.view(np.uint32) if ix.dtype == np.int32 else ix
 
 
 def _slot_signs(graph) -> np.ndarray:
@@ -336,7 +328,7 @@ class RandomWalk(HeterogeneousDiffusion):
             else:
                 xw = np.divide(loads, self._s, out=self._xw)
                 xe, dst, s = np.divide(est, self._s, out=self._xe), est, self._s
-            ix, D, threads = unsigned_indices(graph), self._regular, self.options["threads"]
+            ix, D, threads = unsigned_view(graph.indices), self._regular, self.options["threads"]
             if threads > 1 and D:  # same results bit for bit (see _heterogeneous_random_walk_parallel)
                 res = run_parallel(fos_pair_regular_par, threads, ix, D, a0, s, self._ssum, self._total, loads, xw,
                                    est, xe, dst, out, self._outflow)
@@ -385,7 +377,7 @@ class RandomWalk(HeterogeneousDiffusion):
         out = self._out_buffer(loads)
         if threads > 1:
             moved, messages, overdraws, gone, left_m, left_n = run_parallel(
-                mrws_step_par, threads, graph.indptr, unsigned_indices(graph), graph.csr_edges, *coefs,
+                mrws_step_par, threads, graph.indptr, unsigned_view(graph.indices), graph.csr_edges, *coefs,
                 self.options["c"], self._s, self._key, t, self.marked, self.negative, b["new_m"], b["new_n"], loads,
                 out, self._outflow, b["need"], b["dm"], b["dn"], maxdeg)
         else:

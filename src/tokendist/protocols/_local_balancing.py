@@ -24,6 +24,7 @@ import numpy as np
 from .._random import counter_uniform, counter_uniform_scalar, stream_key
 from ..engine import MessageExecutor, Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
+from ..graphs._model import unsigned_view
 from ._local_balancing_kernels import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, ds_step_indexed,
                                        ds_step_nodes, multi_port_step, multi_port_step_regular,
                                        single_port_counter_step, single_port_geometric_step)
@@ -53,11 +54,6 @@ def _regular_degree(graph) -> int:
     """D if every node of ``graph`` has degree D >= 1 (the kernels' rows of D slots), else 0."""
     deg = graph.degrees
     return int(deg[0]) if graph.n and deg[0] > 0 and deg.min() == deg.max() else 0
-
-
-def _unsigned(indices):
-    """The CSR indices viewed as unsigned: numba then emits no negative-index wrap per slot."""
-    return indices.view(np.uint32 if indices.dtype == np.int32 else np.uint64)
 
 
 @register_protocol
@@ -111,7 +107,7 @@ class MultiPort(Protocol):
         degree = self._degree if graph is self._graph else _regular_degree(graph)
         if degree > 0:
             # Rows of D slots (constant trip count, unsigned indices): faster than the edge scan.
-            args = (_unsigned(graph.indices), degree, loads, self.threshold, out)
+            args = (unsigned_view(graph.indices), degree, loads, self.threshold, out)
             if use_threads(self.name, threads):
                 moved = run_parallel(multi_port_step_regular_par, threads, *args)
             else:
@@ -552,7 +548,7 @@ class DynamicSynchronous(Protocol):
             # only when it holds more than d - 1 tokens, so at least as many as its sends: no step
             # can overdraw and the engine needs no outflow (it still checks the sign of the loads).
             safe = self._safe()
-            args = (graph.indptr, _unsigned(graph.indices), self._degree, loads, self.threshold, self._prev,
+            args = (graph.indptr, unsigned_view(graph.indices), self._degree, loads, self.threshold, self._prev,
                     self._next, out, None if safe else self._outflow)
             if use_threads(self.name, self.options["threads"]):
                 moved, flag = run_parallel(ds_step_nodes_par, self.options["threads"], *args)
