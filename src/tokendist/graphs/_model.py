@@ -282,6 +282,17 @@ class Graph:
         return g
 
     @cached_property
+    def stencil(self):
+        """The graph's offset stencil (:class:`tokendist.graphs._stencil.Stencil`), or None.
+
+        Runs of nodes whose neighbours are ``i + offset`` for one fixed pattern (a torus away from
+        its seams); kernels walk them without CSR indices. Found once, on first use.
+        """
+        from ._stencil import find_stencil
+
+        return find_stencil(self)
+
+    @cached_property
     def is_connected(self) -> bool:
         from scipy.sparse.csgraph import connected_components
 
