@@ -196,7 +196,11 @@ class Graph:
         # (np.lexsort over 2m keys took ~3 s for 10^7 edges.)
         n, m = self.n, self.m
         idx_dtype = _index_dtype(max(n, m))
-        key = self.edge_keys
+        # The order check needs the keys once; they are not cached here (8 bytes per edge that
+        # a run on a static graph never needs again).
+        key = vars(self).get("edge_keys")
+        if key is None:
+            key = self.u.astype(np.int64) * n + self.v
         if m and not np.all(key[1:] > key[:-1]):  # not the documented order: the general path
             return self._csr_lexsort()
         outdeg = np.bincount(self.u, minlength=n)

@@ -43,9 +43,9 @@ class Stencil:
         The runs, ascending and disjoint; a node ``i`` with ``starts[r] <= i < ends[r]`` has
         exactly the neighbours ``i + lower[k]`` then ``i + upper[k]``, in its CSR row's order.
     lower : tuple of int
-        The negative offsets, ascending (the row's neighbours ``j < i``).
+        The negative offsets, ascending (the row's neighbours ``j < i``); never empty.
     upper : tuple of int
-        The positive offsets, ascending (``j > i``).
+        The positive offsets, ascending (``j > i``); never empty.
     covered : int
         Number of nodes in the runs.
     """
@@ -110,9 +110,10 @@ def find_stencil(graph, min_coverage: float = MIN_COVERAGE) -> Stencil | None:
     n = graph.n
     if n == 0 or graph.m == 0:
         return None
-    degrees = graph.degrees
-    degree = int(degrees[0])
-    if degree > MAX_STENCIL_DEGREE or not np.all(degrees == degree):
+    # Regular iff the row pointers step by D (not ``graph.degrees``: no n-sized array kept).
+    indptr = graph.indptr
+    degree = int(indptr[1] - indptr[0])
+    if degree > MAX_STENCIL_DEGREE or int(indptr[-1]) != degree * n or not np.all(np.diff(indptr) == degree):
         return None
     indices = graph.indices
     rows = indices.reshape(n, degree)
@@ -120,8 +121,11 @@ def find_stencil(graph, min_coverage: float = MIN_COVERAGE) -> Stencil | None:
     candidates = np.unique(rows[samples].astype(np.int64) - samples[:, None], axis=0)
     best = None
     for pattern in candidates:
-        if np.any(pattern == 0) or np.any(np.diff(pattern) <= 0):
-            continue  # cannot happen for a simple graph's sorted rows; keeps the contract explicit
+        if np.any(np.diff(pattern) <= 0) or pattern[0] >= 0 or pattern[-1] <= 0:
+            # Strictly ascending always holds for sorted rows; a pattern with offsets on one side
+            # only fits the first or last nodes of the numbering, never a stencil, and kernels
+            # index ``lower[k]`` and ``upper[k]``: neither tuple may be empty.
+            continue
         starts = np.empty(n // 2 + 1, dtype=np.int64)
         ends = np.empty(n // 2 + 1, dtype=np.int64)
         runs = _matching_runs(indices, degree, np.ascontiguousarray(pattern), starts, ends)
