@@ -26,8 +26,8 @@ from ..engine import MessageExecutor, Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ..graphs._model import unsigned_view
 from ._local_balancing_kernels import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, ds_step_indexed,
-                                       ds_step_nodes, multi_port_step, multi_port_step_regular,
-                                       single_port_counter_step, single_port_geometric_step)
+                                       ds_step_nodes, ds_step_nodes_stencil, multi_port_step, multi_port_step_regular,
+                                       multi_port_step_stencil, single_port_counter_step, single_port_geometric_step)
 from ._local_balancing_parallel import (EDGE_BLOCK, ds_step_nodes_par, multi_port_step_par,
                                         multi_port_step_regular_par, run_parallel, single_port_counter_step_par)
 from ._heterogeneous_parallel import THREADS_PARAM, check_threads, run_rows, use_threads
@@ -54,6 +54,18 @@ def _regular_degree(graph) -> int:
     """D if every node of ``graph`` has degree D >= 1 (the kernels' rows of D slots), else 0."""
     deg = graph.degrees
     return int(deg[0]) if graph.n and deg[0] > 0 and deg.min() == deg.max() else 0
+
+
+def _stencil_of(graph, degree: int, threads: int, kernel: str):
+    """``graph.stencil`` when a serial numba row kernel will use it (a regular graph), else None.
+
+    Looked up once per reset (the ``_stencil`` kernels walk its runs without CSR indices; see
+    ``_local_balancing_kernels``); a step on another graph object (dynamics) does not use it, so
+    dynamic runs compute no stencil.
+    """
+    if degree == 0 or threads > 1 or kernel != "numba":
+        return None
+    return graph.stencil
 
 
 @register_protocol
@@ -95,6 +107,7 @@ class MultiPort(Protocol):
         self._out = np.empty(graph.n, dtype=np.int64)
         self._graph = graph
         self._degree = _regular_degree(graph)
+        self._stencil = _stencil_of(graph, self._degree, self.options["threads"], self.options["kernel"])
 
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numpy":
@@ -108,8 +121,13 @@ class MultiPort(Protocol):
         if degree > 0:
             # Rows of D slots (constant trip count, unsigned indices): faster than the edge scan.
             args = (unsigned_view(graph.indices), degree, loads, self.threshold, out)
+            st = self._stencil if graph is self._graph else None
             if use_threads(self.name, threads):
                 moved = run_parallel(multi_port_step_regular_par, threads, *args)
+            elif st is not None:
+                # Offset stencil (a torus): the runs read no indices and vectorise; same results.
+                moved = multi_port_step_stencil(args[0], degree, st.starts, st.ends, st.lower, st.upper, loads,
+                                                self.threshold, out)
             else:
                 moved = multi_port_step_regular(*args)
         elif use_threads(self.name, threads):
@@ -474,6 +492,7 @@ class DynamicSynchronous(Protocol):
         self._out = np.empty(graph.n, dtype=np.int64)
         # Rows of D slots when the graph is D-regular (the node kernel then reads no indptr).
         self._degree = _regular_degree(graph)
+        self._stencil = _stencil_of(graph, self._degree, self.options["threads"], self.options["kernel"])
         # What each node sends, for the engine's feasibility check; allocated on first need (a
         # step that could overdraw, or per-edge estimates); a zero-size placeholder until then.
         self._outflow = np.zeros(0, dtype=np.int32)
@@ -550,8 +569,13 @@ class DynamicSynchronous(Protocol):
             safe = self._safe()
             args = (graph.indptr, unsigned_view(graph.indices), self._degree, loads, self.threshold, self._prev,
                     self._next, out, None if safe else self._outflow)
+            st = self._stencil if graph is self._base else None
             if use_threads(self.name, self.options["threads"]):
                 moved, flag = run_parallel(ds_step_nodes_par, self.options["threads"], *args)
+            elif st is not None:
+                # Offset stencil (a torus): the runs read no indices and vectorise; same results.
+                moved, flag = ds_step_nodes_stencil(args[1], self._degree, st.starts, st.ends, st.lower, st.upper,
+                                                    *args[3:])
             else:
                 moved, flag = ds_step_nodes(*args)
             self._prev, self._next = self._next, self._prev

@@ -36,8 +36,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["multi_port_step", "multi_port_step_regular", "single_port_counter_step", "single_port_geometric_step",
-           "coin_bound", "ds_step", "ds_step_indexed", "ds_step_nodes", "INT32_MIN", "INT32_MAX", "BLOCK"]
+__all__ = ["multi_port_step", "multi_port_step_regular", "multi_port_step_stencil", "single_port_counter_step",
+           "single_port_geometric_step", "coin_bound", "ds_step", "ds_step_indexed", "ds_step_nodes",
+           "ds_step_nodes_stencil", "INT32_MIN", "INT32_MAX", "BLOCK"]
+
+#: Index cast of the stencil loops: an unsigned index makes numba emit no negative-index wrap.
+_U = np.uint64
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -110,6 +114,43 @@ def multi_port_step_regular(indices, degree, loads, threshold, out):
     must be at least 1 (the protocol's always is).
     """
     return _multi_port_regular_rows(indices, degree, loads, threshold, out, 0, loads.shape[0])
+
+
+@numba.njit(cache=True, nogil=True)
+def multi_port_step_stencil(indices, degree, starts, ends, lower, upper, loads, threshold, out):
+    """:func:`multi_port_step_regular` on a graph with an offset stencil (:mod:`tokendist.graphs._stencil`).
+
+    Nodes in the stencil's runs ``[starts[r], ends[r])`` compare their load with ``loads[i + o]``
+    for the offsets ``o`` in ``lower`` then ``upper`` (tuples: their lengths are compile-time
+    constants, so the offset loops unroll and the offsets live in registers; indices unsigned: no
+    negative-index wrap), which reads no ``indices`` and vectorises (integer sums reassociate
+    freely). The other nodes (the seams) run :func:`_multi_port_regular_rows`. Same rule, same
+    integers: same loads and tokens moved as :func:`multi_port_step_regular`.
+    """
+    n = loads.shape[0]
+    moved = 0
+    prev = 0
+    for r in range(starts.shape[0]):
+        s = starts[r]
+        e = ends[r]
+        moved += _multi_port_regular_rows(indices, degree, loads, threshold, out, prev, s)
+        for i in range(s, e):
+            ui = _U(i)
+            wi = loads[ui]
+            gain = 0
+            loss = 0
+            for k in range(len(lower)):
+                diff = wi - loads[_U(i + lower[k])]
+                loss += np.int64(diff >= threshold)
+                gain += np.int64(diff <= -threshold)
+            for k in range(len(upper)):
+                diff = wi - loads[_U(i + upper[k])]
+                loss += np.int64(diff >= threshold)
+                gain += np.int64(diff <= -threshold)
+            out[ui] = wi + (gain - loss)
+            moved += loss
+        prev = e
+    return moved + _multi_port_regular_rows(indices, degree, loads, threshold, out, prev, n)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -447,6 +488,63 @@ def ds_step_nodes(indptr, indices, degree, loads, threshold, prev, new_prev, out
     if degree > 0:
         return _ds_regular_rows(indices, degree, loads, threshold, prev, new_prev, out, outflow, 0, n)
     return _ds_general_rows(indptr, indices, loads, threshold, prev, new_prev, out, outflow, 0, n)
+
+
+@numba.njit(cache=True, nogil=True)
+def ds_step_nodes_stencil(indices, degree, starts, ends, lower, upper, loads, threshold, prev, new_prev, out,
+                          outflow):
+    """:func:`ds_step_nodes` on a regular graph with an offset stencil (:mod:`tokendist.graphs._stencil`).
+
+    Nodes in the stencil's runs ``[starts[r], ends[r])`` read their neighbours at ``i + o`` for the
+    offsets ``o`` in ``lower`` then ``upper`` (tuples, unrolled; unsigned indices) instead of
+    through ``indices``; the seams run :func:`_ds_regular_rows`. All integer: same loads, tokens
+    moved, ``new_prev``, outflows and flag as :func:`ds_step_nodes` (arguments as there).
+    """
+    n = loads.shape[0]
+    moved = 0
+    prev_end = 0
+    flag = False
+    for r in range(starts.shape[0]):
+        s = starts[r]
+        e = ends[r]
+        m_, f_ = _ds_regular_rows(indices, degree, loads, threshold, prev, new_prev, out, outflow, prev_end, s)
+        moved += m_
+        flag |= f_
+        # The flag as an integer count: an integer reduction that does not stop the loop vectorising.
+        bad = 0
+        for i in range(s, e):
+            ui = _U(i)
+            wi = loads[ui]
+            pi = prev[ui]
+            gain = 0
+            sent = 0
+            net = 0
+            for k in range(len(lower)):
+                j = _U(i + lower[k])
+                s_ij = np.int64(wi - prev[j] > threshold)  # i sends to j (Sec. 5, step 1)
+                s_ji = np.int64(loads[j] - pi > threshold)  # j sends to i
+                gain += s_ji
+                sent += s_ij
+                if outflow is not None:  # compiled away when outflow is None
+                    net += np.int64(s_ij > s_ji)
+            for k in range(len(upper)):
+                j = _U(i + upper[k])
+                s_ij = np.int64(wi - prev[j] > threshold)
+                s_ji = np.int64(loads[j] - pi > threshold)
+                gain += s_ji
+                sent += s_ij
+                if outflow is not None:
+                    net += np.int64(s_ij > s_ji)
+            out[ui] = wi + (gain - sent)
+            new_prev[ui] = wi  # the load i's messages carry this step (Sec. 5, step 2)
+            if outflow is not None:
+                outflow[ui] = net
+            moved += sent
+            bad += np.int64(np.uint64(wi) > _U31)
+        flag |= bad > 0
+        prev_end = e
+    m_, f_ = _ds_regular_rows(indices, degree, loads, threshold, prev, new_prev, out, outflow, prev_end, n)
+    return moved + m_, flag | f_
 
 
 @numba.njit(cache=True, nogil=True)
