@@ -36,7 +36,8 @@ from .._random import counter_uniform, stream_key
 from ._heterogeneous_random_walk_node import node_decide, node_phase_oracle, node_publish
 from ._diffusion_parallel import run_parallel
 from ._heterogeneous_parallel import THREADS_PARAM, check_threads
-from ._heterogeneous_random_walk_kernels import edge_gap, fos_pair_regular, fos_pair_step, mrws_step, token_index
+from ._heterogeneous_random_walk_kernels import (edge_gap, fos_pair_regular, fos_pair_stencil, fos_pair_step, mrws_step,
+                                                 token_index)
 from ._heterogeneous_random_walk_parallel import fos_pair_par, fos_pair_regular_par, mrws_step_par
 
 __all__ = ["RandomWalk", "walk_tokens", "targets", "token_index", "SWITCH_RULES"]
@@ -200,6 +201,7 @@ class RandomWalk(HeterogeneousDiffusion):
         # Numba path: coefficients and row offsets, cached per graph object; scratch buffers.
         self._deg_graph = self._coefs = None
         self._regular = 0  # D when the graph is D-regular with one coefficient (fos_pair_regular)
+        self._st_graph = self._st = None  # the graph whose stencil _stencil_of looked up, and the stencil
         self._unit_speeds = bool(np.all(self._s == 1.0))
         self._xw = self._xe = self._outflow = None
         self._walk_bufs = None
@@ -304,6 +306,22 @@ class RandomWalk(HeterogeneousDiffusion):
         self._deg_graph, self._coefs = graph, coefs
         return coefs
 
+    def _stencil_of(self, graph):
+        """The offset stencil of ``graph`` for :func:`fos_pair_stencil`, or None.
+
+        Looked up at the second phase-1 step on the same graph object and kept: a dynamic run (a new
+        graph object every step) never pays ``find_stencil``'s pass, which can cost more than a step
+        (about 0.3 s on random-regular:1000000,4, which has no stencil). Only stencils with
+        neighbours on both sides qualify (the kernel's two offset tuples are non-empty).
+        """
+        if graph is not self._st_graph:
+            self._st_graph, self._st = graph, False  # first step on this graph: regular kernel
+            return None
+        if self._st is False:
+            st = graph.stencil
+            self._st = st if st is not None and st.lower and st.upper else None
+        return self._st
+
     # ------------------------------------------------------------------ steps
     def step(self, t, graph, loads):
         if not self._fast():
@@ -337,6 +355,9 @@ class RandomWalk(HeterogeneousDiffusion):
                                    inv if inv.shape[0] else None, deg if caps.shape[0] else None,
                                    caps if caps.shape[0] else None, self.options["c"], s, self._ssum, self._total,
                                    loads, xw, est, xe, dst, out, self._outflow)
+            elif D and (st := self._stencil_of(graph)) is not None:  # same results bit for bit
+                res = fos_pair_stencil(ix, st.starts, st.ends, st.lower, st.upper, a0, s, self._ssum, self._total,
+                                       loads, xw, est, xe, dst, out, self._outflow)
             elif D:
                 res = fos_pair_regular(ix, D, a0, s, self._ssum, self._total, loads, xw, est, xe, dst, out,
                                        self._outflow)

@@ -50,7 +50,9 @@ import numpy as np
 
 from ._diffusion_kernels import _step_base, _uniform
 
-__all__ = ["fos_pair_step", "fos_pair_regular", "edge_gap", "mrws_step", "token_index"]
+__all__ = ["fos_pair_step", "fos_pair_regular", "fos_pair_stencil", "edge_gap", "mrws_step", "token_index"]
+
+_U = np.uint64  # index casts: no negative-index wrap per access
 
 
 def token_index(node, kind, k):
@@ -246,6 +248,102 @@ def fos_pair_regular(indices, D, a0, s, ssum, total, loads, xw, est, xe, dst, ou
     else:
         moved, max_err, sq, wmax = _pair_rows_regular(indices, D, a0, s, ssum, total, loads, xw, est, xe, dst, out,
                                                       outflow, 0, n)
+    if s is None:
+        wmax = wmax / (n / ssum)
+    return moved, max_err, sq, wmax
+
+
+@numba.njit(cache=True, nogil=True)
+def fos_pair_stencil(indices, starts, ends, lower, upper, a0, s, ssum, total, loads, xw, est, xe, dst, out, outflow):
+    """:func:`fos_pair_regular` over an offset stencil (a torus, a ring): same results, bit for bit.
+
+    ``starts``, ``ends``, ``lower``, ``upper`` are those of the graph's
+    :class:`~tokendist.graphs._stencil.Stencil` (``lower`` and ``upper`` as tuples, both
+    non-empty): node ``i`` of a run ``[starts[r], ends[r])`` has the neighbours ``i + lower[k]``
+    (the row's ``j < i`` slots) then ``i + upper[k]`` (``j > i``), in its CSR order, so its row is
+    computed without reading ``indices``; the other nodes (the seams) run the row of
+    :func:`fos_pair_regular`, whose degree ``D = len(lower) + len(upper)`` is a compile-time
+    constant here. The other arguments and the returned values are those of :func:`fos_pair_step`.
+    """
+    n = loads.shape[0]
+    D = len(lower) + len(upper)
+    nfac = n / ssum
+    ideal1 = total * 1.0 / ssum
+    moved = 0
+    max_err = 0.0
+    sq = 0.0
+    wmax = -np.inf
+    nruns = starts.shape[0]
+    prev = 0
+    for r in range(nruns + 1):
+        a = starts[r] if r < nruns else n
+        b = ends[r] if r < nruns else n
+        # Seam rows prev..a-1: the row of _pair_rows_regular (the slot's side of i by a select).
+        for i in range(prev, a):
+            ui = _U(i)
+            xwi = np.float64(xw[ui])
+            xei = xe[ui]
+            delta = 0
+            sabs = 0
+            inn = 0.0
+            q = 0.0
+            base = D * i
+            for kk in range(D):
+                j = indices[_U(base + kk)]
+                y = np.int64(a0 * (np.float64(xw[_U(j)]) - xwi))
+                delta += y
+                sabs += abs(y)
+                f = a0 * (xe[_U(j)] - xei)
+                lo = j < i
+                inn += f if lo else 0.0
+                q += 0.0 if lo else f
+            sent = (sabs - delta) >> 1
+            out[ui] = loads[ui] + delta
+            outflow[ui] = sent
+            moved += sent
+            dst[ui] = est[ui] + (inn + q)
+        # Run rows a..b-1: the same terms in the same order, the neighbours at fixed offsets. The
+        # select's +0.0 terms are left out (x + 0.0 == x: a sum from +0.0 is never -0.0 unless
+        # every term is), and the float reductions are in the loop below, so this loop vectorises.
+        for i in range(a, b):
+            ui = _U(i)
+            xwi = np.float64(xw[ui])
+            xei = xe[ui]
+            delta = 0
+            sabs = 0
+            inn = 0.0
+            for k in range(len(lower)):
+                j = _U(i + lower[k])
+                y = np.int64(a0 * (np.float64(xw[j]) - xwi))
+                delta += y
+                sabs += abs(y)
+                inn += a0 * (xe[j] - xei)
+            q = 0.0
+            for k in range(len(upper)):
+                j = _U(i + upper[k])
+                y = np.int64(a0 * (np.float64(xw[j]) - xwi))
+                delta += y
+                sabs += abs(y)
+                q += a0 * (xe[j] - xei)
+            sent = (sabs - delta) >> 1
+            out[ui] = loads[ui] + delta
+            outflow[ui] = sent
+            moved += sent
+            dst[ui] = est[ui] + (inn + q)
+        # The estimate's errors of rows prev..b-1, in node order (the same sequential float sum
+        # and maxima as the regular kernel; the rows are still in L1).
+        for i in range(prev, b):
+            ui = _U(i)
+            e = dst[ui]
+            if s is None:
+                err = abs(e - ideal1)
+                wmax = max(wmax, e)
+            else:
+                err = abs(e - total * s[ui] / ssum)
+                wmax = max(wmax, e / (s[ui] * nfac))
+            max_err = max(max_err, err)
+            sq += err * err
+        prev = b
     if s is None:
         wmax = wmax / (n / ssum)
     return moved, max_err, sq, wmax
