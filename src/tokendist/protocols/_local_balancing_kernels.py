@@ -13,19 +13,41 @@ caller's and is reused from step to step. Two loop forms:
   about half the time of the edge scans (no scattered read-modify-write of the far end), and they
   split into blocks of rows for threads (``_local_balancing_parallel``). Measurements:
   docs/ghosh-et-al.md, "Performance".
+* *stencil rows* (``*_stencil`` kernels): on a regular graph with an offset stencil
+  (:attr:`Graph.stencil <tokendist.graphs.Graph.stencil>`, :mod:`tokendist.graphs._stencil`: a
+  torus or ring away from its seams), node i of a run ``[starts[r], ends[r])`` has the neighbours
+  ``i + lower[k]`` then ``i + upper[k]``, exactly its CSR row. The run loop reads no ``indices``
+  (4 of the ~12-16 bytes per edge a regular row loop moves) and its loads in a few contiguous
+  streams, which LLVM vectorises; nodes between runs keep the regular row code, so results are
+  the same bit for bit. Why this form (each point measured on torus:1000x1000 for real FOS,
+  docs/engine.md, "Offset stencils"): the offsets are numba *tuples*, so their count is a
+  compile-time constant and the offset loops unroll with the offsets in registers (an offsets
+  array, or a runtime split of one tuple, was 2-4x slower); every index is cast to unsigned
+  (:data:`_U`: no negative-index wrap). The float kernels elsewhere need a second loop to keep a
+  sequential float sum out of the vectorised loop; here every reduction (tokens moved, the DS
+  out-of-range flag, kept as an integer count) is an integer sum, which LLVM may reorder, so one
+  loop over the run suffices. The protocol takes these kernels when ``graph.stencil`` is not None
+  and the step is serial (``threads=1``) on the reset graph; they are separate entry points, so
+  graphs without a stencil compile nothing new. On torus:1000x1000 (kernel alone, best of 15-21
+  alternated calls): multi-port 4.1-4.3 -> 1.1-1.2 ns per edge, DS 6.1-8.5 -> 1.35-1.5.
+  Single-port has no stencil path: its per-edge work is a hash of the edge id (no neighbour
+  read), and only the ~m p candidates read their ends and loads, one by one (docs/ghosh-et-al.md,
+  "Performance", gives the measurement).
 
 Kernels:
 
 * :func:`multi_port_step` -- Sec. 1.1 multi-port rule (one token across every edge whose ends
   differ by at least the threshold), edge scan (any graph);
-  :func:`multi_port_step_regular` -- the same on a regular graph, rows.
+  :func:`multi_port_step_regular` -- the same on a regular graph, rows;
+  :func:`multi_port_step_stencil` -- the same with stencil rows.
 * :func:`single_port_counter_step` -- Sec. 1.1 single-port rule with the default per-edge counter
   coins ``counter_uniform(key, t, e) < p``, bit for bit; the hashes are computed in blocks by a
   vectorisable loop and only the ~m p candidates are touched afterwards (dense coins: flags
   packed to bit words, one iteration per set bit).
 * :func:`single_port_geometric_step` -- the same rule with geometric skipping (``coins=geometric``).
 * :func:`ds_step_nodes` -- Sec. 5 DS rule when every estimate is the neighbour's previous load
-  (static networks after the first step): n values of state, rows (regular or CSR path).
+  (static networks after the first step): n values of state, rows (regular or CSR path);
+  :func:`ds_step_nodes_stencil` -- the same with stencil rows.
 * :func:`ds_step`, :func:`ds_step_indexed` -- Sec. 5 DS rule with per-edge estimates (arbitrary
   initial ones, dynamic networks), edge scans; the second for a step graph whose edges map to
   base edges.
