@@ -31,8 +31,9 @@ import numpy as np
 
 from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
-from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_step, fos_real_step,
-                                     node_alpha_sums, sos_iou_step, sos_real_step)
+from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_stencil, fos_floor_step,
+                                     fos_real_stencil, fos_real_step, node_alpha_sums, sos_iou_stencil, sos_iou_step,
+                                     sos_real_stencil, sos_real_step, stencil_edge_bases)
 from ._heterogeneous_parallel import (SOS_BLOCK, THREADS_PARAM, block_edge_starts, check_threads, fos_floor_step_par,
                                       fos_real_step_par, run_blocks, run_rows, sos_iou_step_par, sos_real_step_par,
                                       use_threads)
@@ -93,6 +94,8 @@ class HeterogeneousDiffusion(Protocol):
         self._coef_val = None
         self._xbuf = None
         self._flowbuf = None
+        self._stencil_graph = None
+        self._stencil_val = None
 
     def _base_deg(self) -> np.ndarray:
         if self._base_deg_arr is None:
@@ -144,6 +147,28 @@ class HeterogeneousDiffusion(Protocol):
                                        allow=self.options["allow_invalid"])
         self._coef_graph, self._coef_val = graph, val
         return val
+
+    def _stencil_runs(self, graph, mode, edges=False):
+        """The offset-stencil runs for the serial kernels, or None (cached per graph object).
+
+        Only with the numba kernel on one thread and scalar coefficients (a regular graph without
+        capacities: ``COEF_SCALAR``) and when ``graph.stencil`` exists (a torus or ring). Returns
+        ``(starts, ends, lower, upper)``, or with ``edges`` (the SOS kernels) the runs trimmed to
+        where the lower edge ids are affine and their bases (:func:`stencil_edge_bases`):
+        ``(starts, ends, lower, upper, base)``. Same results as the CSR kernels, bit for bit.
+        """
+        if mode != COEF_SCALAR or use_threads(self.name, self.options.get("threads", 1)):
+            return None
+        if graph is not self._stencil_graph:
+            st = graph.stencil
+            val = None
+            if st is not None:
+                val = (st.starts, st.ends, st.lower, st.upper)
+                if edges:
+                    starts, ends, base = stencil_edge_bases(st, graph.csr_edges, st.degree)
+                    val = (starts, ends, st.lower, st.upper, base)
+            self._stencil_graph, self._stencil_val = graph, val
+        return self._stencil_val
 
     def _x(self, loads):
         """``w / s`` for the kernels: ``loads`` itself when every speed is 1, else a reused buffer."""
@@ -234,11 +259,15 @@ class FOS(HeterogeneousDiffusion):
             ip, ind, mode, a0, inv, alpha = self._kernel_args(graph)
             # A fresh output array each step: the engine keeps it as the next input (no ping-pong pair).
             out, outflow = np.empty(graph.n), self._outflow_buffer(graph.n, np.float64)
-            args = (ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
-            if use_threads(self.name, self.options["threads"]):
-                moved = run_rows(fos_real_step_par, *args)
+            runs = self._stencil_runs(graph, mode)
+            if runs is not None:
+                moved = fos_real_stencil(ip, ind, *runs, a0, self._x(loads), loads, out, outflow)
             else:
-                moved = fos_real_step(*args)
+                args = (ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
+                if use_threads(self.name, self.options["threads"]):
+                    moved = run_rows(fos_real_step_par, *args)
+                else:
+                    moved = fos_real_step(*args)
             return Step(out, moved=float(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
         y = fos_flows(graph, alpha, self._s, loads)
@@ -280,11 +309,15 @@ class FOSFloor(HeterogeneousDiffusion):
             loads = np.ascontiguousarray(loads, dtype=np.int64)
             ip, ind, mode, a0, inv, alpha = self._kernel_args(graph)
             out, outflow = np.empty(graph.n, np.int64), self._outflow_buffer(graph.n, np.int64)
-            args = (ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
-            if use_threads(self.name, self.options["threads"]):
-                moved = run_rows(fos_floor_step_par, *args)
+            runs = self._stencil_runs(graph, mode)
+            if runs is not None:
+                moved = fos_floor_stencil(ip, ind, *runs, a0, self._x(loads), loads, out, outflow)
             else:
-                moved = fos_floor_step(*args)
+                args = (ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
+                if use_threads(self.name, self.options["threads"]):
+                    moved = run_rows(fos_floor_step_par, *args)
+                else:
+                    moved = fos_floor_step(*args)
             return Step(out, moved=int(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
         y = np.trunc(fos_flows(graph, alpha, self._s, loads))
@@ -413,10 +446,15 @@ class SOS(_SecondOrder):
             out, outflow = np.empty(graph.n), self._outflow_buffer(graph.n, np.float64)
             first = self._k == 0
             flow = self._carry_state(graph, self._prev)
-            args = (graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, self.beta, first,
-                    self._x(loads), loads, flow, out, outflow)
-            par = self._parallel(graph)
-            moved = sos_real_step(*args) if par is None else run_blocks(sos_real_step_par, *args, *par)
+            runs = self._stencil_runs(graph, mode, edges=True)
+            if runs is not None:
+                moved = sos_real_stencil(graph.indptr, graph.indices, graph.csr_edges, *runs, a0, self.beta, first,
+                                         self._x(loads), loads, flow, out, outflow)
+            else:
+                args = (graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, self.beta, first,
+                        self._x(loads), loads, flow, out, outflow)
+                par = self._parallel(graph)
+                moved = sos_real_step(*args) if par is None else run_blocks(sos_real_step_par, *args, *par)
             self._k += 1
             self._state_graph = graph
             self._prev = flow
@@ -515,12 +553,16 @@ class SOSIOU(_SecondOrder):
         bits = self._exc_bits
         if bits is None or bits.shape[0] != (graph.m + 7) // 8:
             bits = self._exc_bits = np.zeros((graph.m + 7) // 8, np.uint8)  # m / 8 bytes
-        args = (graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, self.beta, first,
-                self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou", self._x(loads), loads,
-                yhat, iou, out, outflow)
-        par = self._parallel(graph)
-        moved, short, units, biggest, self._has_exc = (sos_iou_step(*args) if par is None
-                                                       else run_blocks(sos_iou_step_par, *args, *par))
+        runs = self._stencil_runs(graph, mode, edges=True)
+        tail = (self.beta, first, self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou",
+                self._x(loads), loads, yhat, iou, out, outflow)
+        if runs is not None:
+            res = sos_iou_stencil(graph.indptr, graph.indices, graph.csr_edges, *runs, a0, *tail)
+        else:
+            args = (graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, *tail)
+            par = self._parallel(graph)
+            res = sos_iou_step(*args) if par is None else run_blocks(sos_iou_step_par, *args, *par)
+        moved, short, units, biggest, self._has_exc = res
         self._owed_stored = True
         self._k += 1
         if short:

@@ -49,6 +49,7 @@ import numba
 import numpy as np
 
 __all__ = ["fos_real_step", "fos_floor_step", "sos_real_step", "sos_iou_step", "node_alpha_sums",
+           "fos_real_stencil", "fos_floor_stencil", "sos_real_stencil", "sos_iou_stencil", "stencil_edge_bases",
            "COEF_SCALAR", "COEF_NODE", "COEF_EDGE"]
 
 #: Every index is cast to this before it indexes an array: numba wraps negative signed indices
@@ -374,3 +375,422 @@ def _sos_iou_pass(indptr, indices, csr_edges, a0, inv, alpha, beta, first, owed_
         # Every IOU is o - trunc(o), of size below 1: no owed unit.
         return moved, short, 0.0, biggest, False
     return moved, short, units, exc_big, True
+
+
+# --------------------------------------------------------------------------------------------------
+# Offset-stencil paths (graphs/_stencil.py): the same steps on a regular graph without capacities
+# (COEF_SCALAR), walking the stencil's runs with the offsets instead of CSR indices.
+
+
+@numba.njit(cache=True, nogil=True)
+def fos_real_stencil(indptr, indices, starts, ends, lower, upper, a0, x, loads, out, outflow):
+    """:func:`fos_real_step` (``COEF_SCALAR``) over a stencil's runs; the same bits.
+
+    Rows between the runs are the CSR rows of :func:`fos_real_step`. A row in a run has the
+    neighbours ``i + lower[k]`` then ``i + upper[k]`` (its CSR order), so it does the same
+    operations in the same order. ``lower`` and ``upper`` are tuples (loop unrolled, offsets in
+    registers); ``moved`` is added in a second loop over the run, so that the first one has no
+    sequential float sum and vectorises (in the same node order as before: the same bits).
+    """
+    n = loads.shape[0]
+    moved = 0.0
+    nr = starts.shape[0]
+    prev = 0
+    for r in range(nr + 1):
+        stop = starts[r] if r < nr else n
+        for i in range(prev, stop):
+            ui = _U(i)
+            xi = x[ui]
+            k = indptr[ui]
+            end = indptr[ui + _U(1)]
+            inn = 0.0
+            sent_in = 0.0
+            while k < end:
+                j = indices[_U(k)]
+                if j > i:
+                    break
+                y = a0 * (x[_U(j)] - xi)
+                inn += y
+                sent_in += max(-y, 0.0)
+                k += 1
+            outs = 0.0
+            sent_out = 0.0
+            for kk in range(k, end):
+                y = a0 * (xi - x[_U(indices[_U(kk)])])
+                outs += y
+                sent_out += max(y, 0.0)
+            out[ui] = loads[ui] + (inn - outs)
+            sent = sent_out + sent_in
+            outflow[ui] = sent
+            moved += sent
+        if r == nr:
+            break
+        s = starts[r]
+        e = ends[r]
+        for i in range(s, e):
+            ui = _U(i)
+            xi = x[ui]
+            inn = 0.0
+            sent_in = 0.0
+            for k in range(len(lower)):
+                y = a0 * (x[_U(i + lower[k])] - xi)
+                inn += y
+                sent_in += max(-y, 0.0)
+            outs = 0.0
+            sent_out = 0.0
+            for k in range(len(upper)):
+                y = a0 * (xi - x[_U(i + upper[k])])
+                outs += y
+                sent_out += max(y, 0.0)
+            out[ui] = loads[ui] + (inn - outs)
+            outflow[ui] = sent_out + sent_in
+        for i in range(s, e):
+            moved += outflow[_U(i)]
+        prev = e
+    return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def fos_floor_stencil(indptr, indices, starts, ends, lower, upper, a0, x, loads, out, outflow):
+    """:func:`fos_floor_step` (``COEF_SCALAR``) over a stencil's runs; the same results.
+
+    Integer sums: their order does not matter, so ``moved`` stays in the run loop.
+    """
+    n = loads.shape[0]
+    moved = 0
+    nr = starts.shape[0]
+    prev = 0
+    for r in range(nr + 1):
+        stop = starts[r] if r < nr else n
+        for i in range(prev, stop):
+            ui = _U(i)
+            xi = np.float64(x[ui])
+            delta = 0
+            sent = 0
+            for k in range(indptr[ui], indptr[ui + _U(1)]):
+                z = np.int64(a0 * (xi - np.float64(x[_U(indices[_U(k)])])))
+                delta -= z
+                sent += max(z, 0)
+            out[ui] = loads[ui] + delta
+            outflow[ui] = sent
+            moved += sent
+        if r == nr:
+            break
+        s = starts[r]
+        e = ends[r]
+        for i in range(s, e):
+            ui = _U(i)
+            xi = np.float64(x[ui])
+            delta = 0
+            sent = 0
+            for k in range(len(lower)):
+                z = np.int64(a0 * (xi - np.float64(x[_U(i + lower[k])])))
+                delta -= z
+                sent += max(z, 0)
+            for k in range(len(upper)):
+                z = np.int64(a0 * (xi - np.float64(x[_U(i + upper[k])])))
+                delta -= z
+                sent += max(z, 0)
+            out[ui] = loads[ui] + delta
+            outflow[ui] = sent
+            moved += sent
+        prev = e
+    return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def sos_real_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, lower_edge, a0, beta, first, x, loads,
+                     flow, out, outflow):
+    """:func:`sos_real_step` (``COEF_SCALAR``) over a stencil's runs; the same bits.
+
+    Rows between the runs are the CSR rows of :func:`_sos_real_pass`. In a run every row has
+    ``U = len(upper)`` upper slots, so the running edge counter is ``e_s + U (i - s)`` at row ``i``
+    and the lower slot ``k`` is the edge ``lower_edge[r, k] + U (i - s)`` (affine in ``i``: checked
+    by :func:`stencil_edge_bases` for every run it keeps): no ``csr_edges`` read. A run takes three
+    loops: (1) every row's upper flows, which are written to ``flow`` (reading the previous step's
+    flows: no dependency between rows, it vectorises); (2) every row's new load and outflow from
+    the flows of its lower and upper edges, in the CSR order (the upper ones read back: the same
+    values and the same sums as the one-loop row); (3) ``moved``, in node order.
+    """
+    n = loads.shape[0]
+    bm1 = beta - 1.0
+    moved = 0.0
+    e = 0
+    nr = starts.shape[0]
+    nu = len(upper)
+    prev = 0
+    for r in range(nr + 1):
+        stop = starts[r] if r < nr else n
+        for i in range(prev, stop):
+            ui = _U(i)
+            xi = x[ui]
+            k = indptr[ui]
+            end = indptr[ui + _U(1)]
+            inn = 0.0
+            sent_in = 0.0
+            while k < end:
+                le = csr_edges[_U(k)]
+                if le >= e:
+                    break
+                y = flow[_U(le)]
+                inn += y
+                sent_in += max(-y, 0.0)
+                k += 1
+            outs = 0.0
+            sent_out = 0.0
+            for kk in range(k, end):
+                ue = _U(e)
+                f = a0 * (xi - x[_U(indices[_U(kk)])])
+                y = f if first else beta * f + bm1 * flow[ue]
+                flow[ue] = y
+                e += 1
+                outs += y
+                sent_out += max(y, 0.0)
+            out[ui] = loads[ui] + (inn - outs)
+            sent = sent_out + sent_in
+            outflow[ui] = sent
+            moved += sent
+        if r == nr:
+            break
+        s = starts[r]
+        en = ends[r]
+        for i in range(s, en):
+            ui = _U(i)
+            xi = x[ui]
+            eb = e + nu * (i - s)
+            for k in range(nu):
+                ue = _U(eb + k)
+                f = a0 * (xi - x[_U(i + upper[k])])
+                flow[ue] = f if first else beta * f + bm1 * flow[ue]
+        for i in range(s, en):
+            ui = _U(i)
+            inn = 0.0
+            sent_in = 0.0
+            for k in range(len(lower)):
+                y = flow[_U(lower_edge[_U(r), _U(k)] + nu * (i - s))]
+                inn += y
+                sent_in += max(-y, 0.0)
+            eb = e + nu * (i - s)
+            outs = 0.0
+            sent_out = 0.0
+            for k in range(nu):
+                y = flow[_U(eb + k)]
+                outs += y
+                sent_out += max(y, 0.0)
+            out[ui] = loads[ui] + (inn - outs)
+            outflow[ui] = sent_out + sent_in
+        for i in range(s, en):
+            moved += outflow[_U(i)]
+        e += nu * (en - s)
+        prev = en
+    return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def _iou_settle(indices, csr_edges, k0, mid, end, e0, held, owed, iou, exc_bits, out, units, exc_big):
+    """A short node's payments (the ``pay_iou`` branch of :func:`_sos_iou_pass`, line for line).
+
+    Slots ``k0 .. mid`` are the row's lower slots (edge ids from ``csr_edges``), ``mid .. end`` the
+    upper ones (edges ``e0, e0 + 1, ...``). Returns ``(paid_sum, delta, moved, units, exc_big)``:
+    what the node pays, the change of its load and of ``moved``, and the updated exception tallies.
+    A function call, not inlined: short nodes are rare.
+    """
+    heldf = np.float64(held)
+    paid_sum = 0.0
+    delta = 0
+    moved = 0
+    for kk in range(k0, end):
+        lower = kk < mid
+        le = np.int64(csr_edges[_U(kk)]) if lower else e0 + (kk - mid)
+        o = iou[_U(le)]
+        t = np.trunc(o)
+        if (t >= 0.0) if lower else (t <= 0.0):
+            continue  # i does not send on this edge
+        paid = np.sign(t) * np.floor((np.abs(t) * heldf) / owed)
+        paid_sum += np.abs(paid)
+        back = np.int64(t) - np.int64(paid)
+        moved -= abs(back)
+        r = o - paid
+        iou[_U(le)] = r
+        exc_bits[_U(le >> 3)] |= np.uint8(1 << (le & 7))
+        units += np.floor(np.abs(r))
+        exc_big = max(exc_big, np.abs(r))
+        jn = indices[_U(kk)]
+        if lower:
+            delta -= back
+            out[_U(jn)] += back
+        else:
+            delta += back
+            out[_U(jn)] += np.int64(paid) - np.int64(np.trunc(r))
+    return paid_sum, delta, moved, units, exc_big
+
+
+@numba.njit(cache=True, nogil=True)
+def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, lower_edge, a0, beta, first, owed_stored,
+                    has_exc, exc_bits, pay_iou, x, loads, yhat, iou, out, owe):
+    """:func:`sos_iou_step` (``COEF_SCALAR``) over a stencil's runs; the same results.
+
+    Rows between the runs are the CSR rows of :func:`_sos_iou_pass`; edge ids in a run are
+    computed as in :func:`sos_real_stencil`. A run takes two loops: (1) every row's upper edges
+    (``yhat``, the amount owed ``o`` stored in ``iou``, the exception bit consumed, the largest
+    ``|o - trunc(o)|``), which depend on no other row of this step; (2) per row in node order, the
+    transfers ``trunc(o)`` of its lower and upper edges (the upper ones read back), what it owes,
+    its payments if it is short (:func:`_iou_settle`, which may rewrite the ``o`` of its own
+    edges: only rows after it read those) and its load. Every edge is read in (1) before any
+    row can set its new exception bit in (2), as in the one-loop pass. Integer-valued sums: the
+    same results in any order.
+    """
+    n = loads.shape[0]
+    bm1 = beta - 1.0
+    moved = 0
+    short = 0
+    biggest = 0.0
+    units = 0.0
+    exc_big = 0.0
+    any_exc = False
+    e = 0
+    nr = starts.shape[0]
+    nl = len(lower)
+    nu = len(upper)
+    prev = 0
+    for r in range(nr + 1):
+        stop = starts[r] if r < nr else n
+        for i in range(prev, stop):
+            ui = _U(i)
+            xi = np.float64(x[ui])
+            k0 = indptr[ui]
+            end = indptr[ui + _U(1)]
+            owed = 0.0
+            delta = 0
+            k = k0
+            while k < end:
+                le = csr_edges[_U(k)]
+                if le >= e:
+                    break
+                t = np.trunc(iou[_U(le)])
+                owed += max(-t, 0.0)
+                delta += np.int64(t)
+                k += 1
+            mid = k
+            e0 = e
+            for kk in range(mid, end):
+                ue = _U(e)
+                f = a0 * (xi - np.float64(x[_U(indices[_U(kk)])]))
+                y = f if first else beta * f + bm1 * yhat[ue]
+                yhat[ue] = y
+                p = iou[ue]
+                if has_exc and (exc_bits[_U(e >> 3)] >> (e & 7)) & 1:
+                    exc_bits[_U(e >> 3)] &= np.uint8(255 - (1 << (e & 7)))
+                elif owed_stored:
+                    p = p - np.trunc(p)
+                o = y + p
+                iou[ue] = o
+                t = np.trunc(o)
+                owed += max(t, 0.0)
+                delta -= np.int64(t)
+                rr = abs(o - t)
+                if rr > biggest:
+                    biggest = rr
+                e += 1
+            held = loads[ui]
+            moved += np.int64(owed)
+            if owed > held:
+                short += 1
+                if pay_iou:
+                    owed, dd, dm, units, exc_big = _iou_settle(indices, csr_edges, k0, mid, end, e0, held, owed, iou,
+                                                               exc_bits, out, units, exc_big)
+                    delta += dd
+                    moved += dm
+                    any_exc = True
+            owe[ui] = owed
+            out[ui] += held + delta
+        if r == nr:
+            break
+        s = starts[r]
+        en = ends[r]
+        for i in range(s, en):
+            ui = _U(i)
+            xi = np.float64(x[ui])
+            eb = e + nu * (i - s)
+            for k in range(nu):
+                ee = eb + k
+                ue = _U(ee)
+                f = a0 * (xi - np.float64(x[_U(i + upper[k])]))
+                y = f if first else beta * f + bm1 * yhat[ue]
+                yhat[ue] = y
+                p = iou[ue]
+                if has_exc and (exc_bits[_U(ee >> 3)] >> (ee & 7)) & 1:
+                    exc_bits[_U(ee >> 3)] &= np.uint8(255 - (1 << (ee & 7)))
+                elif owed_stored:
+                    p = p - np.trunc(p)
+                o = y + p
+                iou[ue] = o
+                rr = abs(o - np.trunc(o))
+                if rr > biggest:
+                    biggest = rr
+        for i in range(s, en):
+            ui = _U(i)
+            owed = 0.0
+            delta = 0
+            for k in range(nl):
+                t = np.trunc(iou[_U(lower_edge[_U(r), _U(k)] + nu * (i - s))])
+                owed += max(-t, 0.0)
+                delta += np.int64(t)
+            eb = e + nu * (i - s)
+            for k in range(nu):
+                t = np.trunc(iou[_U(eb + k)])
+                owed += max(t, 0.0)
+                delta -= np.int64(t)
+            held = loads[ui]
+            moved += np.int64(owed)
+            if owed > held:
+                short += 1
+                if pay_iou:
+                    k0 = indptr[ui]
+                    owed, dd, dm, units, exc_big = _iou_settle(indices, csr_edges, k0, k0 + nl, k0 + nl + nu, eb,
+                                                               held, owed, iou, exc_bits, out, units, exc_big)
+                    delta += dd
+                    moved += dm
+                    any_exc = True
+            owe[ui] = owed
+            out[ui] += held + delta
+        e += nu * (en - s)
+        prev = en
+    if not any_exc:
+        return moved, short, 0.0, biggest, False
+    return moved, short, units, exc_big, True
+
+
+def stencil_edge_bases(stencil, csr_edges, degree):
+    """The runs of ``stencil`` trimmed to where the SOS stencil kernels can compute lower edge ids.
+
+    Row ``i`` of a run ``[s, e)`` has ``U = len(upper)`` upper slots, so its upper edges are a
+    running counter (as in the CSR kernels). Its lower slot ``k`` is the edge ``(i + lower[k], i)``,
+    whose id is ``base[r, k] + U (i - s)`` only while the rows ``i + lower[k]`` have ``U`` upper
+    slots too. Not so on the first row of a torus run: its left neighbour is a seam node with three
+    upper slots (torus:6x6, row 13: the edge (12, 13) is 30, (13, 14) is 33). So each run is cut
+    to its longest tail on which every lower slot is affine, checked against ``csr_edges``; the
+    rows cut off are left to the CSR rows (the same results either way). On ``torus:W x H`` this
+    drops the first row of each run (and the whole first run, whose upper neighbours ``i - W``
+    are the seam row).
+
+    Returns ``(starts, ends, base)`` (int64; ``base`` of shape ``(runs, len(lower))``).
+    """
+    nl, nu = len(stencil.lower), len(stencil.upper)
+    starts, ends = stencil.starts, stencil.ends
+    lengths = ends - starts
+    if starts.shape[0] == 0:
+        return starts, ends, np.zeros((0, nl), np.int64)
+    first_row = np.cumsum(lengths) - lengths  # position of each run's first row below
+    run = np.repeat(np.arange(starts.shape[0]), lengths)
+    offset = np.arange(run.shape[0]) - np.repeat(first_row, lengths)
+    rows = starts[run] + offset
+    base = np.asarray(csr_edges)[degree * rows[:, None] + np.arange(nl)].astype(np.int64) - nu * offset[:, None]
+    last = base[first_row + lengths - 1]  # every run's last row is its reference
+    bad = np.any(base != last[run], axis=1)
+    # The first row of each run's affine tail: one past its last mismatching row.
+    cut = np.maximum.reduceat(np.where(bad, offset + 1, 0), first_row)
+    keep = cut < lengths
+    new_starts = (starts + cut)[keep]
+    new_base = (last + nu * cut[:, None])[keep]
+    return new_starts, ends[keep].copy(), np.ascontiguousarray(new_base)

@@ -1,0 +1,169 @@
+"""Offset-stencil paths of fos, fos-floor, sos and sos-iou against the CSR kernels, bit for bit.
+
+* Each stencil kernel against its CSR kernel (``COEF_SCALAR``) on small tori and rings with a forced
+  stencil (``find_stencil(g, min_coverage=0.0)``), over random loads, speeds, flows, IOUs and
+  exception bits: loads, outflows, ``moved``, flows, IOUs and bits ``np.array_equal``.
+* The lower edge ids the SOS stencil kernels compute, ``base[r, k] + U (i - s)``, against
+  ``csr_edges`` row by row (a naive loop).
+* The protocols (which pick the stencil path by themselves on torus:8x8, torus:12x12, ring:N)
+  against the same protocols on a copy of the graph without a stencil, step by step.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tokendist.engine import make_protocol
+from tokendist.graphs import make_graph
+from tokendist.graphs._stencil import find_stencil
+from tokendist.protocols._heterogeneous_kernels import (fos_floor_stencil, fos_floor_step, fos_real_stencil,
+                                                        fos_real_step, sos_iou_stencil, sos_iou_step,
+                                                        sos_real_stencil, sos_real_step, stencil_edge_bases)
+
+SPECS = ["torus:6x6", "torus:5x7", "torus:8x8", "torus:12x12", "ring:7", "ring:16", "torus:3x9"]
+_Z = np.zeros(0)
+
+
+def _forced(spec):
+    g = make_graph(spec)
+    s = find_stencil(g, min_coverage=0.0)
+    assert s is not None
+    return g, s
+
+
+def _same(a, b):
+    return all(np.array_equal(p, q) for p, q in zip(a, b))
+
+
+@settings(max_examples=25, deadline=None)
+@given(spec=st.sampled_from(SPECS), seed=st.integers(0, 2**31), speeds=st.booleans())
+def test_eq3_fos_stencil_kernels_equal_csr_kernels(spec, seed, speeds):
+    g, s = _forced(spec)
+    n, rng = g.n, np.random.default_rng(seed)
+    a0 = 1.0 / (2.0 * s.degree)
+    args = (g.indptr, g.indices)
+    runs = (s.starts, s.ends, s.lower, s.upper)
+    w = rng.random(n) * 10.0 ** rng.integers(0, 6)
+    x = w / rng.uniform(0.5, 3.0, n) if speeds else w
+    o1, f1, o2, f2 = (np.empty(n) for _ in range(4))
+    m1 = fos_real_step(*args, g.csr_edges, 0, a0, _Z, _Z, x, w, o1, f1)
+    m2 = fos_real_stencil(*args, *runs, a0, x, w, o2, f2)
+    assert m1 == m2 and _same((o1, f1), (o2, f2))
+    wi = rng.integers(0, 10 ** int(rng.integers(1, 7)), n)
+    xi = wi / rng.uniform(0.5, 3.0, n) if speeds else wi
+    o1, f1, o2, f2 = (np.empty(n, np.int64) for _ in range(4))
+    m1 = fos_floor_step(*args, g.csr_edges, 0, a0, _Z, _Z, xi, wi, o1, f1)
+    m2 = fos_floor_stencil(*args, *runs, a0, xi, wi, o2, f2)
+    assert m1 == m2 and _same((o1, f1), (o2, f2))
+
+
+@settings(max_examples=25, deadline=None)
+@given(spec=st.sampled_from(SPECS), seed=st.integers(0, 2**31), speeds=st.booleans(), first=st.booleans())
+def test_eq4_sos_stencil_kernel_equals_csr_kernel(spec, seed, speeds, first):
+    g, s = _forced(spec)
+    n, m, rng = g.n, g.m, np.random.default_rng(seed)
+    a0 = 1.0 / (2.0 * s.degree)
+    starts, ends, base = stencil_edge_bases(s, g.csr_edges, s.degree)
+    w = rng.random(n) * 1000.0
+    x = w / rng.uniform(0.5, 3.0, n) if speeds else w
+    beta = float(rng.uniform(1.0, 1.99))
+    flow1 = rng.normal(0.0, 50.0, m)
+    flow2 = flow1.copy()
+    o1, f1, o2, f2 = (np.empty(n) for _ in range(4))
+    m1 = sos_real_step(g.indptr, g.indices, g.csr_edges, 0, a0, _Z, _Z, beta, first, x, w, flow1, o1, f1)
+    m2 = sos_real_stencil(g.indptr, g.indices, g.csr_edges, starts, ends, s.lower, s.upper, base, a0, beta, first,
+                          x, w, flow2, o2, f2)
+    assert m1 == m2 and _same((o1, f1, flow1), (o2, f2, flow2))
+
+
+@settings(max_examples=40, deadline=None)
+@given(spec=st.sampled_from(SPECS), seed=st.integers(0, 2**31), speeds=st.booleans(), first=st.booleans(),
+       owed_stored=st.booleans(), has_exc=st.booleans(), pay_iou=st.booleans())
+def test_theorem1_sos_iou_stencil_kernel_equals_csr_kernel(spec, seed, speeds, first, owed_stored, has_exc, pay_iou):
+    # Small loads and large flows: many short nodes, so the in-row payments run on run rows too.
+    g, s = _forced(spec)
+    n, m, rng = g.n, g.m, np.random.default_rng(seed)
+    a0 = 1.0 / (2.0 * s.degree)
+    starts, ends, base = stencil_edge_bases(s, g.csr_edges, s.degree)
+    w = rng.integers(0, 8, n)
+    x = w / rng.uniform(0.5, 3.0, n) if speeds else w
+    beta = float(rng.uniform(1.0, 1.99))
+    yhat, iou = rng.normal(0.0, 3.0, m), rng.normal(0.0, 2.0, m)
+    bits = rng.integers(0, 256, (m + 7) // 8).astype(np.uint8) if has_exc else np.zeros((m + 7) // 8, np.uint8)
+    results = []
+    for stencil in (False, True):
+        y, io, b = yhat.copy(), iou.copy(), bits.copy()
+        out, owe = np.zeros(n, np.int64), np.empty(n)
+        tail = (beta, first, owed_stored, has_exc, b, pay_iou, x, w, y, io, out, owe)
+        if stencil:
+            r = sos_iou_stencil(g.indptr, g.indices, g.csr_edges, starts, ends, s.lower, s.upper, base, a0, *tail)
+        else:
+            r = sos_iou_step(g.indptr, g.indices, g.csr_edges, 0, a0, _Z, _Z, *tail)
+        results.append((r, y, io, b, out, owe))
+    (r1, *a1), (r2, *a2) = results
+    assert r1 == r2
+    assert _same(a1, a2)
+
+
+@pytest.mark.parametrize("spec", SPECS + ["torus:1x5"])
+def test_stencil_edge_bases_equal_csr_edges(spec):
+    g = make_graph(spec)
+    s = find_stencil(g, min_coverage=0.0)
+    if s is None:
+        return
+    starts, ends, base = stencil_edge_bases(s, g.csr_edges, s.degree)
+    nl, nu = len(s.lower), len(s.upper)
+    ce = np.asarray(g.csr_edges)
+    for r in range(starts.shape[0]):
+        # Every kept row lies inside one of the stencil's runs ...
+        assert np.any((s.starts <= starts[r]) & (ends[r] <= s.ends))
+        for i in range(int(starts[r]), int(ends[r])):
+            for k in range(nl):
+                # ... and its lower slot k is the edge base + U (i - s), as csr_edges says.
+                assert int(ce[s.degree * i + k]) == int(base[r, k]) + nu * (i - int(starts[r]))
+    # Cut rows are only at the front of runs (each kept run ends where its stencil run ends).
+    assert set(ends.tolist()) <= set(s.ends.tolist())
+
+
+def test_stencil_edge_bases_cut_the_first_row_of_torus_runs():
+    # torus:6x6, run [13, 17): the edge (12, 13) is 30, (13, 14) is 33 (node 12 is a seam node with
+    # three upper slots), so row 13's left edge is not affine with the others: the run keeps [14, 17).
+    g, s = _forced("torus:6x6")
+    starts, ends, base = stencil_edge_bases(s, g.csr_edges, s.degree)
+    assert s.starts.tolist() == [7, 13, 19, 25] and s.ends.tolist() == [11, 17, 23, 29]
+    assert starts.tolist() == [10, 14, 20, 26] and ends.tolist() == [11, 17, 23, 29]
+    assert int(g.csr_edges[4 * 13 + 1]) == 30 and int(g.csr_edges[4 * 14 + 1]) == 33
+
+
+def _no_stencil(g):
+    g.__dict__["stencil"] = None  # the cached property, answered: the protocol takes the CSR kernels
+    return g
+
+
+@pytest.mark.parametrize("name", ["fos", "fos-floor", "sos", "sos-iou"])
+@pytest.mark.parametrize("spec,speeds", [("torus:8x8", False), ("torus:12x12", True), ("ring:16", False)])
+def test_eq3_eq4_protocol_stencil_path_equals_csr_path(name, spec, speeds):
+    rng = np.random.default_rng(7)
+    g = make_graph(spec)
+    if speeds:  # x = w / s is a buffer, not the loads; the coefficients stay scalar (regular graph)
+        g = g.with_speeds(rng.uniform(1.0, 3.0, g.n))
+    h = _no_stencil(g.with_speeds(g.speeds) if speeds else make_graph(spec))
+    assert g is not h and g.stencil is not None and h.stencil is None
+    params = {"kernel": "numba", "speed_scale": "min"} if speeds else {"kernel": "numba"}
+    fast, ref = make_protocol(name, params), make_protocol(name, params)
+    loads = rng.integers(0, 5, g.n)
+    loads[3] += 5000
+    w0 = loads.astype(np.float64) if fast.divisible else loads.astype(np.int64)
+    fast.reset(g, w0.copy(), np.random.default_rng(0))
+    ref.reset(h, w0.copy(), np.random.default_rng(0))
+    wf, wr = w0.copy(), w0.copy()
+    for t in range(30):
+        a, b = fast.step(t, g, wf), ref.step(t, h, wr)
+        assert np.array_equal(a.loads, b.loads) and np.array_equal(a.outflow, b.outflow)
+        assert a.moved == b.moved and a.info == b.info
+        assert fast.state_key() == ref.state_key()
+        wf, wr = a.loads, b.loads
+    assert fast._stencil_val is not None and ref._stencil_val is None  # both paths were taken
+    if name == "sos-iou":
+        assert fast.report() == ref.report()
+        assert fast.events > 0 or spec == "ring:16"  # short nodes paid in proportion on the tori
