@@ -45,3 +45,32 @@ def test_lemma1_numba_lanczos_both_ends_in_one_run(spec, speeds):
     # Few steps: an inner estimate, reported as such.
     mu2, _, method = lanczos_extremes(g, (2, 0.0, np.zeros(0), alpha), s, max_steps=5, tol=1e-10)
     assert method == "lanczos-5 (inner estimate)" and mu2 <= exact_mu2 + 1e-12
+
+
+@pytest.mark.parametrize("spec", ["torus:12x10", "torus:9x9", "ring:40"])
+def test_lanczos_stencil_step_is_the_csr_step_bit_for_bit(spec):
+    # On a torus or ring with unit speeds the Lanczos step walks the offset stencil's runs
+    # (graphs/_stencil.py): the same (alpha_k, beta_k) and vectors as the CSR step, bit for bit.
+    from tokendist.graphs._model import unsigned_view
+    from tokendist.graphs._stencil import find_stencil
+    from tokendist.protocols._heterogeneous_sos_gamma import _lanczos_stencil_step, _lanczos_step
+
+    g = make_graph(spec)
+    st = find_stencil(g, min_coverage=0.0)
+    n, a0 = g.n, 1 / (2.0 * 4)
+    q = np.ones(n) / np.sqrt(n)
+    start = np.random.default_rng(5).normal(size=n)
+    start -= q * (q @ start)
+    runs = []
+    for stencil in (False, True):
+        v, v_prev, w, beta, trace = start / np.linalg.norm(start), np.zeros(n), np.empty(n), 0.0, []
+        for _ in range(12):
+            if stencil:
+                a, beta = _lanczos_stencil_step(g.indptr, unsigned_view(g.indices), st.starts, st.ends, st.lower,
+                                                st.upper, a0, q, v, v_prev, w, beta)
+            else:
+                a, beta = _lanczos_step(g.indptr, g.indices, g.csr_edges, 0, a0, np.zeros(0), np.zeros(0),
+                                        np.zeros(0), q, v, v_prev, w, beta)
+            trace.append((a, beta))
+        runs.append((trace, v.copy()))
+    assert runs[0][0] == runs[1][0] and np.array_equal(runs[0][1], runs[1][1])

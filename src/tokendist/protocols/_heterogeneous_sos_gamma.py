@@ -21,10 +21,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..graphs._model import unsigned_view
+
 __all__ = ["lanczos_extremes", "CHECK_EVERY"]
 
 #: Steps between two convergence checks of the tridiagonal matrix.
 CHECK_EVERY = 10
+
+_U = np.uint64  # unsigned indices: numba emits no negative-index wrap (see _heterogeneous_kernels)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -57,6 +61,13 @@ def _lanczos_step(indptr, indices, csr_edges, mode, a0, inv, alpha, r, q, v, v_p
         wv += wi * v[i]
         wq += wi * q[i]
         qv += v[i] * q[i]
+    return _finish(v, v_prev, q, w, wv, wq, qv)
+
+
+@numba.njit(cache=True, nogil=True)
+def _finish(v, v_prev, q, w, wv, wq, qv):
+    # The step's second pass: orthogonalise w against v and q, normalise, shift the vectors.
+    n = v.shape[0]
     alpha_k = wv
     c = wq - alpha_k * qv  # q . (w - alpha_k v): keeps the Krylov space orthogonal to q
     norm2 = 0.0
@@ -70,6 +81,65 @@ def _lanczos_step(indptr, indices, csr_edges, mode, a0, inv, alpha, r, q, v, v_p
             v_prev[i] = v[i]
             v[i] = w[i] / beta_k
     return alpha_k, beta_k
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _plain_rows(indptr, indices, a0, v, v_prev, q, w, beta_prev, i0, i1, sums):
+    # Rows i0..i1-1 of the plain step over their CSR rows; ``sums`` = (w.v, w.q, v.q) so far.
+    wv, wq, qv = sums
+    for i in range(i0, i1):
+        ui = _U(i)
+        start = indptr[ui]
+        end = indptr[ui + _U(1)]
+        acc = 0.0
+        for k in range(start, end):
+            acc += v[_U(indices[_U(k)])]
+        vi = v[ui]
+        wi = vi - a0 * ((end - start) * vi - acc) - beta_prev * v_prev[ui]
+        w[ui] = wi
+        wv += wi * vi
+        wq += wi * q[ui]
+        qv += vi * q[ui]
+    return (wv, wq, qv)
+
+
+@numba.njit(cache=True, nogil=True)
+def _lanczos_stencil_step(indptr, indices, starts, ends, lower, upper, a0, q, v, v_prev, w, beta_prev):
+    """:func:`_lanczos_step` in the plain case (one coefficient, unit speeds) on a graph with a stencil.
+
+    Nodes in the stencil's runs (:mod:`tokendist.graphs._stencil`) sum ``v[i + offset]`` over the
+    offset tuples, the others their CSR rows: the same additions in the same order, so the same
+    ``(alpha_k, beta_k)``, bit for bit. The dot products are summed in a second loop over each run
+    (in L1 by then) so that the first one vectorises. 2x faster than :func:`_lanczos_step` on
+    torus:1000x1000 (9-10 against 19 ms per step, alternated in one process).
+    """
+    n = v.shape[0]
+    degree = len(lower) + len(upper)
+    sums = (0.0, 0.0, 0.0)
+    prev = 0
+    for r in range(starts.shape[0]):
+        sums = _plain_rows(indptr, indices, a0, v, v_prev, q, w, beta_prev, prev, starts[r], sums)
+        for i in range(starts[r], ends[r]):
+            ui = _U(i)
+            acc = 0.0
+            for k in range(len(lower)):
+                acc += v[_U(i + lower[k])]
+            for k in range(len(upper)):
+                acc += v[_U(i + upper[k])]
+            vi = v[ui]
+            w[ui] = vi - a0 * (degree * vi - acc) - beta_prev * v_prev[ui]
+        wv, wq, qv = sums
+        for i in range(starts[r], ends[r]):
+            ui = _U(i)
+            wi = w[ui]
+            vi = v[ui]
+            wv += wi * vi
+            wq += wi * q[ui]
+            qv += vi * q[ui]
+        sums = (wv, wq, qv)
+        prev = ends[r]
+    wv, wq, qv = _plain_rows(indptr, indices, a0, v, v_prev, q, w, beta_prev, prev, n, sums)
+    return _finish(v, v_prev, q, w, wv, wq, qv)
 
 
 def lanczos_extremes(graph, coefs, s: np.ndarray, *, max_steps: int, tol: float) -> tuple[float, float, str]:
@@ -104,9 +174,15 @@ def lanczos_extremes(graph, coefs, s: np.ndarray, *, max_steps: int, tol: float)
     beta = 0.0
     top = bottom = 0.0
     converged = False
+    stencil = graph.stencil if r.shape[0] == 0 else None
+    indices = unsigned_view(graph.indices)
     for k in range(1, max_steps + 1):
-        a_k, beta = _lanczos_step(graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, r, q, v,
-                                  v_prev, w, beta)
+        if stencil is not None:
+            a_k, beta = _lanczos_stencil_step(graph.indptr, indices, stencil.starts, stencil.ends, stencil.lower,
+                                              stencil.upper, a0, q, v, v_prev, w, beta)
+        else:
+            a_k, beta = _lanczos_step(graph.indptr, indices, graph.csr_edges, mode, a0, inv, alpha, r, q, v,
+                                      v_prev, w, beta)
         alphas.append(a_k)
         if beta < 1e-14 * max(1.0, abs(a_k)):  # invariant subspace: the Ritz values are exact
             converged = True
