@@ -3,7 +3,7 @@
 * Each stencil kernel against its CSR kernel (``COEF_SCALAR``) on small tori and rings with a forced
   stencil (``find_stencil(g, min_coverage=0.0)``), over random loads, speeds, flows, IOUs and
   exception bits: loads, outflows, ``moved``, flows, IOUs and bits ``np.array_equal``.
-* The lower edge ids the SOS stencil kernels compute, ``base[r, k] + U (i - s)``, against
+* The lower edge ids the SOS stencil kernels compute, ``e_s + U (i - s) + delta[k]``, against
   ``csr_edges`` row by row (a naive loop).
 * The protocols (which pick the stencil path by themselves on torus:8x8, torus:12x12, ring:N)
   against the same protocols on a copy of the graph without a stencil, step by step.
@@ -18,7 +18,7 @@ from tokendist.graphs import make_graph
 from tokendist.graphs._stencil import find_stencil
 from tokendist.protocols._heterogeneous_kernels import (fos_floor_stencil, fos_floor_step, fos_real_stencil,
                                                         fos_real_step, sos_iou_stencil, sos_iou_step,
-                                                        sos_real_stencil, sos_real_step, stencil_edge_bases)
+                                                        sos_real_stencil, sos_real_step, stencil_edge_runs)
 
 SPECS = ["torus:6x6", "torus:5x7", "torus:8x8", "torus:12x12", "ring:7", "ring:16", "torus:3x9"]
 _Z = np.zeros(0)
@@ -63,7 +63,7 @@ def test_eq4_sos_stencil_kernel_equals_csr_kernel(spec, seed, speeds, first):
     g, s = _forced(spec)
     n, m, rng = g.n, g.m, np.random.default_rng(seed)
     a0 = 1.0 / (2.0 * s.degree)
-    starts, ends, base = stencil_edge_bases(s, g.csr_edges, s.degree)
+    starts, ends, delta = stencil_edge_runs(s, g.csr_edges, s.degree)
     w = rng.random(n) * 1000.0
     x = w / rng.uniform(0.5, 3.0, n) if speeds else w
     beta = float(rng.uniform(1.0, 1.99))
@@ -71,7 +71,7 @@ def test_eq4_sos_stencil_kernel_equals_csr_kernel(spec, seed, speeds, first):
     flow2 = flow1.copy()
     o1, f1, o2, f2 = (np.empty(n) for _ in range(4))
     m1 = sos_real_step(g.indptr, g.indices, g.csr_edges, 0, a0, _Z, _Z, beta, first, x, w, flow1, o1, f1)
-    m2 = sos_real_stencil(g.indptr, g.indices, g.csr_edges, starts, ends, s.lower, s.upper, base, a0, beta, first,
+    m2 = sos_real_stencil(g.indptr, g.indices, g.csr_edges, starts, ends, s.lower, s.upper, delta, a0, beta, first,
                           x, w, flow2, o2, f2)
     assert m1 == m2 and _same((o1, f1, flow1), (o2, f2, flow2))
 
@@ -84,7 +84,7 @@ def test_theorem1_sos_iou_stencil_kernel_equals_csr_kernel(spec, seed, speeds, f
     g, s = _forced(spec)
     n, m, rng = g.n, g.m, np.random.default_rng(seed)
     a0 = 1.0 / (2.0 * s.degree)
-    starts, ends, base = stencil_edge_bases(s, g.csr_edges, s.degree)
+    starts, ends, delta = stencil_edge_runs(s, g.csr_edges, s.degree)
     w = rng.integers(0, 8, n)
     x = w / rng.uniform(0.5, 3.0, n) if speeds else w
     beta = float(rng.uniform(1.0, 1.99))
@@ -96,7 +96,7 @@ def test_theorem1_sos_iou_stencil_kernel_equals_csr_kernel(spec, seed, speeds, f
         out, owe = np.zeros(n, np.int64), np.empty(n)
         tail = (beta, first, owed_stored, has_exc, b, pay_iou, x, w, y, io, out, owe)
         if stencil:
-            r = sos_iou_stencil(g.indptr, g.indices, g.csr_edges, starts, ends, s.lower, s.upper, base, a0, *tail)
+            r = sos_iou_stencil(g.indptr, g.indices, g.csr_edges, starts, ends, s.lower, s.upper, delta, a0, *tail)
         else:
             r = sos_iou_step(g.indptr, g.indices, g.csr_edges, 0, a0, _Z, _Z, *tail)
         results.append((r, y, io, b, out, owe))
@@ -105,33 +105,35 @@ def test_theorem1_sos_iou_stencil_kernel_equals_csr_kernel(spec, seed, speeds, f
     assert _same(a1, a2)
 
 
-@pytest.mark.parametrize("spec", SPECS + ["torus:1x5"])
-def test_stencil_edge_bases_equal_csr_edges(spec):
+@pytest.mark.parametrize("spec", SPECS + ["torus:1x5", "torus:2x6"])
+def test_stencil_edge_runs_equal_csr_edges(spec):
     g = make_graph(spec)
     s = find_stencil(g, min_coverage=0.0)
     if s is None:
         return
-    starts, ends, base = stencil_edge_bases(s, g.csr_edges, s.degree)
+    starts, ends, delta = stencil_edge_runs(s, g.csr_edges, s.degree)
     nl, nu = len(s.lower), len(s.upper)
-    ce = np.asarray(g.csr_edges)
+    ce = [int(v) for v in g.csr_edges]
+    # The running counter of the CSR kernels: the number of edges (u, v) with u < i.
+    counter = [sum(1 for u in g.u.tolist() if u < i) for i in range(g.n)]
     for r in range(starts.shape[0]):
         # Every kept row lies inside one of the stencil's runs ...
         assert np.any((s.starts <= starts[r]) & (ends[r] <= s.ends))
         for i in range(int(starts[r]), int(ends[r])):
-            for k in range(nl):
-                # ... and its lower slot k is the edge base + U (i - s), as csr_edges says.
-                assert int(ce[s.degree * i + k]) == int(base[r, k]) + nu * (i - int(starts[r]))
-    # Cut rows are only at the front of runs (each kept run ends where its stencil run ends).
-    assert set(ends.tolist()) <= set(s.ends.tolist())
+            # ... its upper slots are the counter's next edges, its lower slot k the edge counter + delta[k].
+            assert counter[i] == counter[int(starts[r])] + nu * (i - int(starts[r]))
+            assert [ce[s.degree * i + nl + k] for k in range(nu)] == [counter[i] + k for k in range(nu)]
+            assert [ce[s.degree * i + k] for k in range(nl)] == [counter[i] + d for d in delta]
 
 
-def test_stencil_edge_bases_cut_the_first_row_of_torus_runs():
-    # torus:6x6, run [13, 17): the edge (12, 13) is 30, (13, 14) is 33 (node 12 is a seam node with
-    # three upper slots), so row 13's left edge is not affine with the others: the run keeps [14, 17).
+def test_stencil_edge_runs_cut_the_first_row_of_torus_runs():
+    # torus:6x6: the edge (12, 13) is 30, (13, 14) is 33 (node 12, a seam node, has three upper
+    # slots), so row 13's lower edges are counter + (-11, -3) and row 14's counter + (-11, -2).
+    # The first run's rows i - 6 are the seam row: their edges have other offsets again.
     g, s = _forced("torus:6x6")
-    starts, ends, base = stencil_edge_bases(s, g.csr_edges, s.degree)
+    starts, ends, delta = stencil_edge_runs(s, g.csr_edges, s.degree)
     assert s.starts.tolist() == [7, 13, 19, 25] and s.ends.tolist() == [11, 17, 23, 29]
-    assert starts.tolist() == [10, 14, 20, 26] and ends.tolist() == [11, 17, 23, 29]
+    assert starts.tolist() == [14, 20, 26] and ends.tolist() == [17, 23, 29] and delta == (-11, -2)
     assert int(g.csr_edges[4 * 13 + 1]) == 30 and int(g.csr_edges[4 * 14 + 1]) == 33
 
 

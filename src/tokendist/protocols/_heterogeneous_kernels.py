@@ -49,7 +49,7 @@ import numba
 import numpy as np
 
 __all__ = ["fos_real_step", "fos_floor_step", "sos_real_step", "sos_iou_step", "node_alpha_sums",
-           "fos_real_stencil", "fos_floor_stencil", "sos_real_stencil", "sos_iou_stencil", "stencil_edge_bases",
+           "fos_real_stencil", "fos_floor_stencil", "sos_real_stencil", "sos_iou_stencil", "stencil_edge_runs",
            "COEF_SCALAR", "COEF_NODE", "COEF_EDGE"]
 
 #: Every index is cast to this before it indexes an array: numba wraps negative signed indices
@@ -499,14 +499,14 @@ def fos_floor_stencil(indptr, indices, starts, ends, lower, upper, a0, x, loads,
 
 
 @numba.njit(cache=True, nogil=True)
-def sos_real_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, lower_edge, a0, beta, first, x, loads,
+def sos_real_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge_delta, a0, beta, first, x, loads,
                      flow, out, outflow):
     """:func:`sos_real_step` (``COEF_SCALAR``) over a stencil's runs; the same bits.
 
     Rows between the runs are the CSR rows of :func:`_sos_real_pass`. In a run every row has
     ``U = len(upper)`` upper slots, so the running edge counter is ``e_s + U (i - s)`` at row ``i``
-    and the lower slot ``k`` is the edge ``lower_edge[r, k] + U (i - s)`` (affine in ``i``: checked
-    by :func:`stencil_edge_bases` for every run it keeps): no ``csr_edges`` read. A run takes three
+    and the lower slot ``k`` is the edge ``e_s + U (i - s) + edge_delta[k]`` (checked by
+    :func:`stencil_edge_runs` for every row it keeps): no ``csr_edges`` read. A run takes three
     loops: (1) every row's upper flows, which are written to ``flow`` (reading the previous step's
     flows: no dependency between rows, it vectorises); (2) every row's new load and outflow from
     the flows of its lower and upper edges, in the CSR order (the upper ones read back: the same
@@ -567,7 +567,7 @@ def sos_real_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, low
             inn = 0.0
             sent_in = 0.0
             for k in range(len(lower)):
-                y = flow[_U(lower_edge[_U(r), _U(k)] + nu * (i - s))]
+                y = flow[_U(e + nu * (i - s) + edge_delta[k])]
                 inn += y
                 sent_in += max(-y, 0.0)
             eb = e + nu * (i - s)
@@ -626,7 +626,7 @@ def _iou_settle(indices, csr_edges, k0, mid, end, e0, held, owed, iou, exc_bits,
 
 
 @numba.njit(cache=True, nogil=True)
-def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, lower_edge, a0, beta, first, owed_stored,
+def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge_delta, a0, beta, first, owed_stored,
                     has_exc, exc_bits, pay_iou, x, loads, yhat, iou, out, owe):
     """:func:`sos_iou_step` (``COEF_SCALAR``) over a stencil's runs; the same results.
 
@@ -733,7 +733,7 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, lowe
             owed = 0.0
             delta = 0
             for k in range(nl):
-                t = np.trunc(iou[_U(lower_edge[_U(r), _U(k)] + nu * (i - s))])
+                t = np.trunc(iou[_U(e + nu * (i - s) + edge_delta[k])])
                 owed += max(-t, 0.0)
                 delta += np.int64(t)
             eb = e + nu * (i - s)
@@ -761,36 +761,41 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, lowe
     return moved, short, units, exc_big, True
 
 
-def stencil_edge_bases(stencil, csr_edges, degree):
-    """The runs of ``stencil`` trimmed to where the SOS stencil kernels can compute lower edge ids.
+def stencil_edge_runs(stencil, csr_edges, degree):
+    """The rows of ``stencil``'s runs whose lower edge ids the SOS stencil kernels can compute.
 
-    Row ``i`` of a run ``[s, e)`` has ``U = len(upper)`` upper slots, so its upper edges are a
-    running counter (as in the CSR kernels). Its lower slot ``k`` is the edge ``(i + lower[k], i)``,
-    whose id is ``base[r, k] + U (i - s)`` only while the rows ``i + lower[k]`` have ``U`` upper
-    slots too. Not so on the first row of a torus run: its left neighbour is a seam node with three
-    upper slots (torus:6x6, row 13: the edge (12, 13) is 30, (13, 14) is 33). So each run is cut
-    to its longest tail on which every lower slot is affine, checked against ``csr_edges``; the
-    rows cut off are left to the CSR rows (the same results either way). On ``torus:W x H`` this
-    drops the first row of each run (and the whole first run, whose upper neighbours ``i - W``
-    are the seam row).
+    Row ``i`` of a run has ``U = len(upper)`` upper slots, the edges ``e_i, e_i + 1, ...`` of the
+    running counter (as in the CSR kernels), ``e_i = csr_edges[D i + len(lower)]``. Its lower
+    slot ``k`` is the edge ``(i + lower[k], i)``, whose id is ``e_i + delta[k]`` with one
+    ``delta`` for all rows only where the rows ``i + lower[k]`` have ``U`` upper slots too. Not so
+    on the first row of a torus run: its left neighbour is a seam node with three upper slots
+    (torus:6x6: the edge (12, 13) is 30, (13, 14) is 33, so row 13 has ``delta = (-11, -3)``,
+    row 14 ``(-11, -2)``); nor on the first run, whose neighbours ``i - W`` are the seam row.
+    So ``delta`` is the most common pattern of the rows, checked against ``csr_edges`` for every
+    row, and the runs are cut to the maximal stretches of rows that have it; the rows cut off are
+    left to the CSR rows (the same results either way). On ``torus:W x H`` this drops the first
+    row of each run and all of the first run but its last row.
 
-    Returns ``(starts, ends, base)`` (int64; ``base`` of shape ``(runs, len(lower))``).
+    Returns ``(starts, ends, delta)``: int64 arrays and a tuple of ``len(lower)`` ints (a tuple:
+    a compile-time constant length, unrolled loops, as ``lower`` and ``upper``).
     """
-    nl, nu = len(stencil.lower), len(stencil.upper)
+    nl = len(stencil.lower)
+    n = np.asarray(csr_edges).shape[0] // degree
     starts, ends = stencil.starts, stencil.ends
     lengths = ends - starts
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), ())
     if starts.shape[0] == 0:
-        return starts, ends, np.zeros((0, nl), np.int64)
-    first_row = np.cumsum(lengths) - lengths  # position of each run's first row below
-    run = np.repeat(np.arange(starts.shape[0]), lengths)
-    offset = np.arange(run.shape[0]) - np.repeat(first_row, lengths)
-    rows = starts[run] + offset
-    base = np.asarray(csr_edges)[degree * rows[:, None] + np.arange(nl)].astype(np.int64) - nu * offset[:, None]
-    last = base[first_row + lengths - 1]  # every run's last row is its reference
-    bad = np.any(base != last[run], axis=1)
-    # The first row of each run's affine tail: one past its last mismatching row.
-    cut = np.maximum.reduceat(np.where(bad, offset + 1, 0), first_row)
-    keep = cut < lengths
-    new_starts = (starts + cut)[keep]
-    new_base = (last + nu * cut[:, None])[keep]
-    return new_starts, ends[keep].copy(), np.ascontiguousarray(new_base)
+        return empty
+    rows = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+    ids = np.asarray(csr_edges).reshape(n, degree)[rows].astype(np.int64)
+    d = ids[:, :nl] - ids[:, nl:nl + 1]
+    patterns, counts = np.unique(d, axis=0, return_counts=True)
+    delta = patterns[counts.argmax()]
+    mask = np.zeros(n + 2, np.int8)  # a sentinel each side: stretches never touch the ends
+    mask[rows + 1] = np.all(d == delta, axis=1)
+    edges = np.diff(mask)
+    new_starts = np.flatnonzero(edges == 1)
+    new_ends = np.flatnonzero(edges == -1)
+    if new_starts.shape[0] == 0:
+        return empty
+    return new_starts.astype(np.int64), new_ends.astype(np.int64), tuple(int(v) for v in delta)
