@@ -147,7 +147,9 @@ class RandomWalk(HeterogeneousDiffusion):
     ``kernel=numba`` (default) runs both phases in the loops of
     :mod:`._heterogeneous_random_walk_kernels` (same loads, counts and coins as the reference);
     ``kernel=numpy`` is the reference. With numba, ``marked`` and ``negative`` are empty arrays
-    until phase 2 starts. ``threads=k`` (k > 1, opt-in) runs both phases' kernels on k threads
+    until phase 2 starts. Phase 1 on a regular graph with one coefficient runs ``fos_pair_regular``,
+    or ``fos_pair_stencil`` on a graph with an offset stencil (tori, rings; from the second step on
+    the same graph object), the same bits. ``threads=k`` (k > 1, opt-in) runs both phases' kernels on k threads
     (:mod:`._heterogeneous_random_walk_parallel`), with the same loads, estimate, counts and
     trace bit for bit. The walk's coins are counter-based: token k of kind ``kind`` (0 marked,
     1 negative) on node i draws ``counter_uniform(key, t, token_index(i, kind, k))``.

@@ -26,6 +26,23 @@ Two hot loops, each the exact counterpart of the numpy reference in
   precomputed per-row count of the ``j < i`` slots with two loops (no gain), loads and estimate
   interleaved in one (n, 2) array (slower: the extra writes), slot-major blocks for SIMD gathers
   (LLVM does not emit gathers for this CPU model; slower than the row loop).
+* :func:`fos_pair_stencil` -- :func:`fos_pair_regular` over the graph's offset stencil
+  (:class:`~tokendist.graphs._stencil.Stencil`: runs of consecutive nodes whose neighbours are
+  ``i + lower[k]`` then ``i + upper[k]``, in CSR order; a torus away from its seams, a ring), the
+  same bits: a node in a run reads no ``indices`` and its neighbours' values in a few contiguous
+  streams, so LLVM vectorises the run loop (4 nodes per AVX2/AVX-512 instruction); the seam rows
+  run :func:`fos_pair_regular`'s row. Three points make it fast (measured on torus:1000x1000):
+  the offsets are two numba tuples (their lengths are compile-time constants: the slot loops are
+  unrolled and the offsets are immediates; an offsets array or a runtime split point was 2-3x
+  slower in the lead's prototype), every index is cast to ``uint64`` (no negative-index wrap), and
+  the float reductions (the squared error, a sequential sum that LLVM may not reassociate, and the
+  two maxima) are in a second loop over the run's rows, still in L1, in node order: in the run
+  loop they stopped its vectorisation (7.5 ns per edge instead of 3.4). That second loop is a
+  latency chain of one addition per node, about a third of the step; an 8-node chunking, a
+  4-node unrolled body with the sums inline and touch-ahead loads in it to overlap it with the
+  next run's memory traffic were tried and not kept (no gain or slower). The protocol uses it
+  with the serial numba kernel when the graph has a stencil (``threads > 1`` keeps
+  :mod:`._heterogeneous_random_walk_parallel`).
 * :func:`mrws_step` -- phase 2: one main random walk step (MRWS) of every marked and every
   negative token, then the real-token flows, the overdraw count and annihilation. Coins are
   counter-based: token k of kind ``kind`` (0 marked, 1 negative) on node i draws
