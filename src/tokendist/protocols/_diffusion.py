@@ -35,8 +35,8 @@ from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ..graphs import biconnected_supergraph, orientation_sources_sinks, st_orientation
 from ..graphs._model import unsigned_view
-from ._diffusion_kernels import (COIN_BLOCK, RANDOM_FRACTION, SNAP, counter_uniform_nb, diffuse_step, reciprocal,
-                                 rounded_step)
+from ._diffusion_kernels import (COIN_BLOCK, RANDOM_FRACTION, SNAP, counter_uniform_nb, diffuse_stencil_step,
+                                 diffuse_step, reciprocal, rounded_stencil_step, rounded_step, stencil_edge_runs)
 from ._diffusion_parallel import diffuse_step_parallel, rounded_step_parallel, run_parallel
 from ._diffusivity import MATRIX_SPECS, default_diffusivity, diagonal, diffusion_matrix, diffusivity
 
@@ -224,6 +224,10 @@ class Diffusion(_DiffusionBase):
             self._out = np.empty(graph.n)
             self._outflow = np.empty(graph.n)
             self._degree = _regular_degree(graph)
+            # Offset stencil (tori, rings): the serial kernel's stencil path, same results bit for
+            # bit. Looked up once here, for the graph of reset only (a dynamic run's later graphs
+            # take the CSR path: no O(n D) search per step).
+            self._stencil = graph.stencil if self._degree and self._threads == 1 else None
 
     @property
     def P(self):
@@ -252,8 +256,12 @@ class Diffusion(_DiffusionBase):
         # The degree test scans n values: done once per graph, not per step.
         degree = self._degree if graph is self._graph else _regular_degree(graph)
         args = (graph.indptr, unsigned_view(graph.indices), self._coef, self._diag, loads, degree, new, self._outflow)
+        st = self._stencil if graph is self._graph else None
         if self._threads > 1:  # same loads bit for bit; moved may differ in the last bits
             moved = run_parallel(diffuse_step_parallel, self._threads, *args)
+        elif st is not None:
+            moved = diffuse_stencil_step(args[1], self._coef, self._diag, loads, degree, st.starts, st.ends, st.lower,
+                                         st.upper, new, self._outflow)
         else:
             moved = diffuse_step(*args)
         self._out = loads  # ping-pong buffers: the next step writes over this step's input
@@ -317,6 +325,18 @@ class _RoundedDiffusion(_DiffusionBase):
         # There, coin=pij draws each edge's coin once per step into a HEAD flag (1 byte per edge).
         pij = self.rounding == "random" and self.options.get("coin", "pij") == "pij"
         self._heads = np.empty(h.m if pij and self._q else 0, dtype=np.uint8)
+        # Offset stencil (tori, rings; serial kernel, regular path, not coin=fraction): the stencil
+        # kernel, same results bit for bit. The random rounding walks the runs cut where the slots'
+        # edge ids stop being affine (stencil_edge_runs), so that it reads no csr_edges in them.
+        self._stencil_runs = None
+        st = h.stencil if self._q and self._threads == 1 and (pij or self.rounding != "random") \
+            and not self._hop_extra.size else None
+        if st is not None:
+            if pij:
+                starts, ends, ebase = stencil_edge_runs(unsigned_view(h.csr_edges), self._degree, st)
+            else:
+                starts, ends, ebase = st.starts, st.ends, np.zeros((1, self._degree), dtype=np.int64)
+            self._stencil_runs = (starts, ends, st.lower, st.upper, ebase)
 
     def _setup(self, graph, rng) -> None:
         # relay[e]: the relay vertex of edge e of H (Case 2), -1 for a real edge; empty when H = G.
@@ -365,10 +385,19 @@ class _RoundedDiffusion(_DiffusionBase):
                                 unsigned_view(h.csr_edges), self._coef, self._along_slot, self._heads, loads, mode,
                                 np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._degree, self._q,
                                 out, outflow)
+        q = self._q
+        if self._stencil_runs is not None:
+            moved, low, narrow = rounded_stencil_step(unsigned_view(h.indices), unsigned_view(h.csr_edges),
+                                                      float(self._coef[0]), q, self._along_slot, self._heads, loads,
+                                                      mode, np.uint64(self._key), np.uint64(t & _MASK64), self._degree,
+                                                      *self._stencil_runs, out, outflow)
+            if narrow:
+                return moved, low
+            q = 0  # the loads span 2**29 or more: the general path (as rounded_step would do)
         return rounded_step(h.indptr, unsigned_view(h.indices), unsigned_view(h.csr_edges), self._coef, self._along_slot,
                             self._heads, loads, mode,
                             np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._coin_buf,
-                            self._degree, self._q, out, outflow)
+                            self._degree, q, out, outflow)
 
     def _real_flows(self, graph, fh):
         return fh

@@ -42,7 +42,7 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["diffuse_step", "rounded_step", "counter_uniform_nb", "reciprocal", "head_threshold", "SNAP", "COIN_BLOCK"]
+__all__ = ["diffuse_step", "rounded_step", "diffuse_stencil_step", "rounded_stencil_step", "stencil_edge_runs", "counter_uniform_nb", "reciprocal", "head_threshold", "SNAP", "COIN_BLOCK"]
 
 #: Loads whose products ``P_ij (load[i] - load[j])`` lie within SNAP (relative) of an integer count
 #: as that integer, so that a floating-point P such as 1/3 rounds as the exact rational would.
@@ -426,3 +426,262 @@ def rounded_step(indptr, indices, csr_edges, coef, along, heads, loads, mode, ke
                         outflow)
     return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, ORIENTED, base, hop_extra, False,
                          coins, degree, q, out, outflow)
+
+
+# ---------------------------------------------------------------------- offset-stencil paths
+# On a graph with an offset stencil (tokendist.graphs._stencil: tori, rings) the nodes of each run
+# [starts[r], ends[r]) have the neighbours i + lower[k], then i + upper[k], in their CSR order.
+# The stencil kernels below walk those rows with the offsets (no CSR index read, a few contiguous
+# streams that LLVM vectorises) and every other row with the regular path's code; each row does
+# the arithmetic of the CSR kernel in the same order, so the results are bit for bit the same.
+# * The offsets are numba tuples (``lower``, ``upper`` separately): their length is a compile-time
+#   constant, the slot loops unroll and the offsets live in registers (an offsets array, or one
+#   tuple split at a run-time point, measured 2-4x slower in the lead's prototype).
+# * Every index is cast to uint64 (``_U``): numba then emits no negative-index wrap.
+# * The continuous kernel's ``moved`` is a sequential float sum, which LLVM does not vectorise
+#   (no reassociation without fastmath, and fastmath would change the bits): the run loop writes
+#   out and outflow, a second loop over the same run (in L1) adds the outflows in row order.
+_U = np.uint64
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _diffuse_row(indices, coef, diag, loads, D, i, out, outflow, scalar, same_diag):
+    # One row of _diffuse_regular (same arithmetic, same order); returns what the row sends.
+    wi = loads[i]
+    base = D * i
+    s = 0.0
+    sent = 0.0
+    for k in range(base, base + D):
+        wj = loads[indices[k]]
+        a = coef[0] if scalar else coef[k]
+        s += a * wj
+        sent += a * max(wi - wj, 0.0)
+    out[i] = s + (diag[0] if same_diag else diag[i]) * wi
+    outflow[i] = sent
+    return sent
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _diffuse_runs(indices, coef, diag, loads, D, starts, ends, lower, upper, out, outflow, scalar, same_diag):
+    n = loads.shape[0]
+    nl = len(lower)
+    ds = nl + len(upper)  # == D, but a compile-time constant: the slot reads become fixed strides
+    moved = 0.0
+    prev = 0
+    for r in range(starts.shape[0]):
+        s = starts[r]
+        e = ends[r]
+        for i in range(prev, s):
+            moved += _diffuse_row(indices, coef, diag, loads, D, i, out, outflow, scalar, same_diag)
+        for i in range(s, e):
+            ui = _U(i)
+            wi = loads[ui]
+            acc = 0.0
+            sent = 0.0
+            for k in range(len(lower)):
+                wj = loads[_U(i + lower[k])]
+                a = coef[0] if scalar else coef[_U(ds * i + k)]
+                acc += a * wj
+                sent += a * max(wi - wj, 0.0)
+            for k in range(len(upper)):
+                wj = loads[_U(i + upper[k])]
+                a = coef[0] if scalar else coef[_U(ds * i + nl + k)]
+                acc += a * wj
+                sent += a * max(wi - wj, 0.0)
+            out[ui] = acc + (diag[0] if same_diag else diag[ui]) * wi
+            outflow[ui] = sent
+        for i in range(s, e):  # the float sum apart, so that the loop above vectorises
+            moved += outflow[_U(i)]
+        prev = e
+    for i in range(prev, n):
+        moved += _diffuse_row(indices, coef, diag, loads, D, i, out, outflow, scalar, same_diag)
+    return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def diffuse_stencil_step(indices, coef, diag, loads, degree, starts, ends, lower, upper, out, outflow):
+    """:func:`diffuse_step` on a D-regular graph with an offset stencil; the same results, bit for bit.
+
+    Nodes in the runs ``[starts[r], ends[r])`` read their neighbours at ``i + lower[k]`` then
+    ``i + upper[k]`` (tuples of ints; :class:`tokendist.graphs._stencil.Stencil`), every other node
+    its CSR row of ``degree`` slots. Each row sums as :func:`diffuse_step` does (Sec. 3.1,
+    Equation 1: off-diagonal terms in column order from 0.0, then ``P_ii l_i``), and ``moved``
+    adds the outflows in row order, so loads, outflows and ``moved`` are identical to it.
+    """
+    scalar = coef.shape[0] == 1
+    if diag.shape[0] == 1:
+        if scalar:
+            return _diffuse_runs(indices, coef, diag, loads, degree, starts, ends, lower, upper, out, outflow, True,
+                                 True)
+        return _diffuse_runs(indices, coef, diag, loads, degree, starts, ends, lower, upper, out, outflow, False, True)
+    return _diffuse_runs(indices, coef, diag, loads, degree, starts, ends, lower, upper, out, outflow, scalar, False)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _shifted(mode, x, off_f, off_c, span, flag):
+    # The amount of _regular_rows for one slot: ``flag`` is the HEAD byte (random) or the along
+    # byte (oriented), as a float 0/1; see there for why the shifted truncation is exact.
+    if mode == FLOOR:
+        return np.int64(x + math.copysign(off_f, x))
+    if mode == CEIL:
+        return np.int64(x + math.copysign(off_c, x))
+    if mode == RANDOM:
+        return np.int64(x + math.copysign(off_f + span * flag, x))
+    return np.int64(np.floor(x + (off_f + span * flag)))  # ORIENTED
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _pick(k, e0, e1, e2, e3, e4, e5, e6, e7):
+    # e_k: with k a constant of an unrolled slot loop this folds to a register (see _rounded_runs).
+    if k == 0:
+        return e0
+    if k == 1:
+        return e1
+    if k == 2:
+        return e2
+    if k == 3:
+        return e3
+    if k == 4:
+        return e4
+    if k == 5:
+        return e5
+    if k == 6:
+        return e6
+    return e7
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _rounded_runs(indices, csr_edges, D, p, q, along, heads, loads, mode, starts, ends, lower, upper, ebase, out,
+                  outflow):
+    # The regular rounded path (_regular_rows) with the runs' rows on the offsets. Random (coin=pij):
+    # slot k of row i reads the HEAD byte of its edge csr_edges[D i + k], which in the runs of
+    # stencil_edge_runs is ebase[r, k] + nu i: a fixed-stride read. (Reading csr_edges, then
+    # gathering the HEAD byte, kept LLVM from vectorising the row loop: 8 against 2.7 ns per
+    # edge-step on torus:1000x1000.) The run's ebase row is copied into scalars first: read as
+    # eb[k] inside the loop, LLVM reloaded it after every store to out (it may alias) and did
+    # not vectorise (8.3 against 3.5 ns per edge-step); ds <= MAX_STENCIL_DEGREE = 8.
+    n = loads.shape[0]
+    nl = len(lower)
+    nu = len(upper)
+    ds = nl + nu  # == D, but a compile-time constant: the slot reads become fixed strides
+    none = np.empty(0)
+    off_f = 0.5 / q
+    span = 1.0 - 1.0 / q
+    off_c = off_f + span
+    moved = 0
+    low = _INT64_MAX
+    lo_in = _INT64_MAX
+    hi_in = -_INT64_MAX - 1
+    prev = 0
+    for r in range(starts.shape[0] + 1):
+        s = starts[r] if r < starts.shape[0] else n
+        e = ends[r] if r < starts.shape[0] else n
+        if s > prev:  # the rows before the run: the regular path's loop on views (see there)
+            k0 = D * prev
+            k1 = D * s
+            mv, lw, l, h = _regular_rows(indices[k0:k1], csr_edges[k0:k1], D, p, q,
+                                         along[k0:k1], heads, loads, loads[prev:s],
+                                         mode, none, out[prev:s], outflow[prev:s])
+            moved += mv
+            low = min(low, lw)
+            lo_in = min(lo_in, l)
+            hi_in = max(hi_in, h)
+        if e > s:
+            eb = ebase[r] if mode == RANDOM else ebase[0]
+            e0 = eb[0]
+            e1 = eb[1] if ds > 1 else 0
+            e2 = eb[2] if ds > 2 else 0
+            e3 = eb[3] if ds > 3 else 0
+            e4 = eb[4] if ds > 4 else 0
+            e5 = eb[5] if ds > 5 else 0
+            e6 = eb[6] if ds > 6 else 0
+            e7 = eb[7] if ds > 7 else 0
+            for i in range(s, e):
+                ui = _U(i)
+                wi = loads[ui]
+                lo_in = min(lo_in, wi)
+                hi_in = max(hi_in, wi)
+                delta = 0
+                sent = 0
+                for k in range(len(lower)):
+                    slot = _U(ds * i + k)
+                    flag = 0.0
+                    if mode == RANDOM:
+                        flag = np.float64(heads[_U(_pick(k, e0, e1, e2, e3, e4, e5, e6, e7) + nu * i)])
+                    elif mode == ORIENTED:
+                        flag = np.float64(along[slot])
+                    a = _shifted(mode, (wi - loads[_U(i + lower[k])]) * p, off_f, off_c, span, flag)
+                    delta -= a
+                    sent += max(a, 0)
+                for k in range(len(upper)):
+                    flag = 0.0
+                    if mode == RANDOM:
+                        flag = np.float64(heads[_U(_pick(nl + k, e0, e1, e2, e3, e4, e5, e6, e7) + nu * i)])
+                    elif mode == ORIENTED:
+                        flag = np.float64(along[_U(ds * i + nl + k)])
+                    a = _shifted(mode, (wi - loads[_U(i + upper[k])]) * p, off_f, off_c, span, flag)
+                    delta -= a
+                    sent += max(a, 0)
+                new = wi + delta
+                out[ui] = new
+                outflow[ui] = sent
+                moved += sent
+                low = min(low, new)
+        prev = e
+    return moved, low, _narrow(lo_in, hi_in)
+
+
+@numba.njit(cache=True, nogil=True)
+def rounded_stencil_step(indices, csr_edges, p, q, along, heads, loads, mode, key, step, degree, starts, ends, lower,
+                         upper, ebase, out, outflow):
+    """The regular path of :func:`rounded_step` on a graph with an offset stencil; returns (moved, low, narrow).
+
+    For FLOOR, CEIL, RANDOM (coin=pij) and ORIENTED on a ``degree``-regular graph with
+    ``P_ij = p = 1/q`` and no relayed edges. Nodes in the runs ``[starts[r], ends[r])`` read
+    their neighbours at ``i + lower[k]`` then ``i + upper[k]`` (tuples; their per-slot data at
+    slot ``degree * i + k``), every other node its CSR row, with the arithmetic of the regular
+    path; the coin of edge e is ``counter_uniform(key, step, e)`` (HEAD bytes per edge, as
+    there). RANDOM needs the runs of :func:`stencil_edge_runs` (``starts``, ``ends``, ``ebase``);
+    the other modes take the stencil's runs and ignore ``ebase`` (pass an int64 ``np.zeros((1, D))``).
+    When ``narrow`` is False (the loads span 2**29 or more) the outputs are not valid:
+    the caller redoes the step with :func:`rounded_step` on the general path (``q = 0``).
+    """
+    if mode == RANDOM:
+        _fill_heads(_step_base(key, step), np.int64(math.ceil(p * 9007199254740992.0)), heads)
+        return _rounded_runs(indices, csr_edges, degree, p, q, along, heads, loads, RANDOM, starts, ends, lower, upper,
+                             ebase, out, outflow)
+    if mode == FLOOR:
+        return _rounded_runs(indices, csr_edges, degree, p, q, along, heads, loads, FLOOR, starts, ends, lower, upper,
+                             ebase, out, outflow)
+    if mode == CEIL:
+        return _rounded_runs(indices, csr_edges, degree, p, q, along, heads, loads, CEIL, starts, ends, lower, upper,
+                             ebase, out, outflow)
+    return _rounded_runs(indices, csr_edges, degree, p, q, along, heads, loads, ORIENTED, starts, ends, lower, upper,
+                         ebase, out, outflow)
+
+
+def stencil_edge_runs(csr_edges, degree: int, stencil):
+    """The stencil's runs cut where the edge ids of the slots stop being affine: ``(starts, ends, ebase)``.
+
+    In each returned run ``[starts[r], ends[r])`` the edge of slot ``k`` of row ``i`` is
+    ``csr_edges[degree * i + k] == ebase[r, k] + nu * i`` (``nu = len(stencil.upper)``): on a
+    run of the stencil the upper slots are consecutive edges (edges are sorted by (u, v)) and a
+    lower slot's edge is an upper slot of ``i + lower[k]``, affine while that node stays in one
+    run. The cuts are found from ``csr_edges`` itself, so the identity holds by construction.
+    O(n D) numpy, once per graph (random rounding only).
+    """
+    D = degree
+    nu = len(stencil.upper)
+    lengths = stencil.ends - stencil.starts
+    if lengths.sum() == 0:
+        return stencil.starts.copy(), stencil.ends.copy(), np.zeros((1, D), dtype=np.int64)
+    # The nodes of all runs, ascending (a ramp per run without a Python loop over runs).
+    first = np.repeat(stencil.starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    nodes = first + np.arange(lengths.sum(), dtype=np.int64)
+    b = np.asarray(csr_edges).reshape(-1, D)[nodes].astype(np.int64) - nu * nodes[:, None]
+    cut = np.ones(nodes.size, dtype=bool)
+    cut[1:] = (np.diff(nodes) != 1) | np.any(b[1:] != b[:-1], axis=1)
+    at = np.flatnonzero(cut)
+    starts = nodes[at]
+    ends = np.append(nodes[at[1:] - 1] + 1, nodes[-1] + 1)
+    return starts, ends, np.ascontiguousarray(b[at])
