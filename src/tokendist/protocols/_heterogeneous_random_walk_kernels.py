@@ -270,7 +270,12 @@ def fos_pair_regular(indices, D, a0, s, ssum, total, loads, xw, est, xe, dst, ou
     return moved, max_err, sq, wmax
 
 
-@numba.njit(cache=True, nogil=True)
+#: Rows per chunk of a stencil run in :func:`fos_pair_stencil`: the chunk's estimate and errors
+#: wait in three scratch arrays of this length (L1) between the vectorised and the serial loop.
+STENCIL_CHUNK = 256
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def fos_pair_stencil(indices, starts, ends, lower, upper, a0, s, ssum, total, loads, xw, est, xe, dst, out, outflow):
     """:func:`fos_pair_regular` over an offset stencil (a torus, a ring): same results, bit for bit.
 
@@ -281,6 +286,13 @@ def fos_pair_stencil(indices, starts, ends, lower, upper, a0, s, ssum, total, lo
     computed without reading ``indices``; the other nodes (the seams) run the row of
     :func:`fos_pair_regular`, whose degree ``D = len(lower) + len(upper)`` is a compile-time
     constant here. The other arguments and the returned values are those of :func:`fos_pair_step`.
+
+    A run is cut into chunks of :data:`STENCIL_CHUNK` rows, each done in two loops: the first
+    (vectorised) writes ``out`` and ``outflow`` and puts each row's new estimate, its error and
+    weighted estimate in scratch; the second, serial, stores the estimate into ``dst`` and does
+    the float reductions in node order. The first loop never writes ``dst``, which is ``est``
+    itself with speeds (in-place update): a store to an array it reads would make LLVM's runtime
+    alias check fall back to its scalar loop.
     """
     n = loads.shape[0]
     D = len(lower) + len(upper)
@@ -290,6 +302,9 @@ def fos_pair_stencil(indices, starts, ends, lower, upper, a0, s, ssum, total, lo
     max_err = 0.0
     sq = 0.0
     wmax = -np.inf
+    eb = np.empty(STENCIL_CHUNK)  # the chunk's new estimate,
+    errb = np.empty(STENCIL_CHUNK)  # |estimate - ideal|
+    wb = np.empty(STENCIL_CHUNK if s is not None else 0)  # and estimate / sbar (speeds only)
     nruns = starts.shape[0]
     prev = 0
     for r in range(nruns + 1):
@@ -318,40 +333,8 @@ def fos_pair_stencil(indices, starts, ends, lower, upper, a0, s, ssum, total, lo
             out[ui] = loads[ui] + delta
             outflow[ui] = sent
             moved += sent
-            dst[ui] = est[ui] + (inn + q)
-        # Run rows a..b-1: the same terms in the same order, the neighbours at fixed offsets. The
-        # select's +0.0 terms are left out (x + 0.0 == x: a sum from +0.0 is never -0.0 unless
-        # every term is), and the float reductions are in the loop below, so this loop vectorises.
-        for i in range(a, b):
-            ui = _U(i)
-            xwi = np.float64(xw[ui])
-            xei = xe[ui]
-            delta = 0
-            sabs = 0
-            inn = 0.0
-            for k in range(len(lower)):
-                j = _U(i + lower[k])
-                y = np.int64(a0 * (np.float64(xw[j]) - xwi))
-                delta += y
-                sabs += abs(y)
-                inn += a0 * (xe[j] - xei)
-            q = 0.0
-            for k in range(len(upper)):
-                j = _U(i + upper[k])
-                y = np.int64(a0 * (np.float64(xw[j]) - xwi))
-                delta += y
-                sabs += abs(y)
-                q += a0 * (xe[j] - xei)
-            sent = (sabs - delta) >> 1
-            out[ui] = loads[ui] + delta
-            outflow[ui] = sent
-            moved += sent
-            dst[ui] = est[ui] + (inn + q)
-        # The estimate's errors of rows prev..b-1, in node order (the same sequential float sum
-        # and maxima as the regular kernel; the rows are still in L1).
-        for i in range(prev, b):
-            ui = _U(i)
-            e = dst[ui]
+            e = est[ui] + (inn + q)
+            dst[ui] = e
             if s is None:
                 err = abs(e - ideal1)
                 wmax = max(wmax, e)
@@ -360,6 +343,61 @@ def fos_pair_stencil(indices, starts, ends, lower, upper, a0, s, ssum, total, lo
                 wmax = max(wmax, e / (s[ui] * nfac))
             max_err = max(max_err, err)
             sq += err * err
+        for c0 in range(a, b, STENCIL_CHUNK):
+            c1 = min(c0 + STENCIL_CHUNK, b)
+            # Run rows c0..c1-1: the same terms in the same order, the neighbours at fixed offsets.
+            # The select's +0.0 terms are left out (x + 0.0 == x: a sum from +0.0 is never -0.0
+            # unless every term is). No float reduction here, so this loop vectorises.
+            for i in range(c0, c1):
+                ui = _U(i)
+                xwi = np.float64(xw[ui])
+                xei = xe[ui]
+                delta = 0
+                sabs = 0
+                inn = 0.0
+                for k in range(len(lower)):
+                    j = _U(i + lower[k])
+                    y = np.int64(a0 * (np.float64(xw[j]) - xwi))
+                    delta += y
+                    sabs += abs(y)
+                    inn += a0 * (xe[j] - xei)
+                q = 0.0
+                for k in range(len(upper)):
+                    j = _U(i + upper[k])
+                    y = np.int64(a0 * (np.float64(xw[j]) - xwi))
+                    delta += y
+                    sabs += abs(y)
+                    q += a0 * (xe[j] - xei)
+                sent = (sabs - delta) >> 1
+                out[ui] = loads[ui] + delta
+                outflow[ui] = sent
+                moved += sent
+                e = est[ui] + (inn + q)
+                c = _U(i - c0)
+                eb[c] = e
+                if s is None:
+                    errb[c] = abs(e - ideal1)
+            if s is not None:
+                # With speeds, a loop of its own: the first loop with these two stores and the
+                # read of s needs more runtime alias checks than LLVM allows (it stays scalar).
+                # error_model="numpy": no zero-divisor check (a branch) on s_i, which
+                # the Graph model checks positive, so that the divisions vectorise.
+                for i in range(c0, c1):
+                    c = _U(i - c0)
+                    e = eb[c]
+                    si = s[_U(i)]
+                    errb[c] = abs(e - total * si / ssum)
+                    wb[c] = e / (si * nfac)
+            # The chunk's estimate and reductions in node order (the regular kernel's sequence of
+            # additions and maxima; a sequential float sum does not vectorise).
+            for i in range(c0, c1):
+                c = _U(i - c0)
+                e = eb[c]
+                dst[_U(i)] = e
+                err = errb[c]
+                wmax = max(wmax, e if s is None else wb[c])
+                max_err = max(max_err, err)
+                sq += err * err
         prev = b
     if s is None:
         wmax = wmax / (n / ssum)
