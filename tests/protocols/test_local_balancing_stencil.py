@@ -6,7 +6,8 @@ existing rows; they must give the regular row kernels' results bit for bit.
 
 * Kernel level (Hypothesis, tori and rings with stencils forced by ``min_coverage=0``, random
   loads including negative ones and ones past int32, both ``prev`` dtypes, with and without
-  outflows): every output array and returned value equals the regular row kernel's.
+  outflows): every output array and returned value of the stencil kernels equals the regular
+  row kernel's.
 * Protocol level: ``simulate`` on tori and rings that get a stencil by default gives the trace of
   the same run with the stencil switched off, and the protocol really takes the stencil path.
 """
@@ -25,10 +26,10 @@ from tokendist.protocols._local_balancing_kernels import (INT32_MAX, ds_step_nod
 
 
 @st.composite
-def stencil_cases(draw):
+def stencil_cases(draw, rings=True):
     """(graph, its forced stencil, loads) on a torus or ring."""
     rng = np.random.default_rng(draw(st.integers(0, 2**31)))
-    if draw(st.booleans()):
+    if not rings or draw(st.booleans()):
         g = make_graph(f"torus:{draw(st.integers(3, 9))}x{draw(st.integers(3, 9))}")
     else:
         g = make_graph(f"ring:{draw(st.integers(3, 30))}")
@@ -40,7 +41,7 @@ def stencil_cases(draw):
     return g, s, loads.astype(np.int64), rng
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(case=stencil_cases(), threshold=st.integers(1, 12))
 def test_sec3_2_multi_port_stencil_kernel_equals_the_row_kernel(case, threshold):
     g, s, loads, _ = case
@@ -52,9 +53,12 @@ def test_sec3_2_multi_port_stencil_kernel_equals_the_row_kernel(case, threshold)
     assert np.array_equal(a, b)
 
 
-@settings(max_examples=60, deadline=None)
-@given(case=stencil_cases(), threshold=st.integers(1, 12), with_outflow=st.booleans(), small=st.booleans())
+@settings(max_examples=40, deadline=None)
+@given(case=stencil_cases(rings=False), threshold=st.integers(1, 12), with_outflow=st.booleans(),
+       small=st.booleans())
 def test_sec5_ds_stencil_kernel_equals_the_row_kernel(case, threshold, with_outflow, small):
+    # Tori only: each (prev dtype, outflow, offsets) combination is a numba compilation of its own;
+    # the rings' offsets go through DS in the protocol-level test below.
     g, s, loads, rng = case
     idx = g.indices.view(np.uint32)
     D = int(g.degrees[0])
@@ -62,17 +66,18 @@ def test_sec5_ds_stencil_kernel_equals_the_row_kernel(case, threshold, with_outf
     if small and np.abs(prev).max() <= INT32_MAX:
         prev = prev.astype(np.int32)
     res = []
-    for kernel, head in ((ds_step_nodes, (g.indptr, idx, D)), (ds_step_nodes_stencil,
-                                                                (idx, D, s.starts, s.ends, s.lower, s.upper))):
+    head = (idx, D, s.starts, s.ends, s.lower, s.upper)
+    for kernel in (lambda *a: ds_step_nodes(g.indptr, idx, D, *a), lambda *a: ds_step_nodes_stencil(*head, *a)):
         out, nxt = np.full(g.n, -7, np.int64), np.full(g.n, -7, prev.dtype)
         of = np.full(g.n, -7, np.int32) if with_outflow else None
-        got = kernel(*head, loads, threshold, prev, nxt, out, of)
+        got = kernel(loads, threshold, prev, nxt, out, of)
         res.append((got, out, nxt, of))
-    (got0, out0, nxt0, of0), (got1, out1, nxt1, of1) = res
-    assert got0 == got1
-    assert np.array_equal(out0, out1) and np.array_equal(nxt0, nxt1)
-    if with_outflow:
-        assert np.array_equal(of0, of1)
+    got0, out0, nxt0, of0 = res[0]
+    for got1, out1, nxt1, of1 in res[1:]:
+        assert got0 == got1
+        assert np.array_equal(out0, out1) and np.array_equal(nxt0, nxt1)
+        if with_outflow:
+            assert np.array_equal(of0, of1)
 
 
 def test_stencil_kernels_on_a_torus_with_many_runs_move_tokens():
@@ -123,7 +128,7 @@ def test_protocols_with_and_without_the_stencil_give_the_same_trace(monkeypatch,
 
     monkeypatch.setattr(_local_balancing, "_stencil_of", spy)
     a = run()
-    assert used == [True]  # these graphs get a stencil by default, and the serial kernel uses it
+    assert used == [True]  # these graphs get a stencil by default, and the kernels use it
     monkeypatch.setattr(_local_balancing, "_stencil_of", lambda *args: None)
     b = run()
     np.testing.assert_array_equal(a.load_history, b.load_history)
@@ -134,13 +139,14 @@ def test_protocols_with_and_without_the_stencil_give_the_same_trace(monkeypatch,
 
 @pytest.mark.parametrize("graph,algo,params", [
     ("hypercube:5", "multi-port", {}),
+    ("torus:8x8", "multi-port", {"kernel": "numpy"}),
     ("torus:8x8", "multi-port", {"threads": 2}),
     ("torus:8x8", "ds", {"kernel": "numpy"}),
     ("random-regular:30,4", "ds", {}),
 ])
 def test_no_stencil_where_it_is_not_used(graph, algo, params):
-    # Hypercubes and random regular graphs have none; threads > 1 and the numpy reference do not
-    # look one up.
+    # Hypercubes and random regular graphs have none; threads > 1 (the parallel row kernels) and
+    # the numpy reference do not look one up.
     proto = make_protocol(algo, params)
     simulate(graph, proto, "point:5000", seed=1, max_steps=3)
     assert proto._stencil is None

@@ -61,7 +61,9 @@ def _stencil_of(graph, degree: int, threads: int, kernel: str):
 
     Looked up once per reset (the ``_stencil`` kernels walk its runs without CSR indices; see
     ``_local_balancing_kernels``); a step on another graph object (dynamics) does not use it, so
-    dynamic runs compute no stencil.
+    dynamic runs compute no stencil for their step graphs. ``threads > 1`` keeps the parallel
+    row kernels (a parallel stencil kernel compiled in about 17 s per type signature here: too
+    much compile time for an opt-in path; docs/ghosh-et-al.md, "Performance").
     """
     if degree == 0 or threads > 1 or kernel != "numba":
         return None
@@ -84,7 +86,8 @@ class MultiPort(Protocol):
     Notes
     -----
     On a regular graph the step is a row loop with rows of d slots (``multi_port_step_regular``),
-    otherwise an edge scan. ``threads=k`` (k > 1) runs a row loop on k numba threads
+    on a torus or ring walking its offset stencil (``multi_port_step_stencil``: no index reads,
+    SIMD; serial steps), otherwise an edge scan. ``threads=k`` (k > 1) runs a row loop on k numba threads
     (:mod:`._local_balancing_parallel`): same loads and tokens moved, bit for bit.
     """
 
@@ -443,6 +446,8 @@ class DynamicSynchronous(Protocol):
     ``threads=k`` (k > 1) runs the steps with per-node estimates (static networks, after the first
     step) on k numba threads; same loads, tokens moved and outflows, bit for bit. Steps with
     per-edge estimates (``estimates=random`` before the first step, dynamic networks) stay serial.
+    On a torus or ring the serial per-node steps walk its offset stencil (``ds_step_nodes_stencil``):
+    no index reads, SIMD, same results.
     """
 
     name = "ds"
@@ -570,12 +575,13 @@ class DynamicSynchronous(Protocol):
             args = (graph.indptr, unsigned_view(graph.indices), self._degree, loads, self.threshold, self._prev,
                     self._next, out, None if safe else self._outflow)
             st = self._stencil if graph is self._base else None
+            stencil_args = None if st is None else (args[1], self._degree, st.starts, st.ends, st.lower, st.upper,
+                                                     *args[3:])
             if use_threads(self.name, self.options["threads"]):
                 moved, flag = run_parallel(ds_step_nodes_par, self.options["threads"], *args)
             elif st is not None:
                 # Offset stencil (a torus): the runs read no indices and vectorise; same results.
-                moved, flag = ds_step_nodes_stencil(args[1], self._degree, st.starts, st.ends, st.lower, st.upper,
-                                                    *args[3:])
+                moved, flag = ds_step_nodes_stencil(*stencil_args)
             else:
                 moved, flag = ds_step_nodes(*args)
             self._prev, self._next = self._next, self._prev

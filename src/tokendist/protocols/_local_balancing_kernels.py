@@ -138,24 +138,19 @@ def multi_port_step_regular(indices, degree, loads, threshold, out):
     return _multi_port_regular_rows(indices, degree, loads, threshold, out, 0, loads.shape[0])
 
 
-@numba.njit(cache=True, nogil=True)
-def multi_port_step_stencil(indices, degree, starts, ends, lower, upper, loads, threshold, out):
-    """:func:`multi_port_step_regular` on a graph with an offset stencil (:mod:`tokendist.graphs._stencil`).
-
-    Nodes in the stencil's runs ``[starts[r], ends[r])`` compare their load with ``loads[i + o]``
-    for the offsets ``o`` in ``lower`` then ``upper`` (tuples: their lengths are compile-time
-    constants, so the offset loops unroll and the offsets live in registers; indices unsigned: no
-    negative-index wrap), which reads no ``indices`` and vectorises (integer sums reassociate
-    freely). The other nodes (the seams) run :func:`_multi_port_regular_rows`. Same rule, same
-    integers: same loads and tokens moved as :func:`multi_port_step_regular`.
-    """
-    n = loads.shape[0]
+@numba.njit(inline="always")
+def _multi_port_stencil_rows(indices, D, starts, ends, lower, upper, loads, threshold, out, i0, i1):
+    # Rows i0..i1-1: those in a stencil run [starts[r], ends[r]) read loads[i + o] for the offsets
+    # (tuples, unrolled; unsigned indices); the others (seams) are rows of D slots. The runs
+    # overlapping [i0, i1) start at the first r with ends[r] > i0 (a block of the parallel kernel
+    # may begin or end inside a run).
     moved = 0
-    prev = 0
-    for r in range(starts.shape[0]):
-        s = starts[r]
-        e = ends[r]
-        moved += _multi_port_regular_rows(indices, degree, loads, threshold, out, prev, s)
+    pos = i0
+    r = np.searchsorted(ends, i0, side="right")
+    while r < starts.shape[0] and starts[r] < i1:
+        s = max(starts[r], pos)
+        e = min(ends[r], i1)
+        moved += _multi_port_regular_rows(indices, D, loads, threshold, out, pos, s)
         for i in range(s, e):
             ui = _U(i)
             wi = loads[ui]
@@ -171,8 +166,24 @@ def multi_port_step_stencil(indices, degree, starts, ends, lower, upper, loads, 
                 gain += np.int64(diff <= -threshold)
             out[ui] = wi + (gain - loss)
             moved += loss
-        prev = e
-    return moved + _multi_port_regular_rows(indices, degree, loads, threshold, out, prev, n)
+        pos = e
+        r += 1
+    return moved + _multi_port_regular_rows(indices, D, loads, threshold, out, pos, i1)
+
+
+@numba.njit(cache=True, nogil=True)
+def multi_port_step_stencil(indices, degree, starts, ends, lower, upper, loads, threshold, out):
+    """:func:`multi_port_step_regular` on a graph with an offset stencil (:mod:`tokendist.graphs._stencil`).
+
+    Nodes in the stencil's runs ``[starts[r], ends[r])`` compare their load with ``loads[i + o]``
+    for the offsets ``o`` in ``lower`` then ``upper`` (tuples: their lengths are compile-time
+    constants, so the offset loops unroll and the offsets live in registers; indices unsigned: no
+    negative-index wrap), which reads no ``indices`` and vectorises (integer sums reassociate
+    freely). The other nodes (the seams) run :func:`_multi_port_regular_rows`. Same rule, same
+    integers: same loads and tokens moved as :func:`multi_port_step_regular`.
+    """
+    return _multi_port_stencil_rows(indices, degree, starts, ends, lower, upper, loads, threshold, out, 0,
+                                    loads.shape[0])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -512,24 +523,18 @@ def ds_step_nodes(indptr, indices, degree, loads, threshold, prev, new_prev, out
     return _ds_general_rows(indptr, indices, loads, threshold, prev, new_prev, out, outflow, 0, n)
 
 
-@numba.njit(cache=True, nogil=True)
-def ds_step_nodes_stencil(indices, degree, starts, ends, lower, upper, loads, threshold, prev, new_prev, out,
-                          outflow):
-    """:func:`ds_step_nodes` on a regular graph with an offset stencil (:mod:`tokendist.graphs._stencil`).
-
-    Nodes in the stencil's runs ``[starts[r], ends[r])`` read their neighbours at ``i + o`` for the
-    offsets ``o`` in ``lower`` then ``upper`` (tuples, unrolled; unsigned indices) instead of
-    through ``indices``; the seams run :func:`_ds_regular_rows`. All integer: same loads, tokens
-    moved, ``new_prev``, outflows and flag as :func:`ds_step_nodes` (arguments as there).
-    """
-    n = loads.shape[0]
+@numba.njit(inline="always")
+def _ds_stencil_rows(indices, D, starts, ends, lower, upper, loads, threshold, prev, new_prev, out, outflow, i0, i1):
+    # Rows i0..i1-1 as in _multi_port_stencil_rows: stencil runs by offsets, seams by
+    # _ds_regular_rows; returns (moved, flag).
     moved = 0
-    prev_end = 0
     flag = False
-    for r in range(starts.shape[0]):
-        s = starts[r]
-        e = ends[r]
-        m_, f_ = _ds_regular_rows(indices, degree, loads, threshold, prev, new_prev, out, outflow, prev_end, s)
+    pos = i0
+    r = np.searchsorted(ends, i0, side="right")
+    while r < starts.shape[0] and starts[r] < i1:
+        s = max(starts[r], pos)
+        e = min(ends[r], i1)
+        m_, f_ = _ds_regular_rows(indices, D, loads, threshold, prev, new_prev, out, outflow, pos, s)
         moved += m_
         flag |= f_
         # The flag as an integer count: an integer reduction that does not stop the loop vectorising.
@@ -564,9 +569,24 @@ def ds_step_nodes_stencil(indices, degree, starts, ends, lower, upper, loads, th
             moved += sent
             bad += np.int64(np.uint64(wi) > _U31)
         flag |= bad > 0
-        prev_end = e
-    m_, f_ = _ds_regular_rows(indices, degree, loads, threshold, prev, new_prev, out, outflow, prev_end, n)
+        pos = e
+        r += 1
+    m_, f_ = _ds_regular_rows(indices, D, loads, threshold, prev, new_prev, out, outflow, pos, i1)
     return moved + m_, flag | f_
+
+
+@numba.njit(cache=True, nogil=True)
+def ds_step_nodes_stencil(indices, degree, starts, ends, lower, upper, loads, threshold, prev, new_prev, out,
+                          outflow):
+    """:func:`ds_step_nodes` on a regular graph with an offset stencil (:mod:`tokendist.graphs._stencil`).
+
+    Nodes in the stencil's runs ``[starts[r], ends[r])`` read their neighbours at ``i + o`` for the
+    offsets ``o`` in ``lower`` then ``upper`` (tuples, unrolled; unsigned indices) instead of
+    through ``indices``; the seams run :func:`_ds_regular_rows`. All integer: same loads, tokens
+    moved, ``new_prev``, outflows and flag as :func:`ds_step_nodes` (arguments as there).
+    """
+    return _ds_stencil_rows(indices, degree, starts, ends, lower, upper, loads, threshold, prev, new_prev, out,
+                            outflow, 0, loads.shape[0])
 
 
 @numba.njit(cache=True, nogil=True)
