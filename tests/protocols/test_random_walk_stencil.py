@@ -21,8 +21,11 @@ from tokendist.graphs._stencil import find_stencil
 from tokendist.protocols import _heterogeneous_random_walk as rw
 from tokendist.protocols._heterogeneous_random_walk_kernels import fos_pair_regular, fos_pair_stencil
 
+from tokendist.protocols._heterogeneous_random_walk_kernels import STENCIL_CHUNK
+
 # Small graphs with a stencil: 2- and 3-dimensional tori (wrap-around seams), odd sizes, rings.
-STENCIL_GRAPHS = ["torus:6x6", "torus:5x7", "torus:3x4", "torus:8x8", "torus:3x4x5", "ring:9", "ring:4"]
+# ring:700 has a run of 698 rows: several chunks of STENCIL_CHUNK rows.
+STENCIL_GRAPHS = ["torus:6x6", "torus:5x7", "torus:3x4", "torus:8x8", "torus:3x4x5", "ring:9", "ring:4", "ring:700"]
 
 
 def _phase1(kernel, args, n, loads, est, s):
@@ -51,6 +54,8 @@ def test_sec3_phase1_stencil_kernel_equals_regular_kernel(spec, speeds, seed, no
     stencil = find_stencil(g, min_coverage=0.0)
     assert stencil is not None and stencil.lower and stencil.upper
     assert 0 < stencil.covered <= g.n
+    if spec == "ring:700":
+        assert stencil.covered > 2 * STENCIL_CHUNK
     n, D = g.n, int(g.degrees[0])
     loads = rng.integers(0, 60, n).astype(np.int64)
     loads[int(rng.integers(0, n))] += int(rng.integers(0, 5000))
@@ -95,7 +100,7 @@ def _run(spec, loads, params, steps, use_stencil, speeds=None, monkeypatch=None)
 
 
 @pytest.mark.parametrize("spec,speeds,switch", [("torus:12x12", False, "error"), ("torus:8x8", True, "error"),
-                                                ("ring:30", False, "step"), ("torus:10x10x10", False, "local")])
+                                                ("ring:300", True, "step"), ("torus:10x10x10", False, "local")])
 def test_sec3_protocol_with_stencil_equals_without_through_both_phases(spec, speeds, switch, monkeypatch):
     g = make_graph(spec)
     assert g.stencil is not None

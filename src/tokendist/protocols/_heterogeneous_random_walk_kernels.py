@@ -31,18 +31,22 @@ Two hot loops, each the exact counterpart of the numpy reference in
   ``i + lower[k]`` then ``i + upper[k]``, in CSR order; a torus away from its seams, a ring), the
   same bits: a node in a run reads no ``indices`` and its neighbours' values in a few contiguous
   streams, so LLVM vectorises the run loop (4 nodes per AVX2/AVX-512 instruction); the seam rows
-  run :func:`fos_pair_regular`'s row. Three points make it fast (measured on torus:1000x1000):
+  run :func:`fos_pair_regular`'s row. What makes it fast (measured on torus:1000x1000):
   the offsets are two numba tuples (their lengths are compile-time constants: the slot loops are
   unrolled and the offsets are immediates; an offsets array or a runtime split point was 2-3x
   slower in the lead's prototype), every index is cast to ``uint64`` (no negative-index wrap), and
   the float reductions (the squared error, a sequential sum that LLVM may not reassociate, and the
-  two maxima) are in a second loop over the run's rows, still in L1, in node order: in the run
-  loop they stopped its vectorisation (7.5 ns per edge instead of 3.4). That second loop is a
-  latency chain of one addition per node, about a third of the step; an 8-node chunking, a
-  4-node unrolled body with the sums inline and touch-ahead loads in it to overlap it with the
-  next run's memory traffic were tried and not kept (no gain or slower). The protocol uses it
-  with the serial numba kernel when the graph has a stencil (``threads > 1`` keeps
-  :mod:`._heterogeneous_random_walk_parallel`).
+  two maxima) are in a second, serial loop over each chunk of 256 run rows, in node order, from
+  scratch arrays in L1: inline they stopped the run loop's vectorisation (7.5 ns per edge instead
+  of 3.4). With speeds the estimate is updated in place (``dst is est``): the run loop writes the
+  new estimate to scratch, never to ``dst``, and the divisions by ``s_i`` get a loop of their own
+  (``error_model="numpy"``: no zero-divisor branch), else LLVM keeps its scalar loop (the speeds
+  path was 1.1x faster than :func:`fos_pair_regular` instead of 2-3x). The serial loop is a
+  latency chain of one addition per node, about a third of the step; a 4-node unrolled body with
+  the sums inline and touch-ahead loads in that loop (to overlap it with the next rows' memory
+  traffic) were tried and not kept (slower). The protocol runs it (serial numba path) from the
+  second phase-1 step on a graph with a stencil; ``threads > 1`` keeps
+  :mod:`._heterogeneous_random_walk_parallel`.
 * :func:`mrws_step` -- phase 2: one main random walk step (MRWS) of every marked and every
   negative token, then the real-token flows, the overdraw count and annihilation. Coins are
   counter-based: token k of kind ``kind`` (0 marked, 1 negative) on node i draws
@@ -67,7 +71,8 @@ import numpy as np
 
 from ._diffusion_kernels import _step_base, _uniform
 
-__all__ = ["fos_pair_step", "fos_pair_regular", "fos_pair_stencil", "edge_gap", "mrws_step", "token_index"]
+__all__ = ["fos_pair_step", "fos_pair_regular", "fos_pair_stencil", "STENCIL_CHUNK", "edge_gap", "mrws_step",
+           "token_index"]
 
 _U = np.uint64  # index casts: no negative-index wrap per access
 
