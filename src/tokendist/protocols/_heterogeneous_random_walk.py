@@ -311,18 +311,21 @@ class RandomWalk(HeterogeneousDiffusion):
     def _stencil_of(self, graph):
         """The offset stencil of ``graph`` for :func:`fos_pair_stencil`, or None.
 
-        Looked up at the second phase-1 step on the same graph object and kept: a dynamic run (a new
-        graph object every step) never pays ``find_stencil``'s pass, which can cost more than a step
-        (about 0.3 s on random-regular:1000000,4, which has no stencil). Only stencils with
-        neighbours on both sides qualify (the kernel's two offset tuples are non-empty).
+        Looked up at the second phase-1 step on the same graph object (at the first if the graph
+        has already computed it) and kept: a dynamic run (a new graph object every step) never pays
+        ``find_stencil``'s pass, which can cost more than a step (about 0.3 s on
+        random-regular:1000000,4, which has no stencil). Only stencils with neighbours on both
+        sides qualify (the kernel's two offset tuples are non-empty).
         """
         if graph is not self._st_graph:
-            self._st_graph, self._st = graph, False  # first step on this graph: regular kernel
+            # First step on this graph: the regular kernel unless Graph.stencil is already cached.
+            self._st_graph, self._st = graph, vars(graph).get("stencil", False)
+        elif self._st is False:
+            self._st = graph.stencil
+        st = self._st
+        if st is False or st is None or not (st.lower and st.upper):
             return None
-        if self._st is False:
-            st = graph.stencil
-            self._st = st if st is not None and st.lower and st.upper else None
-        return self._st
+        return st
 
     # ------------------------------------------------------------------ steps
     def step(self, t, graph, loads):
