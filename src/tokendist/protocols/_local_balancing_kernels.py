@@ -26,9 +26,12 @@ caller's and is reused from step to step. Two loop forms:
   (:data:`_U`: no negative-index wrap). The float kernels elsewhere need a second loop to keep a
   sequential float sum out of the vectorised loop; here every reduction (tokens moved, the DS
   out-of-range flag, kept as an integer count) is an integer sum, which LLVM may reorder, so one
-  loop over the run suffices. The protocol takes these kernels when ``graph.stencil`` is not None
-  and the step is serial (``threads=1``) on the reset graph; they are separate entry points, so
-  graphs without a stencil compile nothing new. On torus:1000x1000 (kernel alone, best of 15-21
+  loop over the run suffices. The rows ``i0..i1`` helpers (:func:`_multi_port_stencil_rows`,
+  :func:`_ds_stencil_rows`) find the runs overlapping a range by ``np.searchsorted``, so a block
+  of rows could use them; the kernels call them on ``(0, n)`` (a parallel form compiled too slowly
+  to keep: docs/ghosh-et-al.md). The protocol takes these kernels when ``graph.stencil`` is not
+  None and the step is serial (``threads=1``) on the reset graph; they are separate entry points,
+  so graphs without a stencil compile nothing new. On torus:1000x1000 (kernel alone, best of 15-21
   alternated calls): multi-port 4.1-4.3 -> 1.1-1.2 ns per edge, DS 6.1-8.5 -> 1.35-1.5.
   Single-port has no stencil path: its per-edge work is a hash of the edge id (no neighbour
   read), and only the ~m p candidates read their ends and loads, one by one (docs/ghosh-et-al.md,
