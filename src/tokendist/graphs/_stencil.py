@@ -95,8 +95,9 @@ def find_stencil(graph, min_coverage: float = MIN_COVERAGE) -> Stencil | None:
     """The offset stencil of ``graph``, or None when it has none worth using.
 
     Only regular graphs of degree 1 to :data:`MAX_STENCIL_DEGREE` qualify (their CSR rows are
-    ``D`` slots each). The candidate patterns are those of 64 evenly spaced nodes; the one whose
-    runs cover the most nodes wins, and is returned if it covers at least ``min_coverage`` of them.
+    ``D`` slots each). The candidate patterns are the most frequent among 64 evenly spaced nodes;
+    the one whose runs cover the most nodes wins, and is returned if it covers at least
+    ``min_coverage`` of them.
 
     Examples
     --------
@@ -118,9 +119,15 @@ def find_stencil(graph, min_coverage: float = MIN_COVERAGE) -> Stencil | None:
     indices = graph.indices
     rows = indices.reshape(n, degree)
     samples = np.unique(np.linspace(0, n - 1, num=min(n, 64)).astype(np.int64))
-    candidates = np.unique(rows[samples].astype(np.int64) - samples[:, None], axis=0)
+    candidates, counts = np.unique(rows[samples].astype(np.int64) - samples[:, None], axis=0, return_counts=True)
+    # A pattern that covers half the nodes shows up in many of the samples: only the three most
+    # frequent are measured, and (unless forced) only if seen twice. On a random regular graph
+    # every sample has its own pattern, and measuring all 64 took 0.35 s at n = 10^6.
+    order = np.argsort(-counts, kind="stable")[:3]
+    if min_coverage > 0:
+        order = order[counts[order] >= 2]
     best = None
-    for pattern in candidates:
+    for pattern in candidates[order]:
         if np.any(np.diff(pattern) <= 0) or pattern[0] >= 0 or pattern[-1] <= 0:
             # Strictly ascending always holds for sorted rows; a pattern with offsets on one side
             # only fits the first or last nodes of the numbering, never a stencil, and kernels
