@@ -51,6 +51,9 @@ def _assert_same(a, b):
 def test_sec3_phase1_stencil_kernel_equals_regular_kernel(spec, speeds, seed, noise):
     g = make_graph(spec)
     rng = np.random.default_rng(seed)
+    # Each tuple length and speeds/no speeds is a compiled kernel (about 3 s cold): the 3-tuple
+    # one runs without speeds only (the speeds code is the same for every tuple length).
+    speeds = speeds and spec != "torus:3x4x5"
     stencil = find_stencil(g, min_coverage=0.0)
     assert stencil is not None and stencil.lower and stencil.upper
     assert 0 < stencil.covered <= g.n
