@@ -169,3 +169,27 @@ def test_eq3_eq4_protocol_stencil_path_equals_csr_path(name, spec, speeds):
     if name == "sos-iou":
         assert fast.report() == ref.report()
         assert fast.events > 0 or spec == "ring:16"  # short nodes paid in proportion on the tori
+
+
+@pytest.mark.parametrize("spec", ["torus:6x6", "torus:12x12"])
+def test_theorem1_sos_iou_stencil_largest_iou_ignores_nan_as_csr_kernel(spec):
+    # The stencil kernel takes the largest |o - trunc(o)| of a run as an integer max of the bit
+    # patterns; a NaN (an infinite o) sends it back to the float comparisons, which never pick one.
+    g, s = _forced(spec)
+    n, m, rng = g.n, g.m, np.random.default_rng(3)
+    starts, ends, delta = stencil_edge_runs(s, g.csr_edges, s.degree)
+    w = rng.integers(10**6, 2 * 10**6, n)
+    iou = rng.normal(0.0, 0.4, m)
+    row = int(starts[-1])
+    iou[int(g.csr_edges[s.degree * row + len(s.lower)])] = np.inf  # an upper edge of a run row
+    big = []
+    for stencil in (False, True):
+        # pay_iou false: the node with the infinite amount owed pays in full (no exceptions).
+        tail = (1.5, False, False, False, np.zeros((m + 7) // 8, np.uint8), False, w, w, np.zeros(m), iou.copy(),
+                np.zeros(n, np.int64), np.empty(n))
+        if stencil:
+            r = sos_iou_stencil(g.indptr, g.indices, g.csr_edges, starts, ends, s.lower, s.upper, delta, 0.125, *tail)
+        else:
+            r = sos_iou_step(g.indptr, g.indices, g.csr_edges, 0, 0.125, _Z, _Z, *tail)
+        big.append(r[3])
+    assert big[0] == big[1] and np.isfinite(big[0]) and 0.0 < big[0] < 1.0
