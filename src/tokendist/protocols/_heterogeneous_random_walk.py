@@ -149,9 +149,9 @@ class RandomWalk(HeterogeneousDiffusion):
     ``kernel=numpy`` is the reference. With numba, ``marked`` and ``negative`` are empty arrays
     until phase 2 starts. Phase 1 on a regular graph with one coefficient runs ``fos_pair_regular``,
     or ``fos_pair_stencil`` on a graph with an offset stencil (tori, rings; from the second step on
-    the same graph object), the same bits. ``threads=k`` (k > 1, opt-in) runs both phases' kernels on k threads
-    (:mod:`._heterogeneous_random_walk_parallel`), with the same loads, estimate, counts and
-    trace bit for bit. The walk's coins are counter-based: token k of kind ``kind`` (0 marked,
+    the same graph object), the same bits. ``threads=k`` (k > 1, opt-in) runs both phases'
+    kernels on k threads (:mod:`._heterogeneous_random_walk_parallel`), with the same loads,
+    estimate, counts and trace bit for bit. The walk's coins are counter-based: token k of kind ``kind`` (0 marked,
     1 negative) on node i draws ``counter_uniform(key, t, token_index(i, kind, k))``.
 
     Per-node form (:mod:`._heterogeneous_random_walk_node`, two exchange rounds): what node i

@@ -292,12 +292,15 @@ def fos_pair_stencil(indices, starts, ends, lower, upper, a0, s, ssum, total, lo
     :func:`fos_pair_regular`, whose degree ``D = len(lower) + len(upper)`` is a compile-time
     constant here. The other arguments and the returned values are those of :func:`fos_pair_step`.
 
-    A run is cut into chunks of :data:`STENCIL_CHUNK` rows, each done in two loops: the first
-    (vectorised) writes ``out`` and ``outflow`` and puts each row's new estimate, its error and
-    weighted estimate in scratch; the second, serial, stores the estimate into ``dst`` and does
-    the float reductions in node order. The first loop never writes ``dst``, which is ``est``
-    itself with speeds (in-place update): a store to an array it reads would make LLVM's runtime
-    alias check fall back to its scalar loop.
+    A run is cut into chunks of :data:`STENCIL_CHUNK` rows, each done in two loops (three with
+    speeds): the first (vectorised) writes ``out`` and ``outflow`` and puts each row's new
+    estimate (and, with unit speeds, its error) in scratch; with speeds a second vectorised loop
+    computes the errors and weighted estimates (the divisions by ``s_i``); the last, serial,
+    stores the estimate into ``dst`` and does the float reductions in node order. The vectorised
+    loops never write ``dst``, which is ``est`` itself with speeds (in-place update): a store to
+    an array they read would make LLVM's runtime alias check fall back to its scalar loop.
+    ``error_model="numpy"`` only drops numba's zero-divisor checks (speeds are positive, the Graph
+    model checks it), which kept the divisions scalar.
     """
     n = loads.shape[0]
     D = len(lower) + len(upper)
