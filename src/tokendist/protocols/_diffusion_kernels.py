@@ -22,6 +22,20 @@ more is redone on the general path (the inputs are not modified, so the redo is 
 are the same either way, only the time differs). Measurements and the argument:
 docs/subramanian-scherson.md, "Performance".
 
+*Offset stencils* (tori, rings; :mod:`tokendist.graphs._stencil`): ``diffuse_stencil_step`` and
+``rounded_stencil_step`` are the regular paths with the nodes of the stencil's runs reading their
+neighbours at ``i + lower[k]``, ``i + upper[k]`` instead of through ``indices`` (every other node
+keeps its CSR row). Same arithmetic in the same order per row, so the same results bit for bit
+(tests/protocols/test_diffusion_stencil.py). Separate entry points, so that hypercubes and random
+regular graphs compile nothing new. Why it is fast, and what each point bought (torus:1000x1000,
+ns per edge-step against the CSR regular path, docs/subramanian-scherson.md, "Offset stencils"):
+the offsets are tuples (compile-time trip counts, unrolled, offsets in registers), indices are
+cast to uint64 (no negative-index wrap), the per-slot data are read at ``ds * i + k`` with ``ds``
+the tuple lengths' sum (a constant stride: with the run-time ``D`` the oriented loop gathered and
+stayed at 15 ns instead of 3), the continuous ``moved`` is summed in a second loop per run (a
+float reduction blocks vectorisation), and the random rounding reads its HEAD bytes at affine
+edge ids (``stencil_edge_runs``) held in scalars, not via ``csr_edges`` (8 against 3.6-4).
+
 Tried for the random rounding and dropped (second pass of issue 3; every variant gave the same
 loads): HEAD flags as bits (the packing pass is 1.7x slower than the byte pass, the row loop no
 faster), as uint32 / int64 / float64 per edge (the pass writes 4-8x more; no faster overall), or
