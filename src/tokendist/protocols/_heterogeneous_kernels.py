@@ -28,6 +28,24 @@ tests); a branch-free payment loop in sos-iou (selects instead of ``continue`` o
 the short node does not send: 36 ns either way on hypercube:20 with beta 1.988, where half of the
 nodes were short, cold caches).
 
+Offset stencils (the ``*_stencil`` kernels; issue 3). On a regular graph without capacities
+(``COEF_SCALAR``) whose :attr:`Graph.stencil` exists (tori, rings), the protocols call separate
+entry points (so other graphs compile nothing new) that walk the stencil's runs: a node ``i`` in
+a run has the neighbours ``i + lower[k]`` then ``i + upper[k]``, its CSR order, so it does the
+same operations in the same order and the results are the same bits; the rows between the runs
+are the CSR rows above. The offsets are numba tuples (their length is a compile-time constant:
+the slot loops unroll and the offsets live in registers; an offsets array, or a runtime split
+point into one tuple, was 2-4x slower), every index is unsigned, and a float sum across nodes
+(real ``moved``) gets a loop of its own over the run (L1-resident, node order: the same bits),
+since LLVM vectorises no sequential float sum without fastmath. The SOS kernels compute the
+lower slots' edge ids as the running edge counter plus constant offsets (checked against
+``csr_edges`` for every row used: :func:`stencil_edge_runs`, which drops the first row of each
+torus run, where they differ) and split a run into loops whose rows do not depend on each other
+(the upper edges' state first, then the nodes); see :func:`sos_real_stencil` and
+:func:`sos_iou_stencil`. Measured on torus:1000x1000 (docs/elsasser-monien-schamberger.md,
+"Offset stencils"): fos 4.6-6.9 -> 1.8, fos-floor 4.8-6.6 -> 1.3-1.5, sos 6.2-7.7 -> 3.3-3.6,
+sos-iou main pass 10.6-12.2 -> 6.5 ns per edge (best of alternated calls).
+
 Weighted loads ``x = w / s``: the caller passes ``x = loads`` itself when every speed is 1 (the
 division by 1 is exact, so nothing is computed or stored), else a buffer holding ``loads / s``.
 
@@ -608,6 +626,25 @@ def sos_real_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edg
     return moved
 
 
+@numba.njit(cache=True, nogil=True)
+def _clear_bits(bits, lo, hi):
+    """Clear bits ``lo .. hi - 1`` of a little-endian bit array (``np.packbits(bitorder="little")``)."""
+    if hi <= lo:
+        return
+    b0 = lo >> 3
+    b1 = hi >> 3
+    keep_low = np.uint8((1 << (lo & 7)) - 1)  # bits of b0 below lo
+    keep_high = np.uint8(255 - ((1 << (hi & 7)) - 1))  # bits of b1 from hi on
+    if b0 == b1:
+        bits[_U(b0)] &= keep_low | keep_high
+        return
+    bits[_U(b0)] &= keep_low
+    for b in range(b0 + 1, b1):
+        bits[_U(b)] = 0
+    if hi & 7:
+        bits[_U(b1)] &= keep_high
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _iou_settle(indices, csr_edges, k0, mid, end, e0, held, owed, iou, exc_bits, out, units, exc_big, read_below):
     """A short node's payments (the ``pay_iou`` branch of :func:`_sos_iou_pass`, line for line).
@@ -653,6 +690,59 @@ def _iou_settle(indices, csr_edges, k0, mid, end, e0, held, owed, iou, exc_bits,
                 out[_U(jn)] += np.int64(paid) - np.int64(t)
             else:
                 out[_U(jn)] += np.int64(paid) - np.int64(np.trunc(r))
+    return paid_sum, delta, moved, units, exc_big
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _iou_pay(o, t, held, owed, le, iou, exc_bits, units, exc_big):
+    """One edge of a short node: what it pays, ``o - paid`` stored as an exception (see :func:`_iou_settle`)."""
+    paid = np.sign(t) * np.floor((np.abs(t) * np.float64(held)) / owed)
+    r = o - paid
+    iou[_U(le)] = r
+    exc_bits[_U(le >> 3)] |= np.uint8(1 << (le & 7))
+    units += np.floor(np.abs(r))
+    exc_big = max(exc_big, np.abs(r))
+    return paid, r, units, exc_big
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _iou_settle_run(i, eb, lower, upper, edge_delta, held, owed, iou, exc_bits, out, units, exc_big, read_below):
+    """:func:`_iou_settle` for a row of a stencil run: neighbours and edge ids from the offsets.
+
+    The same slots in the same order (lower, then upper), so the same results; no CSR array is
+    read (a short node's ``indptr``, ``indices`` and ``csr_edges`` were three cache misses).
+    """
+    paid_sum = 0.0
+    delta = 0
+    moved = 0
+    for k in range(len(lower)):
+        le = eb + edge_delta[k]
+        o = iou[_U(le)]
+        t = np.trunc(o)
+        if t >= 0.0:
+            continue  # i does not send on this edge
+        paid, r, units, exc_big = _iou_pay(o, t, held, owed, le, iou, exc_bits, units, exc_big)
+        paid_sum += np.abs(paid)
+        back = np.int64(t) - np.int64(paid)
+        moved -= abs(back)
+        delta -= back
+        out[_U(i + lower[k])] += back
+    for k in range(len(upper)):
+        le = eb + k
+        o = iou[_U(le)]
+        t = np.trunc(o)
+        if t <= 0.0:
+            continue
+        paid, r, units, exc_big = _iou_pay(o, t, held, owed, le, iou, exc_bits, units, exc_big)
+        paid_sum += np.abs(paid)
+        back = np.int64(t) - np.int64(paid)
+        moved -= abs(back)
+        delta += back
+        jn = i + upper[k]
+        if jn < read_below:
+            out[_U(jn)] += np.int64(paid) - np.int64(t)
+        else:
+            out[_U(jn)] += np.int64(paid) - np.int64(np.trunc(r))
     return paid_sum, delta, moved, units, exc_big
 
 
@@ -755,11 +845,16 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
                 y = f if first else beta * f + bm1 * yhat[ue]
                 yhat[ue] = y
                 p = iou[ue]
-                if has_exc and (exc_bits[_U(ee >> 3)] >> (ee & 7)) & 1:
-                    exc_bits[_U(ee >> 3)] &= np.uint8(255 - (1 << (ee & 7)))
-                elif owed_stored:
+                # An exception keeps its IOU as it is; its bit is cleared below, with the run's.
+                if owed_stored and not (has_exc and (exc_bits[_U(ee >> 3)] >> (ee & 7)) & 1):
                     p = p - np.trunc(p)
                 iou[ue] = y + p
+        if has_exc:
+            # Every old bit of the run's upper edges is consumed (each edge is read once, above,
+            # and no row has set a new bit on them yet): clear the range a byte at a time instead
+            # of a read-modify-write per edge in the loop above (which then vectorises). Bits of
+            # other edges in the two end bytes are kept.
+            _clear_bits(exc_bits, e, e + nu * (en - s))
         # The largest |o - trunc(o)| as an integer max of the bit patterns, in a loop of its own
         # (in loop (1) it made that loop 1.7x slower): for floats >= 0 the same order as the
         # float comparisons, and an integer max vectorises (a float max does not).
@@ -806,10 +901,9 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
             for f in range(found):
                 i = shortbuf[_U(f)]
                 ui = _U(i)
-                k0 = indptr[ui]
-                paid, dd, dm, units, exc_big = _iou_settle(indices, csr_edges, k0, k0 + nl, k0 + nl + nu,
-                                                           e + nu * (i - s), loads[ui], owe[ui], iou, exc_bits,
-                                                           out, units, exc_big, en)
+                paid, dd, dm, units, exc_big = _iou_settle_run(i, e + nu * (i - s), lower, upper, edge_delta,
+                                                               loads[ui], owe[ui], iou, exc_bits, out, units,
+                                                               exc_big, en)
                 owe[ui] = paid
                 out[ui] += dd
                 moved += dm
