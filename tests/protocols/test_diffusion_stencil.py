@@ -162,3 +162,16 @@ def test_stencil_path_is_off_where_it_does_not_apply():
     p = make_protocol("diffusion", {})
     p.reset(make_graph("hypercube:4"), np.zeros(16), stream(0, "protocol"))
     assert p._stencil is None
+
+
+def test_one_sided_stencils_are_not_used():
+    # A stencil whose offsets are all on one side (no lower or no upper offsets) cannot be a numba
+    # tuple loop (Tuple() has no items to index): the protocols keep the CSR kernels for it.
+    from tokendist.graphs._stencil import Stencil
+    from tokendist.protocols._diffusion import _usable_stencil
+
+    class G:
+        stencil = Stencil(starts=np.array([0]), ends=np.array([1]), lower=(), upper=(1,), covered=1)
+
+    assert _usable_stencil(G()) is None
+    assert _usable_stencil(make_graph("torus:8x8")) is not None

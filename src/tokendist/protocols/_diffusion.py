@@ -133,6 +133,14 @@ def _regular_degree(graph) -> int:
     return int(d[0]) if d.size and d[0] > 0 and int(d.min()) == int(d.max()) else 0
 
 
+def _usable_stencil(graph):
+    """``graph.stencil`` when the stencil kernels take it (offsets on both sides), else None."""
+    st = graph.stencil
+    # An empty offset tuple does not compile (numba cannot index Tuple()); such one-sided patterns
+    # (neighbours all above or all below) do not occur on tori and rings.
+    return st if st is not None and st.lower and st.upper else None
+
+
 # ---------------------------------------------------------------------- protocols
 class _DiffusionBase(Protocol):
     """Shared: the validated diffusivity matrix and per-node lookups of its entries."""
@@ -227,7 +235,7 @@ class Diffusion(_DiffusionBase):
             # Offset stencil (tori, rings): the serial kernel's stencil path, same results bit for
             # bit. Looked up once here, for the graph of reset only (a dynamic run's later graphs
             # take the CSR path: no O(n D) search per step).
-            self._stencil = graph.stencil if self._degree and self._threads == 1 else None
+            self._stencil = _usable_stencil(graph) if self._degree and self._threads == 1 else None
 
     @property
     def P(self):
@@ -329,7 +337,7 @@ class _RoundedDiffusion(_DiffusionBase):
         # kernel, same results bit for bit. The random rounding walks the runs cut where the slots'
         # edge ids stop being affine (stencil_edge_runs), so that it reads no csr_edges in them.
         self._stencil_runs = None
-        st = h.stencil if self._q and self._threads == 1 and (pij or self.rounding != "random") \
+        st = _usable_stencil(h) if self._q and self._threads == 1 and (pij or self.rounding != "random") \
             and not self._hop_extra.size else None
         if st is not None:
             if pij:
