@@ -20,7 +20,9 @@ from tokendist.protocols._heterogeneous_kernels import (fos_floor_stencil, fos_f
                                                         fos_real_step, sos_iou_stencil, sos_iou_step,
                                                         sos_real_stencil, sos_real_step, stencil_edge_runs)
 
-SPECS = ["torus:6x6", "torus:5x7", "torus:8x8", "torus:12x12", "ring:7", "ring:16", "torus:3x9"]
+# Two offset shapes, (2, 2) and (1, 1): each further shape compiles the four kernels again
+# (about 8 s with a cold numba cache).
+SPECS = ["torus:6x6", "torus:5x7", "torus:8x8", "torus:12x12", "ring:7", "ring:16"]
 _Z = np.zeros(0)
 
 
@@ -105,7 +107,7 @@ def test_theorem1_sos_iou_stencil_kernel_equals_csr_kernel(spec, seed, speeds, f
     assert _same(a1, a2)
 
 
-@pytest.mark.parametrize("spec", SPECS + ["torus:1x5", "torus:2x6"])
+@pytest.mark.parametrize("spec", SPECS + ["torus:1x5", "torus:2x6", "torus:3x9"])
 def test_stencil_edge_runs_equal_csr_edges(spec):
     g = make_graph(spec)
     s = find_stencil(g, min_coverage=0.0)
