@@ -165,11 +165,15 @@ def _state_arrays(obj) -> list[np.ndarray]:
 
 
 def _graph_arrays(g) -> list[np.ndarray]:
-    """The graph's arrays: edges, CSR, and whatever it has cached by now (degrees, keys, stencil runs)."""
+    """The graph's arrays: edges, CSR, and whatever it has cached by now (degrees, keys, stencil
+    runs, the scipy adjacency matrix)."""
     arrays = [g.u, g.v, g.indptr, g.indices, g.csr_edges, *_state_arrays(g)]
     stencil = vars(g).get("stencil")
     if stencil is not None:
         arrays += [stencil.starts, stencil.ends]
+    adjacency = vars(g).get("adjacency")  # scipy's matrix, if something asked for it
+    if adjacency is not None:
+        arrays += [adjacency.data, adjacency.indices, adjacency.indptr]
     return arrays
 
 

@@ -338,7 +338,7 @@ def _check_table(graph, k: int, method: str) -> None:
 def _tree_colouring(graph) -> np.ndarray:
     from scipy.sparse.csgraph import breadth_first_order
 
-    order, pred = breadth_first_order(graph.adjacency, 0, directed=False, return_predecessors=True)
+    order, pred = breadth_first_order(graph._structure(), 0, directed=False, return_predecessors=True)
     parent_edge = np.full(graph.n, -1, np.int64)
     child = order[1:]
     parent_edge[child] = graph.edge_index(child, pred[child])

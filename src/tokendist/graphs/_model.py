@@ -266,15 +266,44 @@ class Graph:
         return a
 
     def edge_index(self, a, b) -> np.ndarray:
-        """Index of edge {a, b} (vectorised); -1 where there is no such edge."""
+        """Index of edge {a, b} (vectorised); -1 where there is no such edge.
+
+        A binary search for ``max(a, b)`` in the sorted CSR row of ``min(a, b)``, all queries at
+        once (about log2 of the largest degree whole-array steps); no per-edge key array is kept.
+        """
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
         lo, hi = np.minimum(a, b), np.maximum(a, b)
-        keys = self.edge_keys
-        k = lo * self.n + hi
-        pos = np.searchsorted(keys, k)
-        pos = np.minimum(pos, max(self.m - 1, 0))
-        found = (self.m > 0) & (keys[pos] == k) if self.m else np.zeros_like(k, dtype=bool)
-        return np.where(found, pos, -1)
+        valid = (lo >= 0) & (hi < self.n) & (lo != hi)
+        if self.m == 0:
+            return np.full(lo.shape, -1, dtype=np.int64)
+        indptr, indices = self.indptr, self.indices
+        row = np.where(valid, lo, 0)
+        left, right = indptr[row], indptr[row + 1]
+        end = right
+        while True:  # invariant: the slot of hi in row lo, if any, is in [left, right)
+            open_ = left < right
+            if not open_.any():
+                break
+            mid = (left + right) // 2
+            below = open_ & (indices[np.where(open_, mid, 0)] < hi)
+            left = np.where(below, mid + 1, left)
+            right = np.where(open_ & ~below, mid, right)
+        slot = np.where(valid & (left < end), left, 0)
+        found = valid & (left < end) & (indices[slot] == hi)
+        return np.where(found, self.csr_edges[slot], -1).astype(np.int64)
+
+    def _structure(self) -> sp.csr_array:
+        """An unweighted adjacency matrix on the graph's own CSR arrays, not cached.
+
+        For scipy's structural algorithms (connected components, BFS, reverse Cuthill-McKee):
+        only the data array (``2m`` int8) is new, and it is freed with the matrix; the cached
+        :attr:`adjacency` would keep 24 bytes per edge for the rest of the graph's life.
+        """
+        # scipy gives both index arrays one dtype: an int32 copy of the row pointers (n values)
+        # lets it keep the int32 column indices as they are, where an int64 copy would cost 2m.
+        indptr = self.indptr.astype(self.indices.dtype)
+        return sp.csr_array((np.ones(self.indices.shape[0], dtype=np.int8), self.indices, indptr),
+                            shape=(self.n, self.n))
 
     def to_networkx(self):
         """A ``networkx.Graph`` copy (for analysis at the boundary; never inside a run)."""
@@ -300,7 +329,7 @@ class Graph:
     def is_connected(self) -> bool:
         from scipy.sparse.csgraph import connected_components
 
-        return connected_components(self.adjacency, directed=False, return_labels=False) == 1
+        return connected_components(self._structure(), directed=False, return_labels=False) == 1
 
     @cached_property
     def is_tree(self) -> bool:

@@ -30,7 +30,7 @@ def degree_stats(graph) -> dict:
 
 def connected_components(graph) -> list[np.ndarray]:
     """The node sets of the connected components, each sorted, ordered by their smallest node."""
-    k, labels = _cc(graph.adjacency, directed=False)
+    k, labels = _cc(graph._structure(), directed=False)
     order = np.argsort(labels, kind="stable")
     parts = np.split(order, np.cumsum(np.bincount(labels, minlength=k))[:-1])
     parts.sort(key=lambda a: int(a[0]))
@@ -45,11 +45,11 @@ def bfs_depths(graph) -> tuple[np.ndarray, np.ndarray]:
     (``O(n log n)`` whole-array steps, no Python loop over nodes).
     """
     n = graph.n
-    k, labels = _cc(graph.adjacency, directed=False)
+    k, labels = _cc(graph._structure(), directed=False)
     roots = np.full(k, n, dtype=np.int64)
     np.minimum.at(roots, labels, np.arange(n))
     extra = sp.coo_array((np.ones(k), (np.full(k, n), roots)), shape=(n + 1, n + 1))
-    a = sp.block_diag([graph.adjacency, sp.csr_array((1, 1))], format="csr") + extra + extra.T
+    a = sp.block_diag([graph._structure(), sp.csr_array((1, 1))], format="csr") + extra + extra.T
     _, pred = breadth_first_order(a.tocsr(), n, directed=False, return_predecessors=True)
     anc = pred[:n].astype(np.int64)
     depth = np.ones(n, dtype=np.int64)
@@ -100,7 +100,7 @@ def bfs_distances(graph, sources) -> np.ndarray:
     from scipy.sparse.csgraph import shortest_path
 
     sources = np.atleast_1d(np.asarray(sources, dtype=np.int64))
-    d = shortest_path(graph.adjacency, directed=False, unweighted=True, indices=sources)
+    d = shortest_path(graph._structure(), directed=False, unweighted=True, indices=sources)
     d = np.atleast_2d(d)
     out = np.full(d.shape, -1, dtype=np.int64)
     fin = np.isfinite(d)

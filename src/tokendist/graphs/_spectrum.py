@@ -153,7 +153,7 @@ def _rcm_profile(graph) -> int:
 
     if graph.m == 0:
         return 0
-    perm = reverse_cuthill_mckee(graph.adjacency.tocsr(), symmetric_mode=True)
+    perm = reverse_cuthill_mckee(graph._structure(), symmetric_mode=True)
     pos = np.empty(graph.n, dtype=np.int64)
     pos[perm] = np.arange(graph.n)
     pu, pv = pos[graph.u], pos[graph.v]

@@ -30,7 +30,7 @@ def parents(tree, root: int = 0) -> np.ndarray:
     BFS tree (neighbours are scanned in increasing order). Unreachable nodes also get -1.
     """
     _check_root(tree, root)
-    _, pred = breadth_first_order(tree.adjacency, root, directed=False, return_predecessors=True)
+    _, pred = breadth_first_order(tree._structure(), root, directed=False, return_predecessors=True)
     pred = pred.astype(np.int64)
     pred[pred < 0] = -1
     return pred
@@ -152,7 +152,7 @@ def _two_source_parents(graph, a, b) -> np.ndarray:
 
     n = graph.n
     extra = sp.coo_array((np.ones(2), ([n, n], [a, b])), shape=(n + 1, n + 1))
-    adj = sp.block_diag([graph.adjacency, sp.csr_array((1, 1))], format="csr") + extra + extra.T
+    adj = sp.block_diag([graph._structure(), sp.csr_array((1, 1))], format="csr") + extra + extra.T
     _, pred = breadth_first_order(adj.tocsr(), n, directed=False, return_predecessors=True)
     pred = pred[:n].astype(np.int64)
     pred[(pred == n) | (pred < 0)] = -1
@@ -172,7 +172,7 @@ def subtree_sizes(tree, root: int = 0) -> np.ndarray:
     _check_root(tree, root)
     if not tree.is_tree:
         raise TokendistError(f"subtree sizes need a tree; {tree.spec or 'this graph'} is not one")
-    order, pred = breadth_first_order(tree.adjacency, root, directed=False, return_predecessors=True)
+    order, pred = breadth_first_order(tree._structure(), root, directed=False, return_predecessors=True)
     sizes = np.ones(tree.n, dtype=np.int64)
     _accumulate_up(order.astype(np.int64), pred.astype(np.int64), sizes)
     return sizes
