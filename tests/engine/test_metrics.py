@@ -91,3 +91,16 @@ def test_fused_summary_matches_each_metric_function(values, heterogeneous, real,
             assert type(fused[name]) is (float if real or name in ("linf_error", "max_weighted_load") else int)
         else:
             assert fused[name] == pytest.approx(float(one), rel=1e-12, abs=1e-9), name
+
+
+@given(st.integers(7, 14), st.integers(7, 12), st.booleans(), st.integers(0, 2**32 - 1))
+def test_fused_summary_on_a_stencil_graph_matches_the_edge_loop(w, h, real, seed):
+    # Tori of side >= 7 have an offset stencil: the local discrepancy then walks its runs.
+    from tokendist.engine._metrics import local_discrepancy, summary
+
+    g = make_graph(f"torus:{w}x{h}")
+    assert g.stencil is not None
+    rng = np.random.default_rng(seed)
+    loads = rng.normal(size=g.n) * 100 if real else rng.integers(-10**12, 10**12, g.n)
+    loads[rng.integers(g.n)] += 10**6  # one steep edge somewhere
+    assert summary(g, loads)["local_discrepancy"] == local_discrepancy(g, loads)

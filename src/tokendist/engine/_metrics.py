@@ -11,6 +11,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..graphs._model import unsigned_view
 from ..registry import Registry
 
 __all__ = ["METRICS", "SUMMARY_METRICS", "ideal_loads", "discrepancy", "local_discrepancy", "l1_error",
@@ -118,9 +119,45 @@ def _summary_kernel(loads, u, v, ideal_share, speeds, speed_sum):
         linf = max(linf, a)
         wmax = max(wmax, w / (speeds[i] * scale) if hetero else float(w))
     local = loads[0] - loads[0]
-    for k in range(u.shape[0]):
+    for k in range(u.shape[0]):  # empty when the caller takes the stencil path below
         local = max(local, abs(loads[u[k]] - loads[v[k]]))
     return hi, lo, local, l1, sq, linf, wmax
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _upper_rows_local(indptr, indices, loads, i0, i1, local):
+    # Rows i0..i1-1: each edge (i, j > i) from its lower end, over the CSR row.
+    for i in range(i0, i1):
+        li = loads[i]
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            if j > i:
+                local = max(local, abs(li - loads[j]))
+    return local
+
+
+@numba.njit(cache=True, nogil=True)
+def _local_discrepancy_stencil(loads, indptr, indices, starts, ends, upper):
+    """The local discrepancy on a graph with an offset stencil (:mod:`tokendist.graphs._stencil`).
+
+    Every edge once, from its lower end: ``i + upper[k]`` for the nodes of the stencil's runs (no
+    index reads; the integer case vectorises), the upper slots of the CSR row for the others. A
+    maximum does not depend on the order, so the value is the edge loop's exactly. On
+    torus:1000x1000, 0.6 against 1.7 ns per edge for integer loads, 2.1 against 2.7 for real ones.
+    """
+    local = loads[0] - loads[0]
+    prev = 0
+    for r in range(starts.shape[0]):
+        local = _upper_rows_local(indptr, indices, loads, prev, starts[r], local)
+        for i in range(starts[r], ends[r]):
+            li = loads[np.uint64(i)]
+            for k in range(len(upper)):
+                local = max(local, abs(li - loads[np.uint64(i + upper[k])]))
+        prev = ends[r]
+    return _upper_rows_local(indptr, indices, loads, prev, loads.shape[0], local)
+
+
+_NO_EDGES = np.zeros(0, dtype=np.int32)
 
 
 def summary(graph, loads) -> dict:
@@ -136,7 +173,12 @@ def summary(graph, loads) -> dict:
         share, speeds, speed_sum = total / graph.n, np.empty(0), 1.0
     else:
         share, speeds, speed_sum = float(total), graph.speeds, float(graph.speeds.sum())
-    hi, lo, local, l1, sq, linf, wmax = _summary_kernel(loads, graph.u, graph.v, float(share), speeds, speed_sum)
+    stencil = graph.stencil  # O(1) to rule out on most irregular graphs (dynamic runs' graphs)
+    u, v = (graph.u, graph.v) if stencil is None else (_NO_EDGES, _NO_EDGES)
+    hi, lo, local, l1, sq, linf, wmax = _summary_kernel(loads, u, v, float(share), speeds, speed_sum)
+    if stencil is not None:
+        local = _local_discrepancy_stencil(loads, graph.indptr, unsigned_view(graph.indices), stencil.starts,
+                                           stencil.ends, stencil.upper)
     return {"discrepancy": _plain(hi - lo), "max": _plain(hi), "min": _plain(lo), "local_discrepancy": _plain(local),
             "l1_error": float(l1), "l2_error": float(np.sqrt(sq)), "linf_error": float(linf),
             "max_weighted_load": float(wmax), "potential": float(sq)}
