@@ -36,7 +36,7 @@ from ..errors import TokendistError
 from ..graphs import biconnected_supergraph, orientation_sources_sinks, st_orientation
 from ..graphs._model import unsigned_view
 from ._diffusion_kernels import (COIN_BLOCK, RANDOM_FRACTION, SNAP, counter_uniform_nb, diffuse_stencil_step,
-                                 diffuse_step, reciprocal, rounded_stencil_step, rounded_step, stencil_edge_runs)
+                                 diffuse_step, reciprocal, rounded_stencil_step, rounded_step, affine_edge_runs)
 from ._diffusion_parallel import diffuse_step_parallel, rounded_step_parallel, run_parallel
 from ._diffusivity import MATRIX_SPECS, default_diffusivity, diagonal, diffusion_matrix, diffusivity
 
@@ -335,13 +335,13 @@ class _RoundedDiffusion(_DiffusionBase):
         self._heads = np.empty(h.m if pij and self._q else 0, dtype=np.uint8)
         # Offset stencil (tori, rings; serial kernel, regular path, not coin=fraction): the stencil
         # kernel, same results bit for bit. The random rounding walks the runs cut where the slots'
-        # edge ids stop being affine (stencil_edge_runs), so that it reads no csr_edges in them.
+        # edge ids stop being affine (affine_edge_runs), so that it reads no csr_edges in them.
         self._stencil_runs = None
         st = _usable_stencil(h) if self._q and self._threads == 1 and (pij or self.rounding != "random") \
             and not self._hop_extra.size else None
         if st is not None:
             if pij:
-                starts, ends, ebase = stencil_edge_runs(unsigned_view(h.csr_edges), self._degree, st)
+                starts, ends, ebase = affine_edge_runs(unsigned_view(h.csr_edges), self._degree, st)
             else:
                 starts, ends, ebase = st.starts, st.ends, np.zeros((1, self._degree), dtype=np.int64)
             self._stencil_runs = (starts, ends, st.lower, st.upper, ebase)

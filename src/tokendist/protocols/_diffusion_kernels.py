@@ -34,7 +34,7 @@ cast to uint64 (no negative-index wrap), the per-slot data are read at ``ds * i 
 the tuple lengths' sum (a constant stride: with the run-time ``D`` the oriented loop gathered and
 stayed at 15 ns instead of 3), the continuous ``moved`` is summed in a second loop per run (a
 float reduction blocks vectorisation), and the random rounding reads its HEAD bytes at affine
-edge ids (``stencil_edge_runs``) held in scalars, not via ``csr_edges`` (8 against 3.6-4).
+edge ids (``affine_edge_runs``) held in scalars, not via ``csr_edges`` (8 against 3.6-4).
 
 Tried for the random rounding and dropped (second pass of issue 3; every variant gave the same
 loads): HEAD flags as bits (the packing pass is 1.7x slower than the byte pass, the row loop no
@@ -56,7 +56,7 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["diffuse_step", "rounded_step", "diffuse_stencil_step", "rounded_stencil_step", "stencil_edge_runs", "counter_uniform_nb", "reciprocal", "head_threshold", "SNAP", "COIN_BLOCK"]
+__all__ = ["diffuse_step", "rounded_step", "diffuse_stencil_step", "rounded_stencil_step", "affine_edge_runs", "counter_uniform_nb", "reciprocal", "head_threshold", "SNAP", "COIN_BLOCK"]
 
 #: Loads whose products ``P_ij (load[i] - load[j])`` lie within SNAP (relative) of an integer count
 #: as that integer, so that a floating-point P such as 1/3 rounds as the exact rational would.
@@ -569,7 +569,7 @@ def _rounded_runs(indices, csr_edges, D, p, q, along, heads, loads, mode, starts
                   outflow):
     # The regular rounded path (_regular_rows) with the runs' rows on the offsets. Random (coin=pij):
     # slot k of row i reads the HEAD byte of its edge csr_edges[D i + k], which in the runs of
-    # stencil_edge_runs is ebase[r, k] + nu i: a fixed-stride read. (Reading csr_edges, then
+    # affine_edge_runs is ebase[r, k] + nu i: a fixed-stride read. (Reading csr_edges, then
     # gathering the HEAD byte, kept LLVM from vectorising the row loop: 8 against 2.7 ns per
     # edge-step on torus:1000x1000.) The run's ebase row is copied into scalars first: read as
     # eb[k] inside the loop, LLVM reloaded it after every store to out (it may alias) and did
@@ -655,7 +655,7 @@ def rounded_stencil_step(indices, csr_edges, p, q, along, heads, loads, mode, ke
     their neighbours at ``i + lower[k]`` then ``i + upper[k]`` (tuples; their per-slot data at
     slot ``degree * i + k``), every other node its CSR row, with the arithmetic of the regular
     path; the coin of edge e is ``counter_uniform(key, step, e)`` (HEAD bytes per edge, as
-    there). RANDOM needs the runs of :func:`stencil_edge_runs` (``starts``, ``ends``, ``ebase``);
+    there). RANDOM needs the runs of :func:`affine_edge_runs` (``starts``, ``ends``, ``ebase``);
     the other modes take the stencil's runs and ignore ``ebase`` (pass an int64 ``np.zeros((1, D))``).
     When ``narrow`` is False (the loads span 2**29 or more) the outputs are not valid:
     the caller redoes the step with :func:`rounded_step` on the general path (``q = 0``).
@@ -674,7 +674,7 @@ def rounded_stencil_step(indices, csr_edges, p, q, along, heads, loads, mode, ke
                          ebase, out, outflow)
 
 
-def stencil_edge_runs(csr_edges, degree: int, stencil):
+def affine_edge_runs(csr_edges, degree: int, stencil):
     """The stencil's runs cut where the edge ids of the slots stop being affine: ``(starts, ends, ebase)``.
 
     In each returned run ``[starts[r], ends[r])`` the edge of slot ``k`` of row ``i`` is

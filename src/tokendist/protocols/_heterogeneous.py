@@ -33,7 +33,7 @@ from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_stencil, fos_floor_step,
                                      fos_real_stencil, fos_real_step, node_alpha_sums, sos_iou_stencil, sos_iou_step,
-                                     sos_real_stencil, sos_real_step, stencil_edge_runs)
+                                     sos_real_stencil, sos_real_step, lower_edge_runs)
 from ._heterogeneous_parallel import (SOS_BLOCK, THREADS_PARAM, block_edge_starts, check_threads, fos_floor_step_par,
                                       fos_real_step_par, run_blocks, run_rows, sos_iou_step_par, sos_real_step_par,
                                       use_threads)
@@ -154,7 +154,7 @@ class HeterogeneousDiffusion(Protocol):
         Only with the numba kernel on one thread and scalar coefficients (a regular graph without
         capacities: ``COEF_SCALAR``) and when ``graph.stencil`` exists (a torus or ring). Returns
         ``(starts, ends, lower, upper)``, or with ``edges`` (the SOS kernels) the runs trimmed to
-        where the lower edge ids are the running counter plus constants (:func:`stencil_edge_runs`):
+        where the lower edge ids are the running counter plus constants (:func:`lower_edge_runs`):
         ``(starts, ends, lower, upper, edge_delta)``. Same results as the CSR kernels, bit for bit.
         """
         if mode != COEF_SCALAR or use_threads(self.name, self.options.get("threads", 1)):
@@ -165,7 +165,7 @@ class HeterogeneousDiffusion(Protocol):
             if st is not None:
                 val = (st.starts, st.ends, st.lower, st.upper)
                 if edges:
-                    starts, ends, edge_delta = stencil_edge_runs(st, graph.csr_edges, st.degree)
+                    starts, ends, edge_delta = lower_edge_runs(st, graph.csr_edges, st.degree)
                     val = (starts, ends, st.lower, st.upper, edge_delta) if starts.shape[0] else None
             self._stencil_graph, self._stencil_val = graph, val
         return self._stencil_val

@@ -39,7 +39,7 @@ point into one tuple, was 2-4x slower), every index is unsigned, and a float sum
 (real ``moved``) gets a loop of its own over the run (L1-resident, node order: the same bits),
 since LLVM vectorises no sequential float sum without fastmath. The SOS kernels compute the
 lower slots' edge ids as the running edge counter plus constant offsets (checked against
-``csr_edges`` for every row used: :func:`stencil_edge_runs`, which drops the first row of each
+``csr_edges`` for every row used: :func:`lower_edge_runs`, which drops the first row of each
 torus run, where they differ) and split a run into loops whose rows do not depend on each other
 (the upper edges' state first, then the nodes); see :func:`sos_real_stencil` and
 :func:`sos_iou_stencil`. Measured on torus:1000x1000 (docs/elsasser-monien-schamberger.md,
@@ -70,7 +70,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 __all__ = ["fos_real_step", "fos_floor_step", "sos_real_step", "sos_iou_step", "node_alpha_sums",
-           "fos_real_stencil", "fos_floor_stencil", "sos_real_stencil", "sos_iou_stencil", "stencil_edge_runs",
+           "fos_real_stencil", "fos_floor_stencil", "sos_real_stencil", "sos_iou_stencil", "lower_edge_runs",
            "COEF_SCALAR", "COEF_NODE", "COEF_EDGE"]
 
 #: Every index is cast to this before it indexes an array: numba wraps negative signed indices
@@ -546,7 +546,7 @@ def sos_real_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edg
     Rows between the runs are the CSR rows of :func:`_sos_real_pass`. In a run every row has
     ``U = len(upper)`` upper slots, so the running edge counter is ``e_s + U (i - s)`` at row ``i``
     and the lower slot ``k`` is the edge ``e_s + U (i - s) + edge_delta[k]`` (checked by
-    :func:`stencil_edge_runs` for every row it keeps): no ``csr_edges`` read. A run takes three
+    :func:`lower_edge_runs` for every row it keeps): no ``csr_edges`` read. A run takes three
     loops: (1) every row's upper flows, which are written to ``flow`` (reading the previous step's
     flows: no dependency between rows, it vectorises); (2) every row's new load and outflow from
     the flows of its lower and upper edges, in the CSR order (the upper ones read back: the same
@@ -923,8 +923,12 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
     return moved, short, units, exc_big, True
 
 
-def stencil_edge_runs(stencil, csr_edges, degree):
+def lower_edge_runs(stencil, csr_edges, degree):
     """The rows of ``stencil``'s runs whose lower edge ids the SOS stencil kernels can compute.
+
+    (Rounded diffusion's random coins need every slot's edge id and use the more general
+    :func:`tokendist.protocols._diffusion_kernels.affine_edge_runs`, one base per run and slot;
+    the SOS kernels keep a running counter for the upper slots and need one offset per lower slot.)
 
     Row ``i`` of a run has ``U = len(upper)`` upper slots, the edges ``e_i, e_i + 1, ...`` of the
     running counter (as in the CSR kernels), ``e_i = csr_edges[D i + len(lower)]``. Its lower
