@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from tokendist.experiments._bench import gather_floor_stencil_step, gather_floor_step
 from tokendist.graphs import Graph, make_graph
 from tokendist.graphs._model import unsigned_view
-from tokendist.graphs._stencil import find_stencil
+from tokendist.graphs._stencil import affine_edge_runs, find_stencil, lower_edge_runs
 
 
 def _row_matches(g, i, offsets):
@@ -86,3 +86,70 @@ def test_circulant_graphs_are_one_run(n, jumps):
     s = find_stencil(g, min_coverage=0.0)
     if s is not None:
         _check_runs(g, s, 0.0)
+
+
+# ---------------------------------------------------------------------- edge ids along the runs
+FORCED = ["torus:6x6", "torus:5x7", "torus:8x8", "torus:12x12", "torus:4x4x4", "ring:7", "ring:9", "ring:16"]
+
+
+def _forced(spec):
+    g = make_graph(spec)
+    s = find_stencil(g, min_coverage=0.0)
+    assert s is not None
+    return g, s
+
+
+@pytest.mark.parametrize("spec", FORCED)
+@pytest.mark.parametrize("view", [False, True])
+def test_affine_edge_runs_give_every_run_slot_its_edge(spec, view):
+    g, s = _forced(spec)
+    D, nu = s.degree, len(s.upper)
+    ce = g.csr_edges.reshape(g.n, D)
+    starts, ends, ebase = affine_edge_runs(s, unsigned_view(g.csr_edges) if view else g.csr_edges)
+    covered = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)])
+    assert np.array_equal(covered, np.concatenate([np.arange(a, b) for a, b in zip(s.starts, s.ends)]))
+    for r, (a, b) in enumerate(zip(starts, ends)):
+        i = np.arange(a, b)
+        assert np.array_equal(ce[a:b], ebase[r][None, :] + nu * i[:, None])
+
+
+@pytest.mark.parametrize("spec", FORCED + ["torus:1x5", "torus:2x6", "torus:3x9"])
+def test_lower_edge_runs_equal_csr_edges(spec):
+    g = make_graph(spec)
+    s = find_stencil(g, min_coverage=0.0)
+    if s is None:
+        return
+    starts, ends, delta = lower_edge_runs(s, g.csr_edges)
+    nl, nu = len(s.lower), len(s.upper)
+    ce = [int(v) for v in g.csr_edges]
+    # The running counter of the CSR kernels: the number of edges (u, v) with u < i.
+    counter = [sum(1 for u in g.u.tolist() if u < i) for i in range(g.n)]
+    assert np.all(starts[1:] > ends[:-1])  # disjoint, touching stretches joined
+    for r in range(starts.shape[0]):
+        # Every kept row lies inside one of the stencil's runs ...
+        assert np.any((s.starts <= starts[r]) & (ends[r] <= s.ends))
+        for i in range(int(starts[r]), int(ends[r])):
+            # ... its upper slots are the counter's next edges, its lower slot k the edge counter + delta[k].
+            assert counter[i] == counter[int(starts[r])] + nu * (i - int(starts[r]))
+            assert [ce[s.degree * i + nl + k] for k in range(nu)] == [counter[i] + k for k in range(nu)]
+            assert [ce[s.degree * i + k] for k in range(nl)] == [counter[i] + d for d in delta]
+    # And no row of the stencil's runs with that delta is left out.
+    kept = np.zeros(g.n, bool)
+    for a, b in zip(starts, ends):
+        kept[a:b] = True
+    for a, b in zip(s.starts, s.ends):
+        for i in range(int(a), int(b)):
+            fits = [ce[s.degree * i + k] for k in range(nl)] == [counter[i] + d for d in delta]
+            assert kept[i] == fits
+
+
+def test_lower_edge_runs_cut_the_first_row_of_torus_runs():
+    # torus:6x6: the edge (12, 13) is 30, (13, 14) is 33 (node 12, a seam node, has three upper
+    # slots), so row 13's lower edges are counter + (-11, -3) and row 14's counter + (-11, -2).
+    # The first run's rows i - 6 are the seam row: their edges have other offsets again.
+    g, s = _forced("torus:6x6")
+    starts, ends, delta = lower_edge_runs(s, g.csr_edges)
+    assert s.starts.tolist() == [7, 13, 19, 25] and s.ends.tolist() == [11, 17, 23, 29]
+    assert starts.tolist() == [14, 20, 26] and ends.tolist() == [17, 23, 29] and delta == (-11, -2)
+    assert int(g.csr_edges[4 * 13 + 1]) == 30 and int(g.csr_edges[4 * 14 + 1]) == 33
+

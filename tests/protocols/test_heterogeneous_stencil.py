@@ -15,10 +15,10 @@ from hypothesis import given, settings, strategies as st
 
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
-from tokendist.graphs._stencil import find_stencil
+from tokendist.graphs._stencil import find_stencil, lower_edge_runs
 from tokendist.protocols._heterogeneous_kernels import (fos_floor_stencil, fos_floor_step, fos_real_stencil,
                                                         fos_real_step, sos_iou_stencil, sos_iou_step,
-                                                        sos_real_stencil, sos_real_step, lower_edge_runs)
+                                                        sos_real_stencil, sos_real_step)
 
 # Two offset shapes, (2, 2) and (1, 1): each further shape compiles the four kernels again
 # (about 8 s with a cold numba cache).
@@ -65,7 +65,7 @@ def test_eq4_sos_stencil_kernel_equals_csr_kernel(spec, seed, speeds, first):
     g, s = _forced(spec)
     n, m, rng = g.n, g.m, np.random.default_rng(seed)
     a0 = 1.0 / (2.0 * s.degree)
-    starts, ends, delta = lower_edge_runs(s, g.csr_edges, s.degree)
+    starts, ends, delta = lower_edge_runs(s, g.csr_edges)
     w = rng.random(n) * 1000.0
     x = w / rng.uniform(0.5, 3.0, n) if speeds else w
     beta = float(rng.uniform(1.0, 1.99))
@@ -86,7 +86,7 @@ def test_theorem1_sos_iou_stencil_kernel_equals_csr_kernel(spec, seed, speeds, f
     g, s = _forced(spec)
     n, m, rng = g.n, g.m, np.random.default_rng(seed)
     a0 = 1.0 / (2.0 * s.degree)
-    starts, ends, delta = lower_edge_runs(s, g.csr_edges, s.degree)
+    starts, ends, delta = lower_edge_runs(s, g.csr_edges)
     w = rng.integers(0, 8, n)
     x = w / rng.uniform(0.5, 3.0, n) if speeds else w
     beta = float(rng.uniform(1.0, 1.99))
@@ -105,38 +105,6 @@ def test_theorem1_sos_iou_stencil_kernel_equals_csr_kernel(spec, seed, speeds, f
     (r1, *a1), (r2, *a2) = results
     assert r1 == r2
     assert _same(a1, a2)
-
-
-@pytest.mark.parametrize("spec", SPECS + ["torus:1x5", "torus:2x6", "torus:3x9"])
-def test_lower_edge_runs_equal_csr_edges(spec):
-    g = make_graph(spec)
-    s = find_stencil(g, min_coverage=0.0)
-    if s is None:
-        return
-    starts, ends, delta = lower_edge_runs(s, g.csr_edges, s.degree)
-    nl, nu = len(s.lower), len(s.upper)
-    ce = [int(v) for v in g.csr_edges]
-    # The running counter of the CSR kernels: the number of edges (u, v) with u < i.
-    counter = [sum(1 for u in g.u.tolist() if u < i) for i in range(g.n)]
-    for r in range(starts.shape[0]):
-        # Every kept row lies inside one of the stencil's runs ...
-        assert np.any((s.starts <= starts[r]) & (ends[r] <= s.ends))
-        for i in range(int(starts[r]), int(ends[r])):
-            # ... its upper slots are the counter's next edges, its lower slot k the edge counter + delta[k].
-            assert counter[i] == counter[int(starts[r])] + nu * (i - int(starts[r]))
-            assert [ce[s.degree * i + nl + k] for k in range(nu)] == [counter[i] + k for k in range(nu)]
-            assert [ce[s.degree * i + k] for k in range(nl)] == [counter[i] + d for d in delta]
-
-
-def test_lower_edge_runs_cut_the_first_row_of_torus_runs():
-    # torus:6x6: the edge (12, 13) is 30, (13, 14) is 33 (node 12, a seam node, has three upper
-    # slots), so row 13's lower edges are counter + (-11, -3) and row 14's counter + (-11, -2).
-    # The first run's rows i - 6 are the seam row: their edges have other offsets again.
-    g, s = _forced("torus:6x6")
-    starts, ends, delta = lower_edge_runs(s, g.csr_edges, s.degree)
-    assert s.starts.tolist() == [7, 13, 19, 25] and s.ends.tolist() == [11, 17, 23, 29]
-    assert starts.tolist() == [14, 20, 26] and ends.tolist() == [17, 23, 29] and delta == (-11, -2)
-    assert int(g.csr_edges[4 * 13 + 1]) == 30 and int(g.csr_edges[4 * 14 + 1]) == 33
 
 
 def _no_stencil(g):
@@ -179,7 +147,7 @@ def test_theorem1_sos_iou_stencil_largest_iou_ignores_nan_as_csr_kernel(spec):
     # patterns; a NaN (an infinite o) sends it back to the float comparisons, which never pick one.
     g, s = _forced(spec)
     n, m, rng = g.n, g.m, np.random.default_rng(3)
-    starts, ends, delta = lower_edge_runs(s, g.csr_edges, s.degree)
+    starts, ends, delta = lower_edge_runs(s, g.csr_edges)
     w = rng.integers(10**6, 2 * 10**6, n)
     iou = rng.normal(0.0, 0.4, m)
     row = int(starts[-1])

@@ -13,6 +13,10 @@ offsets are sorted, a node in a run visits its neighbours in exactly its CSR ord
 that walks the runs with offsets and every other node with its CSR row does the same arithmetic
 in the same order as the pure-CSR kernel: same results, bit for bit. Nodes outside the runs (the
 seams) keep their CSR rows.
+
+Kernels with per-edge data also need the edge id of each slot. :func:`affine_edge_runs` cuts the
+runs where those ids stop being ``base + U i`` (``U`` upper offsets), and :func:`lower_edge_runs`
+keeps the rows whose lower slots sit at one constant distance from the row's first upper edge.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-__all__ = ["Stencil", "find_stencil"]
+__all__ = ["Stencil", "find_stencil", "affine_edge_runs", "lower_edge_runs"]
 
 #: Largest degree a stencil is looked for at: the offsets become a tuple, whose length numba
 #: compiles into every kernel (one compiled kernel per degree).
@@ -145,3 +149,80 @@ def find_stencil(graph, min_coverage: float = MIN_COVERAGE) -> Stencil | None:
     lower = tuple(int(o) for o in pattern if o < 0)
     upper = tuple(int(o) for o in pattern if o > 0)
     return Stencil(starts=starts, ends=ends, lower=lower, upper=upper, covered=covered)
+
+
+def affine_edge_runs(stencil: Stencil, csr_edges):
+    """The stencil's runs cut where the edge ids of the slots stop being affine: ``(starts, ends, ebase)``.
+
+    In each returned run ``[starts[r], ends[r])`` the edge of slot ``k`` of row ``i`` is
+    ``csr_edges[D * i + k] == ebase[r, k] + U * i`` (``D = stencil.degree``, ``U =
+    len(stencil.upper)``): edges are sorted by ``(u, v)``, so a row's upper slots are consecutive
+    edges, and a lower slot's edge is an upper slot of ``i + lower[k]``, affine while that node
+    stays in one run. The cuts are found from ``csr_edges`` itself, so the identity holds by
+    construction. O(n D) numpy, once per graph.
+
+    Examples
+    --------
+    >>> from tokendist.graphs import make_graph
+    >>> g = make_graph("torus:6x6")
+    >>> s = find_stencil(g, min_coverage=0.0)  # forced: so small a torus has none by default
+    >>> starts, ends, ebase = affine_edge_runs(s, g.csr_edges)
+    >>> bool(all((g.csr_edges.reshape(-1, 4)[i] == ebase[r] + 2 * i).all()
+    ...          for r in range(len(starts)) for i in range(starts[r], ends[r])))
+    True
+    """
+    D = stencil.degree
+    nu = len(stencil.upper)
+    lengths = stencil.ends - stencil.starts
+    if lengths.sum() == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, D), np.int64)
+    # The nodes of all runs, ascending (a ramp per run without a Python loop over runs).
+    first = np.repeat(stencil.starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    nodes = first + np.arange(lengths.sum(), dtype=np.int64)
+    b = np.asarray(csr_edges).reshape(-1, D)[nodes].astype(np.int64) - nu * nodes[:, None]
+    cut = np.ones(nodes.size, dtype=bool)
+    cut[1:] = (np.diff(nodes) != 1) | np.any(b[1:] != b[:-1], axis=1)
+    at = np.flatnonzero(cut)
+    starts = nodes[at]
+    ends = np.append(nodes[at[1:] - 1] + 1, nodes[-1] + 1)
+    return starts, ends, np.ascontiguousarray(b[at])
+
+
+def lower_edge_runs(stencil: Stencil, csr_edges):
+    """The rows whose lower edge ids are the row's first upper edge plus one ``delta``: ``(starts, ends, delta)``.
+
+    Row ``i`` of a run has ``U = len(upper)`` upper slots, the edges ``e_i, e_i + 1, ...`` (the
+    running counter of the CSR kernels). Its lower slot ``k`` is the edge ``(i + lower[k], i)``,
+    whose id is ``e_i + delta[k]`` with one ``delta`` for all rows only where the rows
+    ``i + lower[k]`` have ``U`` upper slots too. Not so on the first row of a torus run: its left
+    neighbour is a seam node with three upper slots (torus:6x6: the edge (12, 13) is 30, (13, 14)
+    is 33, so row 13 has ``delta = (-11, -3)``, row 14 ``(-11, -2)``); nor on the first run, whose
+    neighbours ``i - W`` are the seam row. So ``delta`` is the pattern of the most rows among the
+    runs of :func:`affine_edge_runs` (in which every row has its run's pattern), and the result
+    is those runs that have it, touching ones joined; the rows left out keep their CSR rows (the
+    same results either way). On ``torus:W x H`` this drops the first row of each run and all of
+    the first run but its last row. The SOS kernels use it: they keep the running counter, so
+    they need one offset per lower slot, not a base per slot and run.
+
+    Returns int64 arrays and a tuple of ``len(lower)`` ints (a tuple: a compile-time constant
+    length, unrolled loops, as ``lower`` and ``upper``).
+
+    Examples
+    --------
+    >>> from tokendist.graphs import make_graph
+    >>> g = make_graph("torus:6x6")
+    >>> lower_edge_runs(find_stencil(g, min_coverage=0.0), g.csr_edges)
+    (array([14, 20, 26]), array([17, 23, 29]), (-11, -2))
+    """
+    nl = len(stencil.lower)
+    starts, ends, ebase = affine_edge_runs(stencil, csr_edges)
+    if starts.shape[0] == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), ()
+    patterns, which = np.unique(ebase[:, :nl] - ebase[:, nl:nl + 1], axis=0, return_inverse=True)
+    which = which.ravel()
+    best = int(np.bincount(which, weights=ends - starts).argmax())
+    keep = which == best
+    starts, ends = starts[keep], ends[keep]
+    joined = starts[1:] == ends[:-1]
+    return (starts[np.concatenate(([True], ~joined))], ends[np.concatenate((~joined, [True]))],
+            tuple(int(v) for v in patterns[best]))

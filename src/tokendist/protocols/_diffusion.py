@@ -35,8 +35,9 @@ from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ..graphs import biconnected_supergraph, orientation_sources_sinks, st_orientation
 from ..graphs._model import unsigned_view
+from ..graphs._stencil import affine_edge_runs
 from ._diffusion_kernels import (COIN_BLOCK, RANDOM_FRACTION, SNAP, counter_uniform_nb, diffuse_stencil_step,
-                                 diffuse_step, reciprocal, rounded_stencil_step, rounded_step, affine_edge_runs)
+                                 diffuse_step, reciprocal, rounded_stencil_step, rounded_step)
 from ._diffusion_parallel import diffuse_step_parallel, rounded_step_parallel, run_parallel
 from ._diffusivity import MATRIX_SPECS, default_diffusivity, diagonal, diffusion_matrix, diffusivity
 
@@ -341,7 +342,7 @@ class _RoundedDiffusion(_DiffusionBase):
             and not self._hop_extra.size else None
         if st is not None:
             if pij:
-                starts, ends, ebase = affine_edge_runs(unsigned_view(h.csr_edges), self._degree, st)
+                starts, ends, ebase = affine_edge_runs(st, h.csr_edges)
             else:
                 starts, ends, ebase = st.starts, st.ends, np.zeros((1, self._degree), dtype=np.int64)
             self._stencil_runs = (starts, ends, st.lower, st.upper, ebase)

@@ -34,7 +34,8 @@ cast to uint64 (no negative-index wrap), the per-slot data are read at ``ds * i 
 the tuple lengths' sum (a constant stride: with the run-time ``D`` the oriented loop gathered and
 stayed at 15 ns instead of 3), the continuous ``moved`` is summed in a second loop per run (a
 float reduction blocks vectorisation), and the random rounding reads its HEAD bytes at affine
-edge ids (``affine_edge_runs``) held in scalars, not via ``csr_edges`` (8 against 3.6-4).
+edge ids (:func:`tokendist.graphs._stencil.affine_edge_runs`) held in scalars, not via
+``csr_edges`` (8 against 3.6-4).
 
 Tried for the random rounding and dropped (second pass of issue 3; every variant gave the same
 loads): HEAD flags as bits (the packing pass is 1.7x slower than the byte pass, the row loop no
@@ -56,7 +57,7 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["diffuse_step", "rounded_step", "diffuse_stencil_step", "rounded_stencil_step", "affine_edge_runs", "counter_uniform_nb", "reciprocal", "head_threshold", "SNAP", "COIN_BLOCK"]
+__all__ = ["diffuse_step", "rounded_step", "diffuse_stencil_step", "rounded_stencil_step", "counter_uniform_nb", "reciprocal", "head_threshold", "SNAP", "COIN_BLOCK"]
 
 #: Loads whose products ``P_ij (load[i] - load[j])`` lie within SNAP (relative) of an integer count
 #: as that integer, so that a floating-point P such as 1/3 rounds as the exact rational would.
@@ -655,8 +656,8 @@ def rounded_stencil_step(indices, csr_edges, p, q, along, heads, loads, mode, ke
     their neighbours at ``i + lower[k]`` then ``i + upper[k]`` (tuples; their per-slot data at
     slot ``degree * i + k``), every other node its CSR row, with the arithmetic of the regular
     path; the coin of edge e is ``counter_uniform(key, step, e)`` (HEAD bytes per edge, as
-    there). RANDOM needs the runs of :func:`affine_edge_runs` (``starts``, ``ends``, ``ebase``);
-    the other modes take the stencil's runs and ignore ``ebase`` (pass an int64 ``np.zeros((1, D))``).
+    there). RANDOM needs the runs of :func:`tokendist.graphs._stencil.affine_edge_runs`
+    (``starts``, ``ends``, ``ebase``); the other modes take the stencil's runs and ignore ``ebase`` (pass an int64 ``np.zeros((1, D))``).
     When ``narrow`` is False (the loads span 2**29 or more) the outputs are not valid:
     the caller redoes the step with :func:`rounded_step` on the general path (``q = 0``).
     """
@@ -672,30 +673,3 @@ def rounded_stencil_step(indices, csr_edges, p, q, along, heads, loads, mode, ke
                              ebase, out, outflow)
     return _rounded_runs(indices, csr_edges, degree, p, q, along, heads, loads, ORIENTED, starts, ends, lower, upper,
                          ebase, out, outflow)
-
-
-def affine_edge_runs(csr_edges, degree: int, stencil):
-    """The stencil's runs cut where the edge ids of the slots stop being affine: ``(starts, ends, ebase)``.
-
-    In each returned run ``[starts[r], ends[r])`` the edge of slot ``k`` of row ``i`` is
-    ``csr_edges[degree * i + k] == ebase[r, k] + nu * i`` (``nu = len(stencil.upper)``): on a
-    run of the stencil the upper slots are consecutive edges (edges are sorted by (u, v)) and a
-    lower slot's edge is an upper slot of ``i + lower[k]``, affine while that node stays in one
-    run. The cuts are found from ``csr_edges`` itself, so the identity holds by construction.
-    O(n D) numpy, once per graph (random rounding only).
-    """
-    D = degree
-    nu = len(stencil.upper)
-    lengths = stencil.ends - stencil.starts
-    if lengths.sum() == 0:
-        return stencil.starts.copy(), stencil.ends.copy(), np.zeros((1, D), dtype=np.int64)
-    # The nodes of all runs, ascending (a ramp per run without a Python loop over runs).
-    first = np.repeat(stencil.starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    nodes = first + np.arange(lengths.sum(), dtype=np.int64)
-    b = np.asarray(csr_edges).reshape(-1, D)[nodes].astype(np.int64) - nu * nodes[:, None]
-    cut = np.ones(nodes.size, dtype=bool)
-    cut[1:] = (np.diff(nodes) != 1) | np.any(b[1:] != b[:-1], axis=1)
-    at = np.flatnonzero(cut)
-    starts = nodes[at]
-    ends = np.append(nodes[at[1:] - 1] + 1, nodes[-1] + 1)
-    return starts, ends, np.ascontiguousarray(b[at])

@@ -31,9 +31,10 @@ import numpy as np
 
 from ..engine import Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
+from ..graphs._stencil import lower_edge_runs
 from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_stencil, fos_floor_step,
                                      fos_real_stencil, fos_real_step, node_alpha_sums, sos_iou_stencil, sos_iou_step,
-                                     sos_real_stencil, sos_real_step, lower_edge_runs)
+                                     sos_real_stencil, sos_real_step)
 from ._heterogeneous_parallel import (SOS_BLOCK, THREADS_PARAM, block_edge_starts, check_threads, fos_floor_step_par,
                                       fos_real_step_par, run_blocks, run_rows, sos_iou_step_par, sos_real_step_par,
                                       use_threads)
@@ -154,8 +155,9 @@ class HeterogeneousDiffusion(Protocol):
         Only with the numba kernel on one thread and scalar coefficients (a regular graph without
         capacities: ``COEF_SCALAR``) and when ``graph.stencil`` exists (a torus or ring). Returns
         ``(starts, ends, lower, upper)``, or with ``edges`` (the SOS kernels) the runs trimmed to
-        where the lower edge ids are the running counter plus constants (:func:`lower_edge_runs`):
-        ``(starts, ends, lower, upper, edge_delta)``. Same results as the CSR kernels, bit for bit.
+        where the lower edge ids are the running counter plus constants
+        (:func:`~tokendist.graphs._stencil.lower_edge_runs`): ``(starts, ends, lower, upper,
+        edge_delta)``. Same results as the CSR kernels, bit for bit.
         """
         if mode != COEF_SCALAR or use_threads(self.name, self.options.get("threads", 1)):
             return None
@@ -165,7 +167,7 @@ class HeterogeneousDiffusion(Protocol):
             if st is not None:
                 val = (st.starts, st.ends, st.lower, st.upper)
                 if edges:
-                    starts, ends, edge_delta = lower_edge_runs(st, graph.csr_edges, st.degree)
+                    starts, ends, edge_delta = lower_edge_runs(st, graph.csr_edges)
                     val = (starts, ends, st.lower, st.upper, edge_delta) if starts.shape[0] else None
             self._stencil_graph, self._stencil_val = graph, val
         return self._stencil_val

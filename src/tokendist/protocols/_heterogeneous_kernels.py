@@ -39,8 +39,8 @@ point into one tuple, was 2-4x slower), every index is unsigned, and a float sum
 (real ``moved``) gets a loop of its own over the run (L1-resident, node order: the same bits),
 since LLVM vectorises no sequential float sum without fastmath. The SOS kernels compute the
 lower slots' edge ids as the running edge counter plus constant offsets (checked against
-``csr_edges`` for every row used: :func:`lower_edge_runs`, which drops the first row of each
-torus run, where they differ) and split a run into loops whose rows do not depend on each other
+``csr_edges`` for every row used: :func:`tokendist.graphs._stencil.lower_edge_runs`, which drops
+the first row of each torus run, where they differ) and split a run into loops whose rows do not depend on each other
 (the upper edges' state first, then the nodes); see :func:`sos_real_stencil` and
 :func:`sos_iou_stencil`. Measured on torus:1000x1000 (docs/elsasser-monien-schamberger.md,
 "Offset stencils"): fos 4.6-6.9 -> 1.8, fos-floor 4.8-6.6 -> 1.3-1.5, sos 6.2-7.7 -> 3.3-3.6,
@@ -70,7 +70,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 __all__ = ["fos_real_step", "fos_floor_step", "sos_real_step", "sos_iou_step", "node_alpha_sums",
-           "fos_real_stencil", "fos_floor_stencil", "sos_real_stencil", "sos_iou_stencil", "lower_edge_runs",
+           "fos_real_stencil", "fos_floor_stencil", "sos_real_stencil", "sos_iou_stencil",
            "COEF_SCALAR", "COEF_NODE", "COEF_EDGE"]
 
 #: Every index is cast to this before it indexes an array: numba wraps negative signed indices
@@ -546,7 +546,7 @@ def sos_real_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edg
     Rows between the runs are the CSR rows of :func:`_sos_real_pass`. In a run every row has
     ``U = len(upper)`` upper slots, so the running edge counter is ``e_s + U (i - s)`` at row ``i``
     and the lower slot ``k`` is the edge ``e_s + U (i - s) + edge_delta[k]`` (checked by
-    :func:`lower_edge_runs` for every row it keeps): no ``csr_edges`` read. A run takes three
+    :func:`~tokendist.graphs._stencil.lower_edge_runs` for every row it keeps): no ``csr_edges`` read. A run takes three
     loops: (1) every row's upper flows, which are written to ``flow`` (reading the previous step's
     flows: no dependency between rows, it vectorises); (2) every row's new load and outflow from
     the flows of its lower and upper edges, in the CSR order (the upper ones read back: the same
@@ -921,47 +921,3 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
     if not any_exc:
         return moved, short, 0.0, biggest, False
     return moved, short, units, exc_big, True
-
-
-def lower_edge_runs(stencil, csr_edges, degree):
-    """The rows of ``stencil``'s runs whose lower edge ids the SOS stencil kernels can compute.
-
-    (Rounded diffusion's random coins need every slot's edge id and use the more general
-    :func:`tokendist.protocols._diffusion_kernels.affine_edge_runs`, one base per run and slot;
-    the SOS kernels keep a running counter for the upper slots and need one offset per lower slot.)
-
-    Row ``i`` of a run has ``U = len(upper)`` upper slots, the edges ``e_i, e_i + 1, ...`` of the
-    running counter (as in the CSR kernels), ``e_i = csr_edges[D i + len(lower)]``. Its lower
-    slot ``k`` is the edge ``(i + lower[k], i)``, whose id is ``e_i + delta[k]`` with one
-    ``delta`` for all rows only where the rows ``i + lower[k]`` have ``U`` upper slots too. Not so
-    on the first row of a torus run: its left neighbour is a seam node with three upper slots
-    (torus:6x6: the edge (12, 13) is 30, (13, 14) is 33, so row 13 has ``delta = (-11, -3)``,
-    row 14 ``(-11, -2)``); nor on the first run, whose neighbours ``i - W`` are the seam row.
-    So ``delta`` is the most common pattern of the rows, checked against ``csr_edges`` for every
-    row, and the runs are cut to the maximal stretches of rows that have it; the rows cut off are
-    left to the CSR rows (the same results either way). On ``torus:W x H`` this drops the first
-    row of each run and all of the first run but its last row.
-
-    Returns ``(starts, ends, delta)``: int64 arrays and a tuple of ``len(lower)`` ints (a tuple:
-    a compile-time constant length, unrolled loops, as ``lower`` and ``upper``).
-    """
-    nl = len(stencil.lower)
-    n = np.asarray(csr_edges).shape[0] // degree
-    starts, ends = stencil.starts, stencil.ends
-    lengths = ends - starts
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), ())
-    if starts.shape[0] == 0:
-        return empty
-    rows = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
-    ids = np.asarray(csr_edges).reshape(n, degree)[rows].astype(np.int64)
-    d = ids[:, :nl] - ids[:, nl:nl + 1]
-    patterns, counts = np.unique(d, axis=0, return_counts=True)
-    delta = patterns[counts.argmax()]
-    mask = np.zeros(n + 2, np.int8)  # a sentinel each side: stretches never touch the ends
-    mask[rows + 1] = np.all(d == delta, axis=1)
-    edges = np.diff(mask)
-    new_starts = np.flatnonzero(edges == 1)
-    new_ends = np.flatnonzero(edges == -1)
-    if new_starts.shape[0] == 0:
-        return empty
-    return new_starts.astype(np.int64), new_ends.astype(np.int64), tuple(int(v) for v in delta)
