@@ -109,8 +109,10 @@ def offline_feasible(graph, loads, T: int, *, slack: int = 0, model: str = "mult
     loads = np.asarray(loads, dtype=np.int64)
     N = int(loads.sum())
     cap = -(-N // graph.n) + int(slack)
+    if int(loads.max(initial=0)) <= cap:
+        return True  # nobody needs to move (in any T: a node may keep its tokens)
     if T == 0 or graph.m == 0:
-        return bool(loads.max(initial=0) <= cap)
+        return False
     H = _time_expanded(graph, loads, int(T), cap, model)
     return int(maximum_flow(H, 0, 1).flow_value) == N
 
@@ -163,7 +165,10 @@ def offline_optimum(graph, loads, *, slack: int = 0, model: str = "multi-port",
         raise TokendistError("offline: loads must be non-negative")
     N = int(loads.sum())
     cap = -(-N // graph.n) + int(slack)
-    if loads.max(initial=0) > cap and not graph.is_connected:
+    if int(loads.max(initial=0)) <= cap:
+        # Balanced already (and ``cap`` may exceed int64 when the slack is huge: no array arithmetic).
+        return OfflineResult(0, slack, model, model == "multi-port", cap, N, 0)
+    if not graph.is_connected:
         raise TokendistError("offline: the graph must be connected")
     checks = 0
     lo = _lower_bound(graph, loads, cap, model)  # infeasible below lo (lo itself may be feasible)

@@ -121,6 +121,8 @@ def make_speeds(spec, graph, seed=None) -> np.ndarray:
             lo, hi = parse_range(spec, arg, float)
         except TokendistError as exc:
             raise TokendistError(f"bad speeds {spec!r}: expected uniform:A..B with numbers A <= B") from exc
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise TokendistError(f"bad speeds {spec!r}: A and B must be finite")
         if lo <= 0:
             raise TokendistError(f"bad speeds {spec!r}: speeds must be positive")
         return stream(seed, "speeds").uniform(lo, hi, size=graph.n)

@@ -145,6 +145,11 @@ class Graph:
                 raise TokendistError(f"expected {self.n} speeds, got {self.speeds.shape[0]}")
             if not np.all(np.isfinite(self.speeds)) or self.speeds.min() <= 0:
                 raise TokendistError("node speeds must be finite and positive")
+            with np.errstate(over="ignore"):
+                total = self.speeds.sum()
+            if not np.isfinite(total):
+                # The ideal loads are W s_i / sum(s): an infinite sum makes every one of them 0.
+                raise TokendistError(f"node speeds sum to {total}: beyond float64 (scale them down)")
         if self.capacities is not None:
             if self.capacities.shape != (self.m,):
                 raise TokendistError(f"expected {self.m} edge capacities, got {self.capacities.shape[0]}")
