@@ -1,16 +1,19 @@
 """The commands with one option fuzzed at a time: a result or one error line, exit code 2, never a traceback.
 
-``run``, ``compare``, ``offline`` and ``bounds``. Each example keeps every other option valid, so
+``run``, ``compare``, ``offline``, ``bounds``, ``tree worst-case`` and ``tree orderings``. Each example keeps every other option valid, so
 that the fuzzed value is what the command has to judge (a command with several bad options stops
 at the first and tests nothing else). Values mix numbers at the edges of float64 (inf, nan, 1e308,
 subnormals, integers beyond int64), ranges of them, and short arbitrary text. This found
 ``--speeds uniform:1..inf`` (numpy's OverflowError), ``uniform:1e308..1e308`` (speeds summing to
-inf: a ZeroDivisionError) and ``offline --slack 10**20`` / ``compare --offline 10**20`` (an int64
-overflow), all now handled.
+inf: a ZeroDivisionError), ``offline --slack 10**20`` / ``compare --offline 10**20`` and
+``tree worst-case --base 10**20`` (int64 overflows) and ``bounds --speeds uniform:1e-320..1e-320``
+(subnormal speeds: 1 / s overflows, numpy's LinAlgError), all now one-line errors or results.
 """
 
 import contextlib
 import io
+import os
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -63,14 +66,14 @@ def _argv(draw, option):
     return ["run", "--json"] + [x for kv in argv.items() for x in kv]
 
 
-def _one_line_or_result(argv):
+def _one_line_or_result(argv, json_out=True):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
     assert code in (0, 2), (argv, code, err.getvalue())
     if code == 2:
         assert err.getvalue().startswith("error: ") and err.getvalue().count("\n") == 1, (argv, err.getvalue())
-    else:
+    elif json_out:
         assert out.getvalue().lstrip().startswith("{"), argv
 
 
@@ -84,9 +87,13 @@ def test_run_option_fuzz(option):
     check()
 
 
-@pytest.mark.parametrize("spec", ["uniform:1..inf", "uniform:nan..2", "uniform:1e308..1e308", "uniform:-inf..1"])
-def test_speeds_beyond_float64_are_one_line_errors(spec):
-    _one_line_or_result(["run", "--graph", "ring:4", "--algo", "fos", "--init", "point:10", "--speeds", spec, "--json"])
+@pytest.mark.parametrize("spec", ["uniform:1..inf", "uniform:nan..2", "uniform:1e308..1e308", "uniform:-inf..1",
+                                  "uniform:1e-320..1e-320"])
+def test_speeds_beyond_float64_are_one_line_errors(spec, capsys):
+    for command in ("run", "bounds"):
+        argv = [command, "--graph", "ring:4", "--algo", "sos", "--init", "point:10", "--speeds", spec, "--json"]
+        assert main(argv) == 2
+        assert capsys.readouterr().err.count("\n") == 1
 
 
 COMPARE = ["compare", "--graph", "ring:6", "--init", "random:0..9", "--max-steps", "20", "--no-files", "--json",
@@ -108,8 +115,14 @@ OFFLINE_OPTIONS = {"--slack": VALUES, "--max-steps": VALUES, "--model": st.sampl
 BOUNDS = ["bounds", "--graph", "ring:6", "--init", "point:12", "--json", "--max-steps", "20"]
 BOUNDS_OPTIONS = {"--algo": st.sampled_from(ALGOS + ["x"]), "--until-discrepancy": VALUES,
                   "--speeds": RANGES.map("uniform:".__add__)}
+WORST_CASE = ["tree", "worst-case", "kary:2,3", "--json", "--save-loads",
+              os.path.join(tempfile.gettempdir(), "tokendist-fuzz-worst-case.txt")]
+WORST_CASE_OPTIONS = {"--base": VALUES, "--node": VALUES, "--colour-start": VALUES, "--colouring": VALUES}
+ORDERINGS = ["tree", "orderings", "kary:2,3", "--json"]
+ORDERINGS_OPTIONS = {"--from": VALUES, "--colouring": VALUES, "--seed": VALUES}
 OTHERS = {"compare": (COMPARE, COMPARE_OPTIONS), "offline": (OFFLINE, OFFLINE_OPTIONS),
-          "bounds": (BOUNDS + ["--algo", "sos"], BOUNDS_OPTIONS)}
+          "bounds": (BOUNDS + ["--algo", "sos"], BOUNDS_OPTIONS), "tree-worst-case": (WORST_CASE, WORST_CASE_OPTIONS),
+          "tree-orderings": (ORDERINGS, ORDERINGS_OPTIONS)}
 
 
 def _with(base, option, value):
@@ -128,7 +141,7 @@ def test_other_commands_option_fuzz(command, option):
     @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(strategies[option])
     def check(value):
-        _one_line_or_result(_with(base, option, value))
+        _one_line_or_result(_with(base, option, value), json_out=command != "tree-worst-case")
 
     check()
 

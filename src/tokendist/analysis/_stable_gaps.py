@@ -240,8 +240,11 @@ def theorem12_distribution(tree, colours=None, c: int = 0, node: int = 0, chi: i
     if not 0 <= node < tree.n:
         raise TokendistError(f"node {node} does not exist (n={tree.n})")
     pos = gap_positions(tree, colours, c, node, chi)
-    st = stability(tree)
-    return st[pos].astype(np.int64) + int(base)
+    loads = stability(tree)[pos].astype(np.int64)
+    # Loads are int64, and so is their total wherever a run sums them.
+    if int(base) < 0 or int(loads.sum()) + int(base) * tree.n > np.iinfo(np.int64).max:
+        raise TokendistError(f"base {base}: must be >= 0, and the total load must fit in int64")
+    return loads + int(base)
 
 
 # ---------------------------------------------------------------------------- CONSTRUCT SUBGRAPH (Sec. 4.4)

@@ -145,6 +145,10 @@ class Graph:
                 raise TokendistError(f"expected {self.n} speeds, got {self.speeds.shape[0]}")
             if not np.all(np.isfinite(self.speeds)) or self.speeds.min() <= 0:
                 raise TokendistError("node speeds must be finite and positive")
+            if self.speeds.min() < np.finfo(np.float64).tiny:
+                # 1 / s overflows for subnormal s (the protocols divide by the speeds).
+                raise TokendistError(f"node speed {self.speeds.min():g} is below {np.finfo(np.float64).tiny:g}: "
+                                     "scale the speeds up")
             with np.errstate(over="ignore"):
                 total = self.speeds.sum()
             if not np.isfinite(total):
