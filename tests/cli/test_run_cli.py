@@ -1,5 +1,6 @@
 """The run, compare, algos, bench and reproduce commands: output shape and clean errors."""
 
+import argparse
 import json
 
 import numpy as np
@@ -131,6 +132,27 @@ def test_bench_reports_ratio_against_naive(capsys):
     assert 0 < row["best_ns_per_edge_step"] <= row["ns_per_edge_step"]
     assert row["floor_ns_per_edge_step"] > 0
     assert row["ratio_vs_floor"] == pytest.approx(row["ns_per_edge_step"] / row["floor_ns_per_edge_step"])
+
+
+def test_bench_default_graphs_are_the_issue_three(capsys):
+    # The default of --graphs is what `tokendist bench` runs with no option: it must parse into the
+    # three graphs of the performance target (it once joined them with commas into one bad spec).
+    from tokendist.cli._bench import BenchCommand, graph_list
+    from tokendist.experiments._bench import DEFAULT_BENCH_GRAPHS
+
+    parser = argparse.ArgumentParser()
+    BenchCommand().add_arguments(parser)
+    assert graph_list(parser.parse_args([]).graphs) == list(DEFAULT_BENCH_GRAPHS) == [
+        "torus:1000x1000", "hypercube:20", "random-regular:1000000,4"]
+    assert graph_list(" ring:6 ; kary:2,3 ;") == ["ring:6", "kary:2,3"]
+
+
+@pytest.mark.parametrize("argv", [["--graphs", ";"], ["--graphs", "ring:6", "--algos", "nope"],
+                                  ["--graphs", "ring:6", "--algos", ","]])
+def test_bench_bad_names_are_one_line_errors(capsys, argv):
+    assert main(["bench", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
 
 
 def test_bench_gather_floor_sums_each_row():

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from ..engine import PROTOCOLS
+from ..errors import TokendistError
 from ..experiments._bench import DEFAULT_BENCH_GRAPHS, bench
 from ._app import Command, command
 from ._common import parse_key_values, positive_int
 from ._output import print_json, progress_bar, table
 
-__all__ = ["BenchCommand"]
+__all__ = ["BenchCommand", "graph_list"]
+
+
+def graph_list(text: str) -> list[str]:
+    """The specs of ``--graphs``: separated by ';' (a spec's own arguments use commas)."""
+    graphs = [g.strip() for g in text.split(";") if g.strip()]
+    if not graphs:
+        raise TokendistError(f"bench: --graphs {text!r} names no graph (specs are separated by ';')")
+    return graphs
 
 
 @command
@@ -16,8 +26,8 @@ class BenchCommand(Command):
     help = "time one synchronous step per edge for each vectorised protocol, with the ratio to a naive loop"
 
     def add_arguments(self, p):
-        p.add_argument("--graphs", default=",".join(DEFAULT_BENCH_GRAPHS).replace(",1000000", ";1000000"),
-                       help="graph specs separated by ';' (default: torus:1000x1000;hypercube:20;random-regular:1000000,4)")
+        p.add_argument("--graphs", default=";".join(DEFAULT_BENCH_GRAPHS),
+                       help=f"graph specs separated by ';' (default: {';'.join(DEFAULT_BENCH_GRAPHS)})")
         p.add_argument("--algos", default=None, help="comma-separated algorithms (default: every synchronous one)")
         p.add_argument("--steps", type=positive_int, default=5, help="timed steps per case (median and best reported; default 5)")
         p.add_argument("--naive-graph", default="torus:100x100", help="graph for the naive networkx reference")
@@ -27,9 +37,10 @@ class BenchCommand(Command):
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
-        graphs = [g.strip() for g in args.graphs.replace(",1000000", ";1000000").split(";") if g.strip()]
-        # Split "a;b" and also "a,b" where a comma separates whole specs (spec arguments use commas too).
+        graphs = graph_list(args.graphs)
         algos = [a.strip() for a in args.algos.split(",")] if args.algos else None
+        for name in algos or ():
+            PROTOCOLS.get(name)  # an unknown name is a one-line error now, not a skipped row per graph
         with progress_bar("bench", None, enabled=not args.json) as update:
             rows, naive = bench(graphs, algos, steps=args.steps, params=parse_key_values(args.param),
                                 naive_graph=args.naive_graph,
