@@ -1,0 +1,30 @@
+"""The measurement scripts in benchmarks/ run (on small graphs) and print what their docstrings say."""
+
+import importlib.util
+import pathlib
+
+import pytest
+
+BENCHMARKS = pathlib.Path(__file__).parent.parent / "benchmarks"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sos_iou_cost_split(capsys):
+    _load("sos_iou_cost_split").main(["--graph", "torus:12x12", "--steps", "3", "--reps", "2"])
+    out = capsys.readouterr().out
+    assert "kernel sos_iou_stencil at step 3" in out
+    for variant in ("as captured", "no short node", "no pay", "no short, no exception"):
+        assert variant in out
+
+
+@pytest.mark.parametrize("algo, kernel", [("random-walk", "fos_pair_regular"), ("multi-port", "multi_port_step_regular")])
+def test_kernel_share(capsys, algo, kernel):
+    _load("kernel_share").main(["--graph", "hypercube:4", "--algo", algo, "--steps", "2"])
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].lstrip().startswith("whole step") and kernel in out
