@@ -28,3 +28,13 @@ def test_kernel_share(capsys, algo, kernel):
     _load("kernel_share").main(["--graph", "hypercube:4", "--algo", algo, "--steps", "2"])
     out = capsys.readouterr().out
     assert out.splitlines()[1].lstrip().startswith("whole step") and kernel in out
+
+
+def test_hypercube_gather(capsys):
+    _load("hypercube_gather").main(["--dim", "5", "--rounds", "1"])
+    assert "CSR / xor" in capsys.readouterr().out
+
+
+def test_diffusion_random_parts(capsys):
+    _load("diffusion_random_parts").main(["--graph", "torus:8x8", "--rounds", "1"])
+    assert "HEAD pass / random step / floor step" in capsys.readouterr().out
