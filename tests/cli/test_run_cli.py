@@ -199,3 +199,11 @@ def test_bench_passes_params_to_the_protocols_that_declare_them(capsys):
                        "--steps", "1", "--param", "threshold=3", "--json"])
     notes = {r["algorithm"]: r["note"] for r in d["rows"]}
     assert notes == {"multi-port": "threshold=3", "diffusion": ""}
+
+
+def test_ds_refuses_mobility_in_one_line(capsys):
+    # Ghosh et al. Sec. 5: the live edges are a subset of one network's; mobility links new pairs.
+    code = main(["run", "--graph", "ring:6", "--algo", "ds", "--init", "point:50", "--mobility", "radius=0.3"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "not in the base graph" in err and "--edge-failure" in err

@@ -556,7 +556,12 @@ class DynamicSynchronous(Protocol):
             return None
         idx = self._base.edge_index(graph.u, graph.v)
         if (idx < 0).any():
-            raise TokendistError("ds: a step's graph has an edge that is not in the base graph")
+            e = int(np.flatnonzero(idx < 0)[0])
+            # Sec. 5: the live edges of each step are a subset of one network's (failing edges);
+            # a node's estimate of a neighbour it has never been linked to does not exist.
+            raise TokendistError(f"ds: a step's graph has the edge ({int(graph.u[e])}, {int(graph.v[e])}), which is "
+                                 "not in the base graph; ds runs on failing edges of one network "
+                                 "(--edge-failure), not on mobility")
         return idx
 
     def step(self, t, graph, loads):
