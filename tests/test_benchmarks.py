@@ -23,7 +23,8 @@ def test_sos_iou_cost_split(capsys):
         assert variant in out
 
 
-@pytest.mark.parametrize("algo, kernel", [("random-walk", "fos_pair_regular"), ("multi-port", "multi_port_step_regular")])
+@pytest.mark.parametrize("algo, kernel", [("random-walk", "fos_pair_regular"),
+                                         ("multi-port", "multi_port_step_regular")])
 def test_kernel_share(capsys, algo, kernel):
     _load("kernel_share").main(["--graph", "hypercube:4", "--algo", algo, "--steps", "2"])
     out = capsys.readouterr().out

@@ -1,13 +1,14 @@
 """The commands with one option fuzzed at a time: a result or one error line, exit code 2, never a traceback.
 
-``run``, ``compare``, ``offline``, ``bounds``, ``tree worst-case`` and ``tree orderings``. Each example keeps every other option valid, so
-that the fuzzed value is what the command has to judge (a command with several bad options stops
-at the first and tests nothing else). Values mix numbers at the edges of float64 (inf, nan, 1e308,
-subnormals, integers beyond int64), ranges of them, and short arbitrary text. This found
-``--speeds uniform:1..inf`` (numpy's OverflowError), ``uniform:1e308..1e308`` (speeds summing to
-inf: a ZeroDivisionError), ``offline --slack 10**20`` / ``compare --offline 10**20`` and
-``tree worst-case --base 10**20`` (int64 overflows) and ``bounds --speeds uniform:1e-320..1e-320``
-(subnormal speeds: 1 / s overflows, numpy's LinAlgError), all now one-line errors or results.
+``run``, ``compare``, ``offline``, ``bounds``, ``tree worst-case`` and ``tree orderings``. Each
+example keeps every other option valid, so that the fuzzed value is what the command has to judge (a
+command with several bad options stops at the first and tests nothing else). Values mix numbers at
+the edges of float64 (inf, nan, 1e308, subnormals, integers beyond int64), ranges of them, and short
+arbitrary text. This found ``--speeds uniform:1..inf`` (numpy's OverflowError),
+``uniform:1e308..1e308`` (speeds summing to inf: a ZeroDivisionError), ``offline --slack 10**20`` /
+``compare --offline 10**20`` and ``tree worst-case --base 10**20`` (int64 overflows) and ``bounds
+--speeds uniform:1e-320..1e-320`` (subnormal speeds: 1 / s overflows, numpy's LinAlgError), all now
+one-line errors or results.
 """
 
 import contextlib
@@ -36,10 +37,11 @@ def _mobility():
 
 
 OPTIONS = {
-    "--graph": st.builds(lambda k, v: f"{k}:{v}", st.sampled_from(["ring", "torus", "path", "hypercube", "star", "kary"]),
+    "--graph": st.builds(lambda k, v: f"{k}:{v}",
+                         st.sampled_from(["ring", "torus", "path", "hypercube", "star", "kary"]),
                          st.sampled_from(["3", "1", "0", "2x2", "1x1", "3x0", "2,2", "2,0", "-1", "1e3", "x", ""])),
-    "--init": st.one_of(st.builds(lambda k, v: f"{k}:{v}", st.sampled_from(["point", "uniform", "random", "ramp", "file"]),
-                                  VALUES), VALUES),
+    "--init": st.one_of(st.builds(lambda k, v: f"{k}:{v}",
+                                  st.sampled_from(["point", "uniform", "random", "ramp", "file"]), VALUES), VALUES),
     "--speeds": st.one_of(RANGES.map("uniform:".__add__), st.builds(lambda v: f"file:{v}", TEXT), VALUES),
     "--edge-failure": VALUES,
     "--mobility": _mobility(),
@@ -59,7 +61,8 @@ def _argv(draw, option):
         params = PROTOCOLS.get(algo).params
         names = [p.name for p in params] or ["x"]
         choices = sorted({str(c) for p in params for c in (p.choices or ())}) or ["x"]
-        value = draw(st.builds(lambda k, v: f"{k}={v}", st.sampled_from(names), st.one_of(VALUES, st.sampled_from(choices))))
+        value = draw(st.builds(lambda k, v: f"{k}={v}", st.sampled_from(names),
+                               st.one_of(VALUES, st.sampled_from(choices))))
     else:
         value = draw(OPTIONS[option])
     argv[option] = value

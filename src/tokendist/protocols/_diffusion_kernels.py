@@ -657,7 +657,8 @@ def rounded_stencil_step(indices, csr_edges, p, q, along, heads, loads, mode, ke
     slot ``degree * i + k``), every other node its CSR row, with the arithmetic of the regular
     path; the coin of edge e is ``counter_uniform(key, step, e)`` (HEAD bytes per edge, as
     there). RANDOM needs the runs of :func:`tokendist.graphs._stencil.affine_edge_runs`
-    (``starts``, ``ends``, ``ebase``); the other modes take the stencil's runs and ignore ``ebase`` (pass an int64 ``np.zeros((1, D))``).
+    (``starts``, ``ends``, ``ebase``); the other modes take the stencil's runs and ignore ``ebase``
+    (pass an int64 ``np.zeros((1, D))``).
     When ``narrow`` is False (the loads span 2**29 or more) the outputs are not valid:
     the caller redoes the step with :func:`rounded_step` on the general path (``q = 0``).
     """
