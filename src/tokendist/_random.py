@@ -12,7 +12,11 @@ draw for (key, step, index) is a pure function of those three integers (SplitMix
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
+
+from .errors import TokendistError
 
 __all__ = ["make_rng", "stream", "STREAMS", "counter_uniform", "counter_uniform_scalar", "stream_key"]
 
@@ -22,8 +26,18 @@ STREAMS = ("topology", "init", "speeds", "protocol", "dynamics", "executor")
 _MASK64 = (1 << 64) - 1
 
 
+def _checked(seed):
+    """``seed`` itself if it is None, a Generator or a non-negative integer; else a one-line error."""
+    if seed is None or isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and seed >= 0:
+        return int(seed)
+    raise TokendistError(f"seed must be a non-negative integer, a numpy Generator or None, got {seed!r}")
+
+
 def make_rng(seed=None) -> np.random.Generator:
     """Return a ``numpy.random.Generator`` for ``seed`` (None, int or Generator)."""
+    seed = _checked(seed)
     if isinstance(seed, np.random.Generator):
         return seed
     return np.random.default_rng(seed)
@@ -36,6 +50,7 @@ def stream(seed, name: str) -> np.random.Generator:
     """
     if name not in STREAMS:
         raise ValueError(f"unknown random stream {name!r}; known: {', '.join(STREAMS)}")
+    seed = _checked(seed)
     if isinstance(seed, np.random.Generator):
         # A caller-made generator: derive children deterministically from it.
         entropy = int(seed.integers(0, 2**63))

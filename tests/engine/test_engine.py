@@ -112,3 +112,15 @@ def test_same_seed_same_result_in_a_fresh_process():
     assert outs[0] == outs[1]
     import tokendist as td
     assert outs[0].strip() == str(td.simulate("random-tree:30", "multi-port", "uniform:500", seed=9).loads.tolist()).replace(" ", "").replace(",", ", ")
+
+
+@pytest.mark.parametrize("seed", [-5, "abc", 1.5, True, [1, 2]])
+def test_a_bad_seed_is_named_as_such(seed):
+    # A negative seed once surfaced from the topology stream as "bad spec 'ring:5'".
+    with pytest.raises(TokendistError, match="seed must be a non-negative integer"):
+        simulate("ring:5", "sos", "point:10", seed=seed)
+
+
+@pytest.mark.parametrize("seed", [0, np.int64(3), 2**70, None])
+def test_integer_seeds_of_any_size_are_accepted(seed):
+    assert simulate("ring:5", "multi-port", "point:10", seed=seed).tokens == 10

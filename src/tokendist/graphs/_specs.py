@@ -129,8 +129,9 @@ def make_graph(spec, seed=None) -> Graph:
         raise TokendistError(f"cannot make a graph from {type(spec).__name__}")
     name, arg = split_spec(spec)
     family = TOPOLOGIES.get(name)
+    rng = stream(seed, "topology")  # outside the try: a bad seed is not a bad spec
     try:
-        g = family.build(arg, stream(seed, "topology"))
+        g = family.build(arg, rng)
     except (TokendistError, MemoryError):
         raise
     except (ValueError, OverflowError) as exc:
