@@ -270,6 +270,9 @@ def lps_graph(p: int, q: int) -> Graph:
     """
     spec = f"lps:{p},{q}"
     _check_pq(spec, p, q)
+    # PSL(2, q) when p is a square mod q, else PGL(2, q); p + 1 generators: refuse before building.
+    size = q * (q * q - 1) // (2 if _legendre(p, q) == 1 else 1)
+    check_size(spec, size, size * (p + 1) // 2)
     inv = np.zeros(q, dtype=np.int64)
     inv[1:] = [pow(t, q - 2, q) for t in range(1, q)]
     el = _pgl_elements(q)

@@ -14,12 +14,9 @@ import numpy as np
 from .._random import make_rng
 from ..errors import SpecError, TokendistError
 from ._model import Graph
-from ._specs import check_size, parse_ints, topology
+from ._specs import MAX_EDGES, check_size, parse_ints, topology
 
 __all__ = ["random_regular_graph", "gnp_graph", "geometric_graph"]
-
-_MAX_EDGES = 300_000_000
-
 
 def _switch_repair(a: np.ndarray, b: np.ndarray, n: int, rng: np.random.Generator, max_rounds: int = 10_000):
     """Remove self-loops and repeated edges of a multigraph by random degree-preserving switches.
@@ -101,7 +98,7 @@ def random_regular_graph(n: int, d: int, seed=None) -> Graph:
     if (n * d) % 2:
         raise SpecError(f"bad spec {spec!r}: N*D must be even")
     check_size(spec, n)
-    if n * d // 2 > _MAX_EDGES:
+    if n * d // 2 > MAX_EDGES:
         raise SpecError(f"bad spec {spec!r}: too many edges")
     if d > (n - 1) / 2:
         comp = random_regular_graph(n, n - 1 - d, rng)
@@ -172,7 +169,7 @@ def gnp_graph(n: int, p: float, seed=None, *, connected: bool = True, max_tries:
     if not (0.0 <= p <= 1.0):
         raise SpecError(f"bad spec {spec!r}: P must be a probability in [0, 1]")
     check_size(spec, n)
-    if p * n * (n - 1) / 2 > _MAX_EDGES:
+    if p * n * (n - 1) / 2 > MAX_EDGES:
         raise SpecError(f"bad spec {spec!r}: about {p * n * (n - 1) / 2:.3g} edges is too many")
     if connected and n > 1:
         # Fail fast below the connectivity threshold: with mu expected isolated nodes a sample has
@@ -236,7 +233,7 @@ def geometric_graph(n: int, r: float, seed=None, *, wrap: bool = False) -> Graph
     if not (r >= 0.0 and math.isfinite(r)):
         raise SpecError(f"bad spec {spec!r}: R must be a non-negative number")
     check_size(spec, n)
-    if min(1.0, math.pi * r * r) * n * (n - 1) / 2 > _MAX_EDGES:
+    if min(1.0, math.pi * r * r) * n * (n - 1) / 2 > MAX_EDGES:
         raise SpecError(f"bad spec {spec!r}: too many edges")
     from scipy.spatial import cKDTree
 

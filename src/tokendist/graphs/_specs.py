@@ -140,7 +140,15 @@ def make_graph(spec, seed=None) -> Graph:
     return g
 
 
-def check_size(spec: str, n: int) -> None:
-    """Refuse absurd sizes with a clear message rather than running out of memory."""
-    if n > 200_000_000:
-        raise SpecError(f"bad spec {spec!r}: {n} nodes is more than tokendist builds (200,000,000)")
+#: The largest graphs tokendist builds. A graph keeps about 24 bytes per edge (int32 ends, CSR
+#: indices and edge ids) and its construction briefly twice that: 300M edges is ~7 GB resident.
+MAX_NODES = 200_000_000
+MAX_EDGES = 300_000_000
+
+
+def check_size(spec: str, n: int, m: int | None = None) -> None:
+    """Refuse absurd sizes (``n`` nodes, ``m`` edges when known) with a clear message, not an out-of-memory kill."""
+    if n > MAX_NODES:
+        raise SpecError(f"bad spec {spec!r}: {n:,} nodes is more than tokendist builds ({MAX_NODES:,})")
+    if m is not None and m > MAX_EDGES:
+        raise SpecError(f"bad spec {spec!r}: {m:,} edges is more than tokendist builds ({MAX_EDGES:,})")
