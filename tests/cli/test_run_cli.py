@@ -207,3 +207,19 @@ def test_ds_refuses_mobility_in_one_line(capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert "not in the base graph" in err and "--edge-failure" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--graph", "ring:6", "--algo", "fos", "--init", "point:6", "--out", "{file}"],
+    ["run", "--graph", "ring:6", "--algo", "fos", "--init", "point:6", "--save-loads", "{tmp}"],
+    ["run", "--graph", "ring:6", "--algo", "fos", "--init", "point:6", "--save-loads", "{tmp}/no/such/f.txt"],
+    ["compare", "--graph", "ring:6", "--init", "point:6", "--algos", "fos", "--out", "{file}"],
+    ["tree", "worst-case", "kary:2,3", "--save-loads", "{tmp}/no/such/w.txt"],
+    ["reproduce", "houle-fig1", "--quick", "--out", "{file}"],
+])
+def test_unwritable_outputs_are_one_line_errors(capsys, tmp_path, argv):
+    (tmp_path / "a-file").write_text("")
+    argv = [a.format(file=tmp_path / "a-file", tmp=tmp_path) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1

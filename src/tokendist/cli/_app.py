@@ -92,3 +92,8 @@ def main(argv=None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        # A path the user gave (--out, --save-loads, --output) that cannot be created or written.
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}cannot write ({exc.strerror or exc})", file=sys.stderr)
+        return 2

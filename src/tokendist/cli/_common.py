@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..engine import DYNAMICS, EdgeFailures
 from ..errors import TokendistError
 from ._output import parse_key_values
 
-__all__ = ["add_run_arguments", "dynamics_from_args", "nonneg_int", "probability"]
+__all__ = ["add_run_arguments", "dynamics_from_args", "nonneg_int", "probability", "check_outputs"]
+
+
+def check_outputs(folder=None, file=None) -> None:
+    """Make sure the output ``folder`` and ``file`` can be written before a long run, not after it.
+
+    The folder is created (an ``OSError`` becomes the CLI's one-line error); for the file, its
+    folder must exist and the path must not be a folder. Nothing is written into either.
+    """
+    if folder is not None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    if file is not None:
+        path = Path(file)
+        if path.is_dir():
+            raise TokendistError(f"{path}: is a folder, not a file")
+        if not path.parent.is_dir():
+            raise TokendistError(f"{path}: cannot write (no folder {path.parent})")
 
 
 def nonneg_int(text: str) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..errors import TokendistError
 from ..experiments import compare, default_scenario, load_scenario
 from ._app import Command, command
-from ._common import nonneg_int, positive_int, probability
+from ._common import check_outputs, nonneg_int, positive_int, probability
 from ._output import fmt, print_json, progress_bar, table, to_jsonable
 
 __all__ = ["CompareCommand"]
@@ -73,6 +73,8 @@ class CompareCommand(Command):
                 raise TokendistError(f"--param expects ALGO.KEY=VALUE, got {item!r}")
             sc.params.setdefault(algo.strip(), {})[pname.strip()] = value.strip()
         sc.validate()
+        if not args.no_files:
+            check_outputs(args.out)
         with progress_bar("compare", None, enabled=not args.json) as update:
             result = compare(sc, progress=lambda i, total, name: update(i, total))
         files = [] if args.no_files else self._write(result, args.out)

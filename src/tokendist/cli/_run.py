@@ -10,7 +10,7 @@ import numpy as np
 from ..engine import PROTOCOLS, simulate
 from ..engine._simulate import DEFAULT_MAX_STEPS
 from ._app import Command, command
-from ._common import add_run_arguments, dynamics_from_args
+from ._common import add_run_arguments, check_outputs, dynamics_from_args
 from ._output import fmt, parse_key_values, print_json, progress_bar, table
 
 __all__ = ["RunCommand", "AlgosCommand"]
@@ -47,6 +47,7 @@ class RunCommand(Command):
 
     def run(self, args):
         max_steps = args.max_steps if args.max_steps is not None else DEFAULT_MAX_STEPS
+        check_outputs(args.out, args.save_loads)
         with progress_bar(f"{args.algo} on {args.graph}", max_steps, enabled=not args.json) as update:
             result = simulate(
                 args.graph, args.algo, args.init, seed=args.seed, params=parse_key_values(args.param),
