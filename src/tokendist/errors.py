@@ -5,7 +5,8 @@ graph) is a :class:`TokendistError`. The CLI prints its message as one line on s
 with code 2; the Python API lets it propagate.
 """
 
-__all__ = ["TokendistError", "SpecError", "GraphFileError", "InfeasibleStepError", "ConservationError"]
+__all__ = ["TokendistError", "SpecError", "GraphFileError", "InfeasibleStepError", "ConservationError",
+           "NotResetError"]
 
 
 class TokendistError(ValueError):
@@ -37,3 +38,11 @@ class InfeasibleStepError(TokendistError):
 
 class ConservationError(RuntimeError):
     """Tokens were created or lost. This is always a bug in a protocol, never a user error."""
+
+
+class NotResetError(TokendistError, AttributeError):
+    """A protocol used before :meth:`~tokendist.engine.Protocol.reset` gave it its per-run state.
+
+    Also an ``AttributeError``, so that ``getattr(protocol, name, default)`` and ``hasattr`` keep
+    working on a protocol that has not been reset.
+    """

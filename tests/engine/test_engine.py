@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from tokendist.engine import EdgeFailures, GraphSequence, Protocol, Step, simulate
+from tokendist.engine import PROTOCOLS, EdgeFailures, GraphSequence, Protocol, Step, simulate
 from tokendist.errors import ConservationError, InfeasibleStepError, TokendistError
 from tokendist.graphs import make_graph
 
@@ -124,3 +124,17 @@ def test_a_bad_seed_is_named_as_such(seed):
 @pytest.mark.parametrize("seed", [0, np.int64(3), 2**70, None])
 def test_integer_seeds_of_any_size_are_accepted(seed):
     assert simulate("ring:5", "multi-port", "point:10", seed=seed).tokens == 10
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_step_before_reset_says_so(name):
+    import copy
+
+    from tokendist.engine import make_protocol
+    from tokendist.errors import NotResetError
+
+    p = make_protocol(name, {})
+    copy.deepcopy(p)  # an un-reset protocol still copies (dunder lookups stay AttributeErrors)
+    assert getattr(p, "_no_such_state", "default") == "default"
+    with pytest.raises(NotResetError, match=f"{name}: call reset"):
+        p.step(0, make_graph("ring:6"), np.arange(6))

@@ -18,12 +18,13 @@ Protocols register under one name with :func:`register_protocol`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-from ..errors import TokendistError
+from ..errors import NotResetError, TokendistError
 from ..registry import Registry
 
 __all__ = ["Protocol", "Param", "Step", "PROTOCOLS", "register_protocol", "make_protocol", "MODELS",
@@ -124,6 +125,28 @@ class Protocol:
     may_go_negative: ClassVar[bool] = False
     dynamic: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # Note when a run's state exists, whatever reset() a subclass writes (see __getattr__).
+        if "reset" in cls.__dict__:
+            own_reset = cls.__dict__["reset"]
+
+            @functools.wraps(own_reset)
+            def reset(self, *args, **kw):
+                result = own_reset(self, *args, **kw)
+                self._reset_done = True
+                return result
+
+            cls.reset = reset
+
+    def __getattr__(self, name):
+        # Only reached for attributes that do not exist: no cost on the normal path. Before reset()
+        # the missing attribute is per-run state, and the mistake is the call order.
+        if name.startswith("__") or self.__dict__.get("_reset_done"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        raise NotResetError(f"{self.name}: call reset(graph, loads, rng) before step(); the protocol has no "
+                            f"per-run state yet (no {name!r})")
 
     def __init__(self, **params):
         known = {p.name: p for p in self.params}
