@@ -153,3 +153,14 @@ def test_shift_invert_is_chosen_for_meshes_and_flip_for_expanders():
     assert _spectrum._solver(make_graph("hypercube:12"), False).mode == "flip"
     lam, mult, method = lambda2(make_graph("torus:50x50"), return_method=True)
     assert "shift-invert" in method and mult == 4 and close(lam, 2 - 2 * math.cos(2 * math.pi / 50))
+
+
+def test_laplacian_of_a_graph_without_edges_is_float_and_quiet():
+    import warnings
+
+    from tokendist.graphs import Graph, laplacian
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scipy warned about int64 degrees when m = 0
+        lap = laplacian(Graph.from_edges(3, []))
+    assert lap.dtype == np.float64 and lap.nnz == 0

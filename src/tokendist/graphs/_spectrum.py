@@ -73,7 +73,8 @@ def laplacian(graph, *, generalized: bool = False, symmetric: bool = True) -> sp
     rows = np.concatenate([graph.u, graph.v])
     cols = np.concatenate([graph.v, graph.u])
     a = sp.coo_array((np.concatenate([w, w]), (rows, cols)), shape=(n, n))
-    deg = np.bincount(rows, weights=np.concatenate([w, w]), minlength=n)
+    # float64 also without edges (bincount of empty weights gives int64, and scipy then warns).
+    deg = np.bincount(rows, weights=np.concatenate([w, w]), minlength=n).astype(np.float64)
     lap = (sp.diags_array(deg) - a).tocsr()
     if generalized and graph.speeds is not None:
         s = np.asarray(graph.speeds, dtype=np.float64)
