@@ -155,6 +155,20 @@ def test_bench_bad_names_are_one_line_errors(capsys, argv):
     assert err.startswith("error: ") and err.count("\n") == 1
 
 
+def test_bench_edgeless_graphs(capsys):
+    # Times are per edge: an edgeless graph to bench gets a row saying so (found by fuzzing: it was a
+    # ZeroDivisionError), an edgeless naive reference a one-line error.
+    d = _json(capsys, ["bench", "--graphs", "path:1;ring:8", "--algos", "fos", "--naive-graph", "ring:8",
+                       "--steps", "1", "--json"])
+    empty, ring = d["rows"]
+    assert empty["graph"] == "path:1" and empty["m"] == 0 and empty["ns_per_edge_step"] is None
+    assert empty["note"].startswith("no edges")
+    assert ring["ns_per_edge_step"] > 0
+    assert main(["bench", "--graphs", "ring:8", "--algos", "fos", "--naive-graph", "complete:1", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "no edges" in err
+
+
 def test_bench_gather_floor_sums_each_row():
     from tokendist.experiments._bench import gather_floor_step
     from tokendist.graphs._model import unsigned_view

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from tokendist.cli import main
 
@@ -25,6 +26,16 @@ def test_tree_msd_table_and_error(capsys):
     assert "msd" in capsys.readouterr().out
     assert main(["tree", "msd", "ring:5"]) == 2
     assert "not a tree" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec", ["kary:50,50", "kary:1000,1000", "star:100000000000000000000",
+                                  "path:100000000000000000000", "path:0"])
+def test_tree_msd_closed_forms_keep_the_size_limits(spec, capsys):
+    # msd_of_spec skips building kary/star/path trees, so it checks their sizes itself (kary:50,50
+    # was an OverflowError, path:0 a result with max_degree -1).
+    assert main(["tree", "msd", spec, "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: bad spec") and err.count("\n") == 1 and len(err) < 200
 
 
 def test_tree_orderings(capsys):

@@ -112,20 +112,26 @@ def msd_of_spec(spec: str, seed=None) -> dict:
     ``kary:2,24`` (33.5 million nodes) cost only the search over ``Z_n``.
     """
     from ..graphs import make_graph
-    from ..graphs._specs import split_spec
+    from ..graphs._specs import check_size, split_spec
 
     family, arg = split_spec(spec)
     parts = [a.strip() for a in arg.split(",")] if arg else []
+    # The closed forms allocate O(n) for the search over Z_n: the graphs' size limit applies to
+    # them too (kary:50,50 has about 9e84 nodes).
     if family == "kary" and len(parts) == 2 and all(p.isdigit() for p in parts):
         k, h = int(parts[0]), int(parts[1])
+        n = kary_order(k, h)
+        check_size(spec, n, n - 1)
         n, sizes = kary_subtree_sizes(k, h)
         # Root degree k, inner nodes k + 1, leaves 1.
         delta = 0 if h == 0 else (k if h == 1 else k + 1)
     elif family == "star" and len(parts) == 1 and parts[0].isdigit():
         k = int(parts[0])
+        check_size(spec, k + 1, k)
         n, sizes, delta = k + 1, np.ones(1 if k else 0, dtype=np.int64), k
-    elif family == "path" and len(parts) == 1 and parts[0].isdigit():
+    elif family == "path" and len(parts) == 1 and parts[0].isdigit() and int(parts[0]) >= 1:
         n = int(parts[0])
+        check_size(spec, n, max(n - 1, 0))
         sizes, delta = np.arange(1, n, dtype=np.int64), min(2, n - 1)
     else:
         g = make_graph(spec, seed=seed)

@@ -60,6 +60,8 @@ def naive_multi_port_step(nxg, loads: dict, threshold: int) -> dict:
 
 def _time_naive(spec: str, repeat: int, seed: int) -> float:
     g = make_graph(spec, seed=seed)
+    if g.m == 0:
+        raise TokendistError(f"bench: the naive reference graph {spec!r} has no edges (times are per edge)")
     nxg = g.to_networkx()
     w = stream(seed, "init").integers(0, 100, size=g.n)
     loads = {i: int(x) for i, x in enumerate(w)}
@@ -305,6 +307,14 @@ def bench(graphs=DEFAULT_BENCH_GRAPHS, algos=None, *, steps: int = 5, seed: int 
     k = 0
     for spec in graphs:
         g = make_graph(spec, seed=seed)
+        if g.m == 0:
+            # Nothing to time per edge; a row says so, as for a case that timed out.
+            for name in names:
+                k += 1
+                if progress is not None:
+                    progress(k, total)
+                rows.append(BenchRow(name, spec, g.n, 0, None, None, None, None, "no edges: nothing to time per edge"))
+            continue
         g.indptr, g.degrees, g.is_connected  # derived arrays built once, before forking
         loads = stream(seed, "init").integers(0, 100, size=g.n).astype(np.int64)
         for name in names:

@@ -149,6 +149,16 @@ MAX_EDGES = 300_000_000
 def check_size(spec: str, n: int, m: int | None = None) -> None:
     """Refuse absurd sizes (``n`` nodes, ``m`` edges when known) with a clear message, not an out-of-memory kill."""
     if n > MAX_NODES:
-        raise SpecError(f"bad spec {spec!r}: {n:,} nodes is more than tokendist builds ({MAX_NODES:,})")
+        raise SpecError(f"bad spec {spec!r}: {_count(n)} nodes is more than tokendist builds ({MAX_NODES:,})")
     if m is not None and m > MAX_EDGES:
-        raise SpecError(f"bad spec {spec!r}: {m:,} edges is more than tokendist builds ({MAX_EDGES:,})")
+        raise SpecError(f"bad spec {spec!r}: {_count(m)} edges is more than tokendist builds ({MAX_EDGES:,})")
+
+
+def _count(x: int) -> str:
+    # Exact with thousands separators while readable; a closed-form count such as kary:50,50's
+    # (85 digits) in scientific notation, so that the message stays one short line.
+    # From the digits, not a float: such an int may exceed float64 (kary:1000,1000).
+    if x < 10**15:
+        return f"{x:,}"
+    digits = str(x)
+    return f"about {digits[0]}.{digits[1:3]}e{len(digits) - 1}"
