@@ -1,14 +1,15 @@
 """The commands with one option fuzzed at a time: a result or one error line, exit code 2, never a traceback.
 
-``run``, ``compare``, ``offline``, ``bounds``, ``tree worst-case`` and ``tree orderings``. Each
-example keeps every other option valid, so that the fuzzed value is what the command has to judge (a
-command with several bad options stops at the first and tests nothing else). Values mix numbers at
-the edges of float64 (inf, nan, 1e308, subnormals, integers beyond int64), ranges of them, and short
-arbitrary text. This found ``--speeds uniform:1..inf`` (numpy's OverflowError),
-``uniform:1e308..1e308`` (speeds summing to inf: a ZeroDivisionError), ``offline --slack 10**20`` /
-``compare --offline 10**20`` and ``tree worst-case --base 10**20`` (int64 overflows) and ``bounds
---speeds uniform:1e-320..1e-320`` (subnormal speeds: 1 / s overflows, numpy's LinAlgError), all now
-one-line errors or results.
+``run``, ``compare``, ``offline``, ``bounds``, ``tree worst-case`` and ``tree orderings``, and the spec
+argument of ``tree msd`` and ``graph info | colour | export``. Each example keeps every other option
+valid, so that the fuzzed value is what the command has to judge (a command with several bad options
+stops at the first and tests nothing else). Values mix numbers at the edges of float64 (inf, nan,
+1e308, subnormals, integers beyond int64), ranges of them, and short arbitrary text. This found
+``--speeds uniform:1..inf`` (numpy's OverflowError), ``uniform:1e308..1e308`` (speeds summing to inf:
+a ZeroDivisionError), ``offline --slack 10**20`` / ``compare --offline 10**20`` and ``tree worst-case
+--base 10**20`` (int64 overflows), ``tree msd kary:50,50`` (an OverflowError) and ``bounds --speeds
+uniform:1e-320..1e-320`` (subnormal speeds: 1 / s overflows, numpy's LinAlgError), all now one-line
+errors or results.
 """
 
 import contextlib
@@ -145,6 +146,26 @@ def test_other_commands_option_fuzz(command, option):
     @given(strategies[option])
     def check(value):
         _one_line_or_result(_with(base, option, value), json_out=command != "tree-worst-case")
+
+    check()
+
+
+SPECS = st.one_of(OPTIONS["--graph"], VALUES,
+                  st.builds(lambda k, v: f"{k}:{v}", st.sampled_from(["kary", "star", "path", "random-tree"]),
+                            st.sampled_from(["50,50", "1000,1000", "1,100000000000000000000", "0", "1", "2,0",
+                                             "100000000000000000000", "3,-1", "2,2,2"])))
+POSITIONAL = {"tree-msd": ["tree", "msd", None, "--json"], "graph-info": ["graph", "info", None, "--json"],
+              "graph-colour": ["graph", "colour", None, "--json"], "graph-export": ["graph", "export", None]}
+
+
+@pytest.mark.parametrize("command", sorted(POSITIONAL))
+def test_spec_argument_fuzz(command):
+    # The commands that take the spec as their argument (tree msd found kary:50,50: an OverflowError).
+    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(SPECS)
+    def check(spec):
+        argv = [spec if a is None else a for a in POSITIONAL[command]]
+        _one_line_or_result(argv, json_out=command != "graph-export")
 
     check()
 
