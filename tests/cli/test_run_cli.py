@@ -148,7 +148,9 @@ def test_bench_default_graphs_are_the_issue_three(capsys):
 
 
 @pytest.mark.parametrize("argv", [["--graphs", ";"], ["--graphs", "ring:6", "--algos", "nope"],
-                                  ["--graphs", "ring:6", "--algos", ","]])
+                                  ["--graphs", "ring:6", "--algos", ","],
+                                  # Beyond the C time type of the child-process wait (was an OverflowError).
+                                  ["--graphs", "ring:6", "--timeout", str(10**20)]])
 def test_bench_bad_names_are_one_line_errors(capsys, argv):
     assert main(["bench", *argv]) == 2
     err = capsys.readouterr().err

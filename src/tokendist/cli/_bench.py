@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from ..engine import PROTOCOLS
 from ..errors import TokendistError
 from ..experiments._bench import DEFAULT_BENCH_GRAPHS, bench
@@ -10,6 +12,19 @@ from ._common import parse_key_values, positive_int
 from ._output import print_json, progress_bar, table
 
 __all__ = ["BenchCommand", "graph_list"]
+
+
+#: Longest --timeout accepted: a week. Beyond about 9e9 s the child-process wait overflows the C
+#: time type (``--timeout 10**20`` was an OverflowError).
+MAX_TIMEOUT = 7 * 24 * 3600
+
+
+def timeout_seconds(text: str) -> int:
+    """``--timeout``: a positive integer of seconds, at most :data:`MAX_TIMEOUT`."""
+    v = positive_int(text)
+    if v > MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_TIMEOUT} seconds (a week), got {text!r}")
+    return v
 
 
 def graph_list(text: str) -> list[str]:
@@ -31,7 +46,7 @@ class BenchCommand(Command):
         p.add_argument("--algos", default=None, help="comma-separated algorithms (default: every synchronous one)")
         p.add_argument("--steps", type=positive_int, default=5, help="timed steps per case (median and best reported; default 5)")
         p.add_argument("--naive-graph", default="torus:100x100", help="graph for the naive networkx reference")
-        p.add_argument("--timeout", type=positive_int, default=300, help="seconds allowed per case (default 300)")
+        p.add_argument("--timeout", type=timeout_seconds, default=300, help="seconds allowed per case (default 300)")
         p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                        help="protocol parameter for the protocols that declare it (repeatable), e.g. threads=2")
         p.add_argument("--json", action="store_true")
