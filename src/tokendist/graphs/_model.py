@@ -335,6 +335,17 @@ class Graph:
         return find_stencil(self)
 
     @cached_property
+    def cube_dimension(self):
+        """``d`` if the graph is the d-dimensional hypercube labelled ``x ~ x xor 2^k``, else None.
+
+        Kernels that know it walk the cube one dimension at a time
+        (:func:`tokendist.graphs._cube.cube_dimension`). Found once, on first use.
+        """
+        from ._cube import cube_dimension
+
+        return cube_dimension(self)
+
+    @cached_property
     def is_connected(self) -> bool:
         from scipy.sparse.csgraph import connected_components
 

@@ -38,6 +38,7 @@ from ._diffusion_parallel import run_parallel
 from ._heterogeneous_parallel import THREADS_PARAM, check_threads
 from ._heterogeneous_random_walk_kernels import (edge_gap, fos_pair_regular, fos_pair_stencil, fos_pair_step, mrws_step,
                                                  token_index)
+from ._heterogeneous_random_walk_cube import fos_pair_cube
 from ._heterogeneous_random_walk_parallel import fos_pair_par, fos_pair_regular_par, mrws_step_par
 
 __all__ = ["RandomWalk", "walk_tokens", "targets", "token_index", "SWITCH_RULES"]
@@ -148,7 +149,8 @@ class RandomWalk(HeterogeneousDiffusion):
     :mod:`._heterogeneous_random_walk_kernels` (same loads, counts and coins as the reference);
     ``kernel=numpy`` is the reference. With numba, ``marked`` and ``negative`` are empty arrays
     until phase 2 starts. Phase 1 on a regular graph with one coefficient runs ``fos_pair_regular``,
-    or ``fos_pair_stencil`` on a graph with an offset stencil (tori, rings; from the second step on
+    ``fos_pair_cube`` on ``hypercube:d`` (d >= 3; :mod:`._heterogeneous_random_walk_cube`), or
+    ``fos_pair_stencil`` on a graph with an offset stencil (tori, rings; from the second step on
     the same graph object), the same bits. ``threads=k`` (k > 1, opt-in) runs both phases'
     kernels on k threads (:mod:`._heterogeneous_random_walk_parallel`), with the same loads,
     estimate, counts and trace bit for bit. The walk's coins are counter-based: token k of kind ``kind`` (0 marked,
@@ -360,6 +362,8 @@ class RandomWalk(HeterogeneousDiffusion):
                                    inv if inv.shape[0] else None, deg if caps.shape[0] else None,
                                    caps if caps.shape[0] else None, self.options["c"], s, self._ssum, self._total,
                                    loads, xw, est, xe, dst, out, self._outflow)
+            elif D >= 3 and graph.cube_dimension == D:  # same results bit for bit
+                res = fos_pair_cube(D, a0, s, self._ssum, self._total, loads, xw, est, xe, dst, out, self._outflow)
             elif D and (st := self._stencil_of(graph)) is not None:  # same results bit for bit
                 res = fos_pair_stencil(ix, st.starts, st.ends, st.lower, st.upper, a0, s, self._ssum, self._total,
                                        loads, xw, est, xe, dst, out, self._outflow)
