@@ -23,7 +23,7 @@ def test_sos_iou_cost_split(capsys):
         assert variant in out
 
 
-@pytest.mark.parametrize("algo, kernel", [("random-walk", "fos_pair_regular"),
+@pytest.mark.parametrize("algo, kernel", [("random-walk", "fos_pair_cube"),
                                          ("multi-port", "multi_port_step_regular")])
 def test_kernel_share(capsys, algo, kernel):
     _load("kernel_share").main(["--graph", "hypercube:4", "--algo", algo, "--steps", "2"])
@@ -39,3 +39,10 @@ def test_hypercube_gather(capsys):
 def test_diffusion_random_parts(capsys):
     _load("diffusion_random_parts").main(["--graph", "torus:8x8", "--rounds", "1"])
     assert "HEAD pass / random step / floor step" in capsys.readouterr().out
+
+
+def test_hypercube_scaling(capsys):
+    _load("hypercube_scaling").main(["--dims", "3,5", "--rounds", "1"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split() == ["graph", "row", "cube", "floor"]
+    assert [line.split()[0] for line in out[2:]] == ["hypercube:3", "hypercube:5"]
