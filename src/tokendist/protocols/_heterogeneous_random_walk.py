@@ -39,7 +39,7 @@ from ._heterogeneous_parallel import THREADS_PARAM, check_threads
 from ._heterogeneous_random_walk_kernels import (edge_gap, fos_pair_regular, fos_pair_stencil, fos_pair_step, mrws_step,
                                                  token_index)
 from ._heterogeneous_random_walk_cube import fos_pair_cube
-from ._heterogeneous_random_walk_parallel import fos_pair_par, fos_pair_regular_par, mrws_step_par
+from ._heterogeneous_random_walk_parallel import fos_pair_cube_par, fos_pair_par, fos_pair_regular_par, mrws_step_par
 
 __all__ = ["RandomWalk", "walk_tokens", "targets", "token_index", "SWITCH_RULES"]
 
@@ -354,7 +354,10 @@ class RandomWalk(HeterogeneousDiffusion):
                 xw = np.divide(loads, self._s, out=self._xw)
                 xe, dst, s = np.divide(est, self._s, out=self._xe), est, self._s
             ix, D, threads = unsigned_view(graph.indices), self._regular, self.options["threads"]
-            if threads > 1 and D:  # same results bit for bit (see _heterogeneous_random_walk_parallel)
+            if threads > 1 and D >= 3 and graph.cube_dimension == D:  # same results bit for bit
+                res = run_parallel(fos_pair_cube_par, threads, D, a0, s, self._ssum, self._total, loads, xw, est, xe,
+                                   dst, out, self._outflow)
+            elif threads > 1 and D:  # same results bit for bit (see _heterogeneous_random_walk_parallel)
                 res = run_parallel(fos_pair_regular_par, threads, ix, D, a0, s, self._ssum, self._total, loads, xw,
                                    est, xe, dst, out, self._outflow)
             elif threads > 1:

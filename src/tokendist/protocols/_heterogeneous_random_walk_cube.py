@@ -31,7 +31,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["fos_pair_cube", "CUBE_BLOCK_BITS"]
+__all__ = ["fos_pair_cube", "block_bits", "CUBE_BLOCK_BITS"]
 
 #: ``b`` of the blocks of ``2^b`` nodes (clamped to ``d``): six scratch arrays of 32 KB, in L2.
 #: Measured on hypercube:20 for b = 6 .. 14: 8.7, 7.2, 6.3, 5.5, 5.2, 4.8 (b = 11) and 5.0-5.0 (12-14)
@@ -101,6 +101,66 @@ def _low_three(B, a0, fw, fe, delta, sabs, inn, q):
             q[r] = qq
 
 
+@numba.njit(inline="always")
+def _cube_block(d, b, i0, a0, s, ssum, total, loads, xw, est, xe, dst, out, outflow, fw, fe, delta, sabs, inn, q,
+                sq):
+    # The block of nodes i0 .. i0 + 2^b - 1 in the scratch arrays fw .. q (2^b each); writes the
+    # block's rows of dst, out and outflow and reads nothing else it writes, so blocks may run in
+    # any order, on any thread. Returns (moved, max error, sq, max estimate): ``sq`` continues the
+    # caller's running squared error, in node order (the serial kernel's float sum).
+    B = 1 << b
+    nfac = loads.shape[0] / ssum
+    ideal1 = total * 1.0 / ssum
+    for r in range(B):
+        fw[r] = np.float64(xw[_U(i0 + r)])
+        fe[r] = xe[_U(i0 + r)]
+        delta[r] = 0
+        sabs[r] = 0
+        inn[r] = 0.0
+        q[r] = 0.0
+    for k in range(d - 1, 2, -1):  # set bits, decreasing: into inn
+        h = 1 << k
+        if k >= b:
+            if i0 & h:
+                _across(_U(i0 - h), B, a0, xw, xe, fw, fe, delta, sabs, inn)
+        else:
+            _inside(h, True, B, a0, fw, fe, delta, sabs, inn)
+    _low_three(B, a0, fw, fe, delta, sabs, inn, q)  # inn's last three, q's first three
+    for k in range(3, d):  # unset bits, increasing: into q
+        h = 1 << k
+        if k >= b:
+            if not (i0 & h):
+                _across(_U(i0 + h), B, a0, xw, xe, fw, fe, delta, sabs, q)
+        else:
+            _inside(h, False, B, a0, fw, fe, delta, sabs, q)
+    # As the row loop's row end, in node order.
+    moved = 0
+    max_err = 0.0
+    wmax = -np.inf
+    for r in range(B):
+        i = i0 + r
+        sent = (sabs[r] - delta[r]) >> 1  # sum max(-y, 0) = (sum |y| - sum y) / 2
+        out[i] = loads[i] + delta[r]
+        outflow[i] = sent
+        moved += sent
+        e = est[i] + (inn[r] + q[r])
+        dst[i] = e
+        if s is None:
+            err = abs(e - ideal1)
+            wmax = max(wmax, e)
+        else:
+            err = abs(e - total * s[i] / ssum)
+            wmax = max(wmax, e / (s[i] * nfac))
+        max_err = max(max_err, err)
+        sq += err * err
+    return moved, max_err, sq, wmax
+
+
+def block_bits(d):
+    """``b`` of the blocks of ``2^b`` nodes on ``hypercube:d``: :data:`CUBE_BLOCK_BITS`, at most ``d``."""
+    return min(d, CUBE_BLOCK_BITS)
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def fos_pair_cube(d, a0, s, ssum, total, loads, xw, est, xe, dst, out, outflow):
     """:func:`~._heterogeneous_random_walk_kernels.fos_pair_regular` on ``hypercube:d``, by dimensions.
@@ -113,8 +173,6 @@ def fos_pair_cube(d, a0, s, ssum, total, loads, xw, est, xe, dst, out, outflow):
     n = loads.shape[0]
     b = min(d, CUBE_BLOCK_BITS)
     B = 1 << b
-    nfac = n / ssum
-    ideal1 = total * 1.0 / ssum
     fw = np.empty(B)  # the block's x = w / s as float64 (the row loop converts each slot's)
     fe = np.empty(B)  # the block's estimate / s
     delta = np.empty(B, np.int64)
@@ -126,45 +184,11 @@ def fos_pair_cube(d, a0, s, ssum, total, loads, xw, est, xe, dst, out, outflow):
     sq = 0.0
     wmax = -np.inf
     for i0 in range(0, n, B):
-        for r in range(B):
-            fw[r] = np.float64(xw[_U(i0 + r)])
-            fe[r] = xe[_U(i0 + r)]
-            delta[r] = 0
-            sabs[r] = 0
-            inn[r] = 0.0
-            q[r] = 0.0
-        for k in range(d - 1, 2, -1):  # set bits, decreasing: into inn
-            h = 1 << k
-            if k >= b:
-                if i0 & h:
-                    _across(_U(i0 - h), B, a0, xw, xe, fw, fe, delta, sabs, inn)
-            else:
-                _inside(h, True, B, a0, fw, fe, delta, sabs, inn)
-        _low_three(B, a0, fw, fe, delta, sabs, inn, q)  # inn's last three, q's first three
-        for k in range(3, d):  # unset bits, increasing: into q
-            h = 1 << k
-            if k >= b:
-                if not (i0 & h):
-                    _across(_U(i0 + h), B, a0, xw, xe, fw, fe, delta, sabs, q)
-            else:
-                _inside(h, False, B, a0, fw, fe, delta, sabs, q)
-        # As the row loop's row end, in node order (sq is a sequential float sum).
-        for r in range(B):
-            i = i0 + r
-            sent = (sabs[r] - delta[r]) >> 1  # sum max(-y, 0) = (sum |y| - sum y) / 2
-            out[i] = loads[i] + delta[r]
-            outflow[i] = sent
-            moved += sent
-            e = est[i] + (inn[r] + q[r])
-            dst[i] = e
-            if s is None:
-                err = abs(e - ideal1)
-                wmax = max(wmax, e)
-            else:
-                err = abs(e - total * s[i] / ssum)
-                wmax = max(wmax, e / (s[i] * nfac))
-            max_err = max(max_err, err)
-            sq += err * err
+        mv, err, sq, wm = _cube_block(d, b, i0, a0, s, ssum, total, loads, xw, est, xe, dst, out, outflow, fw, fe,
+                                      delta, sabs, inn, q, sq)
+        moved += mv
+        max_err = max(max_err, err)
+        wmax = max(wmax, wm)
     if s is None:
         wmax = wmax / (n / ssum)
     return moved, max_err, sq, wmax

@@ -2,7 +2,8 @@
 
 ``threads=k`` (k > 1) runs these kernels instead of the serial ones of
 :mod:`._heterogeneous_random_walk_kernels`: :func:`fos_pair_regular_par` / :func:`fos_pair_par`
-for phase 1 (``fos_pair_regular`` / ``fos_pair_step``) and :func:`mrws_step_par` for phase 2
+for phase 1 (``fos_pair_regular`` / ``fos_pair_step``; :func:`fos_pair_cube_par` for
+``fos_pair_cube`` on a hypercube, whose blocks are its own) and :func:`mrws_step_par` for phase 2
 (``mrws_step``). Every kernel cuts the nodes into fixed blocks of ``block`` rows, which
 ``numba.prange`` hands to the threads (a few blocks at a time, see
 ``_diffusion_parallel.run_parallel``); helpers are called once per block, never per row (a numba
@@ -39,9 +40,10 @@ import numba
 import numpy as np
 
 from ._diffusion_kernels import _step_base, _uniform
+from ._heterogeneous_random_walk_cube import CUBE_BLOCK_BITS, _cube_block
 from ._heterogeneous_random_walk_kernels import _pair_rows, _pair_rows_regular
 
-__all__ = ["fos_pair_par", "fos_pair_regular_par", "mrws_step_par", "ROW_BLOCK"]
+__all__ = ["fos_pair_par", "fos_pair_regular_par", "fos_pair_cube_par", "mrws_step_par", "ROW_BLOCK"]
 
 #: Rows per block (the threads take blocks a few at a time, see ``_diffusion_parallel.run_parallel``).
 ROW_BLOCK = 1024
@@ -118,6 +120,37 @@ def fos_pair_regular_par(indices, D, a0, s, ssum, total, loads, xw, est, xe, dst
         moved_b[b] = r[0]
         err_b[b] = r[1]
         wmax_b[b] = r[3]
+    return _pair_totals(moved_b, err_b, wmax_b, s, ssum, total, dst)
+
+
+@numba.njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+def fos_pair_cube_par(d, a0, s, ssum, total, loads, xw, est, xe, dst, out, outflow):
+    """:func:`._heterogeneous_random_walk_cube.fos_pair_cube` over its blocks in parallel, bit for bit.
+
+    Each block of ``2^b`` nodes (:func:`~._heterogeneous_random_walk_cube.block_bits`) runs the
+    serial kernel's block with scratch of its own; it writes only its own rows and reads the
+    step's inputs (with speeds the estimate is updated in place, but a block reads ``est`` only
+    at its own rows: the neighbours' values come from the snapshot ``xe``).
+    """
+    n = loads.shape[0]
+    b = min(d, CUBE_BLOCK_BITS)
+    B = 1 << b
+    nb = n // B
+    moved_b = np.zeros(nb, dtype=np.int64)
+    err_b = np.zeros(nb)
+    wmax_b = np.full(nb, -np.inf)
+    for c in numba.prange(nb):
+        fw = np.empty(B)
+        fe = np.empty(B)
+        delta = np.empty(B, np.int64)
+        sabs = np.empty(B, np.int64)
+        inn = np.empty(B)
+        q = np.empty(B)
+        r = _cube_block(d, b, c * B, a0, s, ssum, total, loads, xw, est, xe, dst, out, outflow, fw, fe, delta, sabs,
+                        inn, q, 0.0)
+        moved_b[c] = r[0]
+        err_b[c] = r[1]
+        wmax_b[c] = r[3]
     return _pair_totals(moved_b, err_b, wmax_b, s, ssum, total, dst)
 
 
