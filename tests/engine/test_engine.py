@@ -83,6 +83,18 @@ def test_edge_failures_change_graph_each_step():
     assert set(a.base_edges.tolist()) <= set(range(g.m))
 
 
+def test_stable_is_a_stop_reason_of_static_networks_only():
+    # random-walk finishes (phase 3) on the static cube and the run stops there as 'stable'; with
+    # edge failures the run goes on to max_steps and says so (it once reported 'stable' after all
+    # of its steps, stability of the last graph saying nothing of the next).
+    static = simulate("hypercube:6", "random-walk", "random:0..50", seed=3, max_steps=400)
+    assert static.stop_reason == "stable" and static.steps < 400 and static.report["phase"] == 3
+    dynamic = simulate("hypercube:6", "random-walk", "random:0..50", seed=3, max_steps=400,
+                       dynamics=EdgeFailures(0.1))
+    assert dynamic.report["phase"] == 3 and dynamic.report["done_step"] < 400
+    assert dynamic.stop_reason == "max-steps" and dynamic.steps == 400
+
+
 def test_static_protocol_refuses_dynamics():
     with pytest.raises(TokendistError, match="dynamic"):
         simulate("ring:8", "multi-port", "point:10", dynamics=EdgeFailures(0.1))

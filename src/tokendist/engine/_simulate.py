@@ -331,7 +331,12 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
                 break
         else:
             t = max_steps
-        if stop_reason == "max-steps" and protocol.is_stable(current_graph, loads):
+        # A run that used up its steps in a stable state says so, on a static network only: with
+        # dynamics (or injection) stability holds for the last graph, not for the next, and the
+        # loop above never stops on it (a run with edge failures once reported 'stable' after
+        # all of its max_steps).
+        if (stop_reason == "max-steps" and dynamics is None and injection is None
+                and protocol.is_stable(current_graph, loads)):
             stop_reason = "stable"
     if progress is not None:
         progress(t, max_steps)
