@@ -25,7 +25,7 @@ from tokendist.protocols._diffusion_parallel import run_parallel
 from tokendist.protocols._heterogeneous_random_walk_kernels import fos_pair_regular
 from tokendist.protocols._heterogeneous_random_walk_parallel import fos_pair_cube_par
 
-from .test_random_walk_stencil import _assert_same, _phase1
+from .test_random_walk_stencil import _assert_same, _inputs, _phase1
 
 # 3 .. CUBE_BLOCK_BITS: one block or several, every dimension inside; above: dimensions across blocks.
 DIMENSIONS = [3, 4, 5, 7, CUBE_BLOCK_BITS, CUBE_BLOCK_BITS + 1, CUBE_BLOCK_BITS + 2]
@@ -37,10 +37,7 @@ def test_sec3_phase1_cube_kernel_equals_regular_kernel(d, speeds, seed, noise):
     g = make_graph(f"hypercube:{d}")
     rng = np.random.default_rng(seed)
     n = g.n
-    loads = rng.integers(0, 60, n).astype(np.int64)
-    loads[int(rng.integers(0, n))] += int(rng.integers(0, 5000))
-    est = loads + rng.normal(0, noise, n) if noise else loads.astype(np.float64)
-    s = rng.uniform(0.8, 3.0, n) if speeds else None
+    loads, est, s = _inputs(n, rng, noise, speeds)
     a0, total = 1.0 / (2 * d), float(loads.sum())
     ssum = float(s.sum()) if speeds else float(n)
     ix = unsigned_view(g.indices)
@@ -58,9 +55,7 @@ def test_sec3_phase1_parallel_cube_kernel_equals_serial(d, speeds, seed):
     g = make_graph(f"hypercube:{d}")
     rng = np.random.default_rng(seed)
     n = g.n
-    loads = rng.integers(0, 60, n).astype(np.int64)
-    est = loads + rng.normal(0, 3.0, n)
-    s = rng.uniform(0.8, 3.0, n) if speeds else None
+    loads, est, s = _inputs(n, rng, 3.0, speeds)
     a0, total = 1.0 / (2 * d), float(loads.sum())
     ssum = float(s.sum()) if speeds else float(n)
 

@@ -40,6 +40,16 @@ def _phase1(kernel, args, n, loads, est, s):
     return res, out, outflow, dst.copy()
 
 
+def _inputs(n, rng, noise, speeds):
+    """Loads (one node much heavier), an estimate some steps into phase 1 (the loads plus real noise,
+    negative flows included) and speeds (or None) for a phase-1 kernel on n nodes."""
+    loads = rng.integers(0, 60, n).astype(np.int64)
+    loads[int(rng.integers(0, n))] += int(rng.integers(0, 5000))
+    est = loads + rng.normal(0, noise, n) if noise else loads.astype(np.float64)
+    s = rng.uniform(0.8, 3.0, n) if speeds else None
+    return loads, est, s
+
+
 def _assert_same(a, b):
     assert a[0] == b[0]  # moved, max error, squared error, max weighted estimate: exact
     for x, y in zip(a[1:], b[1:]):
@@ -60,11 +70,7 @@ def test_sec3_phase1_stencil_kernel_equals_regular_kernel(spec, speeds, seed, no
     if spec == "ring:700":
         assert stencil.covered > 2 * STENCIL_CHUNK
     n, D = g.n, int(g.degrees[0])
-    loads = rng.integers(0, 60, n).astype(np.int64)
-    loads[int(rng.integers(0, n))] += int(rng.integers(0, 5000))
-    # An estimate some steps into phase 1: the loads plus real noise (negative flows included).
-    est = loads + rng.normal(0, noise, n) if noise else loads.astype(np.float64)
-    s = rng.uniform(0.8, 3.0, n) if speeds else None
+    loads, est, s = _inputs(n, rng, noise, speeds)
     a0, total = 1.0 / (2 * D), float(loads.sum())
     ssum = float(s.sum()) if speeds else float(n)
     ix = unsigned_view(g.indices)

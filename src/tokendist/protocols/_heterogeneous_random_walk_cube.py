@@ -31,6 +31,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ._heterogeneous_random_walk_kernels import _estimate_error
+
 __all__ = ["fos_pair_cube", "block_bits", "CUBE_BLOCK_BITS"]
 
 #: ``b`` of the blocks of ``2^b`` nodes (clamped to ``d``): six scratch arrays of 32 KB, in L2.
@@ -145,12 +147,8 @@ def _cube_block(d, b, i0, a0, s, ssum, total, loads, xw, est, xe, dst, out, outf
         moved += sent
         e = est[i] + (inn[r] + q[r])
         dst[i] = e
-        if s is None:
-            err = abs(e - ideal1)
-            wmax = max(wmax, e)
-        else:
-            err = abs(e - total * s[i] / ssum)
-            wmax = max(wmax, e / (s[i] * nfac))
+        err, we = _estimate_error(e, i, s, ssum, total, ideal1, nfac)
+        wmax = max(wmax, we)
         max_err = max(max_err, err)
         sq += err * err
     return moved, max_err, sq, wmax

@@ -90,6 +90,15 @@ def token_index(node, kind, k):
     return (int(node) << 32) | (int(kind) << 31) | int(k)
 
 
+@numba.njit(inline="always")
+def _estimate_error(e, i, s, ssum, total, ideal1, nfac):
+    # Node i's new estimate e against its ideal load: (|e - ideal_i|, e / sbar_i). With unit speeds
+    # (s None) the second is e itself: the callers divide their maximum by n / sum s once.
+    if s is None:
+        return abs(e - ideal1), e
+    return abs(e - total * s[i] / ssum), e / (s[i] * nfac)
+
+
 @numba.njit(cache=True, nogil=True)
 def _pair_rows(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, ssum, total, loads, xw, est, xe, dst, out,
                outflow, i0, i1):
@@ -149,12 +158,8 @@ def _pair_rows(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, ssum, total
         moved += sent
         e = est[i] + (inn + q)
         dst[i] = e
-        if s is None:
-            err = abs(e - ideal1)
-            wmax = max(wmax, e)
-        else:
-            err = abs(e - total * s[i] / ssum)
-            wmax = max(wmax, e / (s[i] * nfac))
+        err, we = _estimate_error(e, i, s, ssum, total, ideal1, nfac)
+        wmax = max(wmax, we)
         max_err = max(max_err, err)
         sq += err * err
     return moved, max_err, sq, wmax
@@ -200,12 +205,8 @@ def _pair_rows_regular(indices, D, a0, s, ssum, total, loads, xw, est, xe, dst, 
         moved += sent
         e = est[i] + (inn + q)
         dst[i] = e
-        if s is None:
-            err = abs(e - ideal1)
-            wmax = max(wmax, e)
-        else:
-            err = abs(e - total * s[i] / ssum)
-            wmax = max(wmax, e / (s[i] * nfac))
+        err, we = _estimate_error(e, i, s, ssum, total, ideal1, nfac)
+        wmax = max(wmax, we)
         max_err = max(max_err, err)
         sq += err * err
     return moved, max_err, sq, wmax
@@ -343,12 +344,8 @@ def fos_pair_stencil(indices, starts, ends, lower, upper, a0, s, ssum, total, lo
             moved += sent
             e = est[ui] + (inn + q)
             dst[ui] = e
-            if s is None:
-                err = abs(e - ideal1)
-                wmax = max(wmax, e)
-            else:
-                err = abs(e - total * s[ui] / ssum)
-                wmax = max(wmax, e / (s[ui] * nfac))
+            err, we = _estimate_error(e, ui, s, ssum, total, ideal1, nfac)
+            wmax = max(wmax, we)
             max_err = max(max_err, err)
             sq += err * err
         for c0 in range(a, b, STENCIL_CHUNK):

@@ -41,7 +41,7 @@ import numpy as np
 
 from ._diffusion_kernels import _step_base, _uniform
 from ._heterogeneous_random_walk_cube import CUBE_BLOCK_BITS, _cube_block
-from ._heterogeneous_random_walk_kernels import _pair_rows, _pair_rows_regular
+from ._heterogeneous_random_walk_kernels import _estimate_error, _pair_rows, _pair_rows_regular
 
 __all__ = ["fos_pair_par", "fos_pair_regular_par", "fos_pair_cube_par", "mrws_step_par", "ROW_BLOCK"]
 
@@ -64,10 +64,7 @@ def _pair_totals(moved_b, err_b, wmax_b, s, ssum, total, dst):
     ideal1 = total * 1.0 / ssum
     sq = 0.0
     for i in range(n):
-        if s is None:
-            err = abs(dst[i] - ideal1)
-        else:
-            err = abs(dst[i] - total * s[i] / ssum)
+        err, _ = _estimate_error(dst[i], i, s, ssum, total, ideal1, n / ssum)
         sq += err * err
     if s is None:
         wmax = wmax / (n / ssum)
