@@ -31,7 +31,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._heterogeneous_random_walk_kernels import _estimate_error
+from ._heterogeneous_random_walk_kernels import _finish_row
 
 __all__ = ["fos_pair_cube", "block_bits", "CUBE_BLOCK_BITS"]
 
@@ -142,12 +142,9 @@ def _cube_block(d, b, i0, a0, s, ssum, total, loads, xw, est, xe, dst, out, outf
     for r in range(B):
         i = i0 + r
         sent = (sabs[r] - delta[r]) >> 1  # sum max(-y, 0) = (sum |y| - sum y) / 2
-        out[i] = loads[i] + delta[r]
-        outflow[i] = sent
         moved += sent
-        e = est[i] + (inn[r] + q[r])
-        dst[i] = e
-        err, we = _estimate_error(e, i, s, ssum, total, ideal1, nfac)
+        err, we = _finish_row(i, delta[r], sent, inn[r] + q[r], loads, est, out, outflow, dst, s, ssum, total, ideal1,
+                              nfac)
         wmax = max(wmax, we)
         max_err = max(max_err, err)
         sq += err * err

@@ -99,6 +99,17 @@ def _estimate_error(e, i, s, ssum, total, ideal1, nfac):
     return abs(e - total * s[i] / ssum), e / (s[i] * nfac)
 
 
+@numba.njit(inline="always")
+def _finish_row(i, delta, sent, flow_in, loads, est, out, outflow, dst, s, ssum, total, ideal1, nfac):
+    # Row i's end in every phase-1 row loop: the new load and outflow, the new estimate
+    # est_i + (inn + q) (flow_in: that sum), and (err, e / sbar_i) of _estimate_error.
+    out[i] = loads[i] + delta
+    outflow[i] = sent
+    e = est[i] + flow_in
+    dst[i] = e
+    return _estimate_error(e, i, s, ssum, total, ideal1, nfac)
+
+
 @numba.njit(cache=True, nogil=True)
 def _pair_rows(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, ssum, total, loads, xw, est, xe, dst, out,
                outflow, i0, i1):
@@ -153,12 +164,8 @@ def _pair_rows(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, ssum, total
             sent += max(-y, 0)
             q += a * (xe[j] - xei)
             k += 1
-        out[i] = loads[i] + delta
-        outflow[i] = sent
         moved += sent
-        e = est[i] + (inn + q)
-        dst[i] = e
-        err, we = _estimate_error(e, i, s, ssum, total, ideal1, nfac)
+        err, we = _finish_row(i, delta, sent, inn + q, loads, est, out, outflow, dst, s, ssum, total, ideal1, nfac)
         wmax = max(wmax, we)
         max_err = max(max_err, err)
         sq += err * err
@@ -200,12 +207,8 @@ def _pair_rows_regular(indices, D, a0, s, ssum, total, loads, xw, est, xe, dst, 
             q += 0.0 if lo else f
         # What i sends, sum max(-y, 0), is (sum |y| - sum y) / 2: one instruction less per slot.
         sent = (sabs - delta) >> 1
-        out[i] = loads[i] + delta
-        outflow[i] = sent
         moved += sent
-        e = est[i] + (inn + q)
-        dst[i] = e
-        err, we = _estimate_error(e, i, s, ssum, total, ideal1, nfac)
+        err, we = _finish_row(i, delta, sent, inn + q, loads, est, out, outflow, dst, s, ssum, total, ideal1, nfac)
         wmax = max(wmax, we)
         max_err = max(max_err, err)
         sq += err * err
@@ -339,12 +342,9 @@ def fos_pair_stencil(indices, starts, ends, lower, upper, a0, s, ssum, total, lo
                 inn += f if lo else 0.0
                 q += 0.0 if lo else f
             sent = (sabs - delta) >> 1
-            out[ui] = loads[ui] + delta
-            outflow[ui] = sent
             moved += sent
-            e = est[ui] + (inn + q)
-            dst[ui] = e
-            err, we = _estimate_error(e, ui, s, ssum, total, ideal1, nfac)
+            err, we = _finish_row(ui, delta, sent, inn + q, loads, est, out, outflow, dst, s, ssum, total, ideal1,
+                                  nfac)
             wmax = max(wmax, we)
             max_err = max(max_err, err)
             sq += err * err
