@@ -25,7 +25,7 @@ from tokendist.protocols._diffusion_parallel import run_parallel
 from tokendist.protocols._heterogeneous_random_walk_kernels import fos_pair_regular
 from tokendist.protocols._heterogeneous_random_walk_parallel import fos_pair_cube_par
 
-from .test_random_walk_stencil import _assert_same, _inputs, _phase1
+from .test_random_walk_stencil import _assert_same, _inputs, _phase1, _steps
 
 # 3 .. CUBE_BLOCK_BITS: one block or several, every dimension inside; above: dimensions across blocks.
 DIMENSIONS = [3, 4, 5, 7, CUBE_BLOCK_BITS, CUBE_BLOCK_BITS + 1, CUBE_BLOCK_BITS + 2]
@@ -84,13 +84,7 @@ def _run(spec, loads, params, steps, use_cube, speeds, monkeypatch):
     monkeypatch.setattr(rw, name, spy)
     p = make_protocol("random-walk", params)
     p.reset(g, loads.copy(), np.random.default_rng(3))
-    w, seen = loads.copy(), []
-    for t in range(steps):
-        o = p.step(t, g, w)
-        seen.append((o.loads.copy(), o.outflow.copy(), o.moved, dict(o.info),
-                     p.estimate.copy() if p.phase == 1 else None))
-        w = o.loads.copy()
-    return p, seen, len(calls)
+    return p, _steps(p, g, loads, steps), len(calls)
 
 
 @pytest.mark.parametrize("spec,speeds,switch,threads", [("hypercube:8", False, "error", 1),

@@ -99,13 +99,19 @@ def _run(spec, loads, params, steps, use_stencil, speeds=None, monkeypatch=None)
     p.reset(g, loads.copy(), np.random.default_rng(3))
     if not use_stencil:
         monkeypatch.setattr(p, "_stencil_of", lambda graph: None)
+    return p, _steps(p, g, loads, steps), len(calls)
+
+
+def _steps(p, g, loads, steps):
+    """Run ``steps`` steps of the reset protocol ``p``; each step's loads, outflows, moved, info and
+    (in phase 1) estimate."""
     w, seen = loads.copy(), []
     for t in range(steps):
         o = p.step(t, g, w)
         seen.append((o.loads.copy(), o.outflow.copy(), o.moved, dict(o.info),
                      p.estimate.copy() if p.phase == 1 else None))
         w = o.loads.copy()
-    return p, seen, len(calls)
+    return seen
 
 
 @pytest.mark.parametrize("spec,speeds,switch", [("torus:12x12", False, "error"), ("torus:8x8", True, "error"),
