@@ -25,7 +25,7 @@ from tokendist.protocols._diffusion_parallel import run_parallel
 from tokendist.protocols._heterogeneous_random_walk_kernels import fos_pair_regular
 from tokendist.protocols._heterogeneous_random_walk_parallel import fos_pair_cube_par
 
-from .test_random_walk_stencil import _assert_same, _inputs, _phase1, _steps
+from .test_random_walk_stencil import _assert_same, _assert_same_steps, _inputs, _phase1, _steps
 
 # 3 .. CUBE_BLOCK_BITS: one block or several, every dimension inside; above: dimensions across blocks.
 DIMENSIONS = [3, 4, 5, 7, CUBE_BLOCK_BITS, CUBE_BLOCK_BITS + 1, CUBE_BLOCK_BITS + 2]
@@ -105,10 +105,5 @@ def test_sec3_protocol_with_cube_kernel_equals_without_through_both_phases(spec,
     assert calls > 0 and none == 0
     assert p1.switch_at is not None and p1.switch_at == p0.switch_at  # through the switch into phase 2
     assert calls == p1.switch_at  # every phase-1 step on the cube
-    for x, y in zip(a, b):
-        for u, v in zip(x, y):
-            if isinstance(u, np.ndarray):
-                np.testing.assert_array_equal(u.view(np.int64), v.view(np.int64))
-            else:
-                assert u == v
+    _assert_same_steps(a, b)
     assert p1.report() == p0.report()
