@@ -33,7 +33,7 @@ import numpy as np
 
 from ._heterogeneous_random_walk_kernels import _finish_row
 
-__all__ = ["fos_pair_cube", "block_bits", "CUBE_BLOCK_BITS"]
+__all__ = ["fos_pair_cube", "CUBE_BLOCK_BITS"]
 
 #: ``b`` of the blocks of ``2^b`` nodes (clamped to ``d``): six scratch arrays of 32 KB, in L2.
 #: Measured on hypercube:20 for b = 6 .. 14: 8.7, 7.2, 6.3, 5.5, 5.2, 4.8 (b = 11) and 5.0-5.0 (12-14)
@@ -149,11 +149,6 @@ def _cube_block(d, b, i0, a0, s, ssum, total, loads, xw, est, xe, dst, out, outf
         max_err = max(max_err, err)
         sq += err * err
     return moved, max_err, sq, wmax
-
-
-def block_bits(d):
-    """``b`` of the blocks of ``2^b`` nodes on ``hypercube:d``: :data:`CUBE_BLOCK_BITS`, at most ``d``."""
-    return min(d, CUBE_BLOCK_BITS)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")

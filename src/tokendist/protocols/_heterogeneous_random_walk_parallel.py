@@ -124,7 +124,7 @@ def fos_pair_regular_par(indices, D, a0, s, ssum, total, loads, xw, est, xe, dst
 def fos_pair_cube_par(d, a0, s, ssum, total, loads, xw, est, xe, dst, out, outflow):
     """:func:`._heterogeneous_random_walk_cube.fos_pair_cube` over its blocks in parallel, bit for bit.
 
-    Each block of ``2^b`` nodes (:func:`~._heterogeneous_random_walk_cube.block_bits`) runs the
+    Each block of ``2^b`` nodes (``b = min(d, CUBE_BLOCK_BITS)``, as in the serial kernel) runs the
     serial kernel's block with scratch of its own; it writes only its own rows and reads the
     step's inputs (with speeds the estimate is updated in place, but a block reads ``est`` only
     at its own rows: the neighbours' values come from the snapshot ``xe``).
