@@ -241,6 +241,19 @@ def test_kernels_match_reference_through_switch_rules(switch, speeds):
     assert p.phase == 3 and p.switch_at > 0
 
 
+@pytest.mark.parametrize("speeds", [True, False])
+def test_cube_kernel_matches_reference_through_both_phases(speeds):
+    # hypercube:5 runs phase 1 by dimensions (fos_pair_cube): against the numpy reference directly.
+    g = make_graph("hypercube:5")
+    assert g.cube_dimension == 5
+    if speeds:
+        g = g.with_speeds(np.random.default_rng(7).uniform(0.8, 1.2, 32))
+    w0 = np.random.default_rng(3).integers(0, 30, 32).astype(np.int64)
+    w0[9] += 2000
+    p = _lockstep(g, w0, 5, steps=400, params={"switch": "error", "switch_tol": "1e-6"})
+    assert p.phase == 3 and p.switch_at > 0
+
+
 def _walk_once(g, c, marked, negative, seed, step=0):
     """One MRWS of the numba kernel on ``g`` (coefficients as the protocol builds them)."""
     p = make_protocol("random-walk", {"c": str(c)})
