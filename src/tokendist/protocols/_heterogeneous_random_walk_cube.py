@@ -36,8 +36,8 @@ from ._heterogeneous_random_walk_kernels import _finish_row
 __all__ = ["fos_pair_cube", "CUBE_BLOCK_BITS"]
 
 #: ``b`` of the blocks of ``2^b`` nodes (clamped to ``d``): six scratch arrays of 32 KB, in L2.
-#: Measured on hypercube:20 for b = 6 .. 14: 8.7, 7.2, 6.3, 5.5, 5.2, 4.8 (b = 11) and 5.0-5.0 (12-14)
-#: ns per edge, the row loop 9.5-11.5 in the same runs.
+#: The kernel alone on hypercube:20, medians of 7 calls in two runs (the row loop 9.5 and 11.5 in
+#: them): b = 6 .. 11: 8.7, 7.2, 6.3, 5.5, 5.2, 4.8; b = 10 .. 14: 5.4, 5.2, 5.0, 5.0, 5.0 ns per edge.
 CUBE_BLOCK_BITS = 12
 
 _U = np.uint64  # index casts: no negative-index wrap per access
