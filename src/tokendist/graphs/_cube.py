@@ -14,6 +14,8 @@ import numpy as np
 
 __all__ = ["cube_dimension"]
 
+_CHUNK = 1 << 20  # edges checked per pass
+
 
 def cube_dimension(graph) -> int | None:
     """``d`` if ``graph`` is the d-dimensional hypercube in its binary labelling, else None.
@@ -40,8 +42,10 @@ def cube_dimension(graph) -> int | None:
     d = n.bit_length() - 1
     if graph.m != d * n // 2:
         return None
-    x = np.bitwise_xor(graph.u.astype(np.int64), graph.v.astype(np.int64))
-    # Graph stores u < v, so x > 0; one bit set: x & (x - 1) == 0.
-    if not np.all((x & (x - 1)) == 0):
-        return None
+    # Graph stores u < v, so x = u xor v > 0; one bit set: x & (x - 1) == 0. In chunks, in the
+    # arrays' own dtype: whole-array temporaries would cost about 30 bytes per edge at once.
+    for start in range(0, graph.m, _CHUNK):
+        x = np.bitwise_xor(graph.u[start:start + _CHUNK], graph.v[start:start + _CHUNK])
+        if np.any(x & (x - 1)):
+            return None
     return d
