@@ -32,3 +32,18 @@ def test_a_missing_edge_or_another_labelling_is_not_the_cube():
     assert cube_dimension(Graph(g.n, perm[u], perm[v])) is None
     # The right count of one-bit edges but the nodes not a power of two: not a cube.
     assert cube_dimension(Graph(3, [0], [1])) is None
+
+
+def test_the_check_runs_in_chunks(monkeypatch):
+    from tokendist.graphs import _cube
+
+    monkeypatch.setattr(_cube, "_CHUNK", 7)  # hypercube:6 has 192 edges: 28 chunks
+    g = make_graph("hypercube:6")
+    assert cube_dimension(g) == 6
+    edges = np.column_stack([g.u, g.v]).astype(np.int64)
+    assert edges[-1].tolist() == [62, 63]
+    # (62, 63) -> (61, 62), labels differing in two bits: it sorts into the last chunk.
+    edges[-1] = [61, 62]
+    h = Graph.from_edges(g.n, edges)
+    assert h.m == g.m and int(np.flatnonzero((h.u == 61) & (h.v == 62))[0]) >= 189
+    assert cube_dimension(h) is None
