@@ -95,6 +95,17 @@ def test_stable_is_a_stop_reason_of_static_networks_only():
     assert dynamic.stop_reason == "max-steps" and dynamic.steps == 400
 
 
+@pytest.mark.parametrize("kwargs", [{"max_steps": 1.5}, {"max_steps": "10"}, {"max_steps": True},
+                                    {"max_steps": -1}, {"record_every": 0}, {"until_discrepancy": -1},
+                                    {"until_discrepancy": float("nan")}, {"until_local_discrepancy": "x"}])
+def test_bad_stopping_arguments_are_clear_errors(kwargs):
+    # They were TypeErrors from inside the step loop (max_steps=1.5) or silently never met (-1).
+    name = next(iter(kwargs))
+    with pytest.raises(TokendistError, match=name):
+        simulate("ring:5", "multi-port", "point:10", **kwargs)
+    assert simulate("ring:5", "multi-port", "point:10", max_steps=np.int64(5)).steps <= 5
+
+
 def test_static_protocol_refuses_dynamics():
     with pytest.raises(TokendistError, match="dynamic"):
         simulate("ring:8", "multi-port", "point:10", dynamics=EdgeFailures(0.1))

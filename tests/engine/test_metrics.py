@@ -49,6 +49,30 @@ def test_bad_initial_specs(spec):
         make_loads(spec, make_graph("ring:10"))
 
 
+@pytest.mark.parametrize("loads, message", [
+    ([1.5, -2, 0, 0, 0], "non-negative"),
+    ([float("nan"), 1, 1, 1, 1], "finite"),
+    ([float("inf"), 1, 1, 1, 1], "finite"),
+    ([True, False, True, True, False], "numbers"),
+    (["1", "2", "3", "4", "5"], "numbers"),
+    (np.array([2**63, 0, 0, 0, 0], dtype=np.uint64), "more than int64"),
+    # Each fits in int64, their sum does not: once reported as -2**63 tokens.
+    (np.array([2**62, 2**62, 0, 0, 0]), "more than int64"),
+    ("constant:4611686018427387904", "more than int64"),
+])
+def test_initial_loads_the_engine_cannot_hold_are_refused(loads, message):
+    with pytest.raises(TokendistError, match=message):
+        make_loads(loads, make_graph("ring:5"))
+
+
+def test_initial_load_arrays_become_token_counts_where_integral():
+    g = make_graph("ring:5")
+    assert make_loads([1.0, 2, 3, 4, 5], g).dtype == np.int64
+    assert make_loads(np.arange(5, dtype=np.uint8), g).dtype == np.int64
+    assert make_loads([0.5, 2, 3, 4, 5], g).dtype == np.float64  # for the divisible schemes
+    assert make_loads(np.array([2**62, 2**62 - 1, 0, 0, 0]), g).sum() == 2**63 - 1  # the largest total
+
+
 @given(st.text(max_size=30))
 def test_any_text_as_initial_spec_is_a_clean_error_or_valid(text):
     g = make_graph("ring:5")

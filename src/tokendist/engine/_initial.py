@@ -78,21 +78,49 @@ def make_loads(spec, graph, seed=None) -> np.ndarray:
     [0, 0, 7, 0]
     """
     if not isinstance(spec, str):
-        loads = np.array(spec)
-        if loads.shape != (graph.n,):
-            raise TokendistError(f"expected {graph.n} initial loads, got shape {loads.shape}")
-        if loads.dtype.kind == "f" and np.all(loads == np.round(loads)):
-            loads = loads.astype(np.int64)
-        if loads.dtype.kind in "iu":
-            loads = loads.astype(np.int64)
-            if loads.size and loads.min() < 0:
-                raise TokendistError("initial loads must be non-negative")
-        return loads
+        return _checked_total(_loads_from_array(spec, graph))
     name, _, arg = spec.strip().partition(":")
     entry = INITIAL.get(name.strip().lower())
     loads = entry.build(arg.strip(), graph, stream(seed, "init"))
     loads = np.asarray(loads)
     assert loads.shape == (graph.n,), f"{name} built {loads.shape} loads for {graph.n} nodes"
+    return _checked_total(loads)
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _loads_from_array(values, graph) -> np.ndarray:
+    # An array given by the caller: numbers, one per node, finite and non-negative; integral
+    # values become int64 (token counts), others stay float64 (for the divisible schemes).
+    loads = np.array(values)
+    if loads.shape != (graph.n,):
+        raise TokendistError(f"expected {graph.n} initial loads, got shape {loads.shape}")
+    if loads.dtype.kind not in "iuf":  # bool, str, object, complex: not token counts
+        raise TokendistError(f"initial loads must be numbers, got {loads.dtype} values")
+    if loads.dtype.kind == "f":
+        if not np.all(np.isfinite(loads)):
+            raise TokendistError("initial loads must be finite")
+        if np.all(loads == np.round(loads)) and np.all(np.abs(loads) <= _INT64_MAX):
+            loads = loads.astype(np.int64)
+    elif loads.dtype.kind == "u" and loads.size and int(loads.max()) > _INT64_MAX:
+        raise TokendistError(f"an initial load of {int(loads.max()):,} tokens is more than int64 holds")
+    elif loads.dtype.kind in "iu":
+        loads = loads.astype(np.int64)
+    if loads.size and loads.min() < 0:
+        raise TokendistError("initial loads must be non-negative")
+    return loads
+
+
+def _checked_total(loads: np.ndarray) -> np.ndarray:
+    """``loads``, once their total is known to fit in int64 (the engine's conservation check and
+    metrics keep it there; ``constant:2**62`` on five nodes once reported -2**63 tokens)."""
+    if loads.dtype.kind == "i" and loads.size:
+        # Exact in int64: the high and low 32-bit halves summed separately (n < 2**31).
+        total = (int((loads >> 32).sum()) << 32) + int((loads & 0xFFFFFFFF).sum())
+        if total > _INT64_MAX:
+            raise TokendistError(f"the initial loads hold {total:,} tokens in all, more than int64 holds "
+                                 f"({_INT64_MAX:,})")
     return loads
 
 

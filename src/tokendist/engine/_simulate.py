@@ -20,6 +20,7 @@ scheme whose float64 state repeats with load still moving reports ``rounding-cyc
 from __future__ import annotations
 
 import hashlib
+import numbers
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -162,6 +163,13 @@ def _check_model(protocol: Protocol, graph: Graph, flows: np.ndarray, t: int) ->
                                     f"{flows[e]} tokens on edge ({graph.u[e]}, {graph.v[e]})")
 
 
+def _check_count(name, value, minimum):
+    # An int (numpy's too), not a bool or a float: a clear error rather than a TypeError deep in
+    # the step loop (simulate(..., max_steps=1.5) was one).
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+        raise TokendistError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
 def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None = None,
              max_steps: int | None = None, until_discrepancy: float | None = None,
              until_local_discrepancy: float | None = None, record_every: int = 1,
@@ -229,8 +237,11 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         raise TokendistError(f"{protocol.name} moves indivisible tokens; initial loads must be integers")
     if max_steps is None:
         max_steps = DEFAULT_MAX_STEPS
-    if max_steps < 0 or record_every < 1:
-        raise TokendistError("max_steps must be >= 0 and record_every >= 1")
+    _check_count("max_steps", max_steps, 0)
+    _check_count("record_every", record_every, 1)
+    for name, level in (("until_discrepancy", until_discrepancy), ("until_local_discrepancy", until_local_discrepancy)):
+        if level is not None and not (isinstance(level, numbers.Real) and not isinstance(level, bool) and level >= 0):
+            raise TokendistError(f"{name} must be a number >= 0, got {level!r}")
 
     initial_loads = loads.copy()
     protocol.reset(graph, loads.copy(), stream(seed, "protocol"))
