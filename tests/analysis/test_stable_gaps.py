@@ -10,7 +10,8 @@ import tokendist as td
 from tokendist.analysis import (c_gap, c_ordering, construct_subgraph, edge_subtree_sizes, gap_positions,
                                 gap_stability, gap_stability_naive, kary_subtree_sizes, lemma13_bound,
                                 lemma15_terms, lemma17_bound, msd, msd_from_sizes, msd_of_spec, observer_tour,
-                                stability, stable_gaps, stable_gaps_1, theorem12_distribution, theorem16_bound)
+                                partner_table, stability, stable_gaps, stable_gaps_1, theorem12_distribution,
+                                theorem16_bound)
 from tokendist.errors import TokendistError
 from tokendist.graphs import edge_colouring, kary_tree, make_graph, path_graph, random_tree, star_graph
 
@@ -212,6 +213,10 @@ def test_user_errors():
         msd(make_graph("ring:5"))
     with pytest.raises(TokendistError):
         construct_subgraph(make_graph("path:4"), 4)
+    # The tour functions on a graph with a cycle: a user error, not Lemma 6's RuntimeError.
+    for f in (partner_table, observer_tour, c_ordering, gap_positions):
+        with pytest.raises(TokendistError, match="not a tree"):
+            f(make_graph("ring:5"))
 
 
 def test_registered_bounds_threshold1_threshold2_discrepancy1():

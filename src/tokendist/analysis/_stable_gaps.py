@@ -159,8 +159,10 @@ def partner_table(tree, colours=None, chi: int | None = None) -> np.ndarray:
     """``out[v, c]``: the neighbour of ``v`` across its edge of colour ``c``, or ``v`` (a self-loop of T').
 
     Sec. 4.1: ``T'`` adds ``chi - deg(v)`` self-loops at ``v`` so that every node has one outgoing
-    arc of each colour.
+    arc of each colour. The observer tour, c-orderings and gaps all start here, so a graph that
+    is not a tree is refused here (it was a RuntimeError from Lemma 6's check, meant for bugs).
     """
+    _require_tree(tree)
     colours = _colours_of(tree, colours)
     k = (int(colours.max()) + 1 if colours.size else 1) if chi is None else int(chi)
     if colours.size and colours.max() >= k:
