@@ -1,8 +1,11 @@
-"""Graph.edge_index (binary search in CSR rows) and the structural matrix, against plain references."""
+"""Graph.edge_index (binary search in CSR rows) and the structural matrix, against plain references;
+what Graph.from_edges refuses."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
+from tokendist.errors import TokendistError
 from tokendist.graphs import Graph, make_graph
 
 
@@ -40,3 +43,23 @@ def test_structure_matrix_shares_the_csr_arrays_and_is_not_cached():
     assert np.array_equal(a.toarray() != 0, g.adjacency.toarray() != 0)
     h = make_graph("torus:9x9")
     assert h.is_connected and "adjacency" not in vars(h)
+
+
+@pytest.mark.parametrize("n, edges, message", [
+    (3, [(0.5, 1)], "node ids must be integers"),   # was truncated to the edge (0, 1)
+    (3, [(0, float("nan"))], "node ids must be integers"),
+    (3, [("a", "b")], "node ids must be integers"),
+    (3.7, [(0, 1)], "number of nodes must be an integer"),  # was truncated to 3
+    (True, [], "number of nodes must be an integer"),
+    (0, [], "at least one node"),
+    (3, [(0, 1, 2)], "pairs"),
+    (3, [(0, 3)], "out of range"),
+])
+def test_from_edges_refuses_what_is_not_a_graph(n, edges, message):
+    with pytest.raises(TokendistError, match=message):
+        Graph.from_edges(n, edges)
+
+
+def test_from_edges_takes_integral_floats_and_numpy_ints():
+    g = Graph.from_edges(np.int64(3), [(0.0, 1.0), (2, 1)])
+    assert (g.n, g.u.tolist(), g.v.tolist()) == (3, [0, 1], [1, 2])

@@ -9,6 +9,7 @@ networks of Elsässer, Monien and Schamberger 2006, Section 2) are optional arra
 
 from __future__ import annotations
 
+import numbers
 from functools import cached_property
 
 import numpy as np
@@ -105,10 +106,16 @@ class Graph:
         TokendistError
             Negative or out-of-range node ids, self-loops, duplicate edges, bad speeds.
         """
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool):
+            raise TokendistError(f"the number of nodes must be an integer, got {n!r}")
         n = int(n)
         if n < 1:
             raise TokendistError(f"a graph needs at least one node (n={n})")
-        e = np.asarray(edges, dtype=np.int64)
+        raw = np.asarray(edges)
+        # Node ids are integers: a float id is refused unless integral (casting truncated 0.5 to 0).
+        if raw.size and raw.dtype.kind not in "iu" and not (raw.dtype.kind == "f" and np.all(raw == np.round(raw))):
+            raise TokendistError(f"node ids must be integers, got {raw.dtype} values")
+        e = raw.astype(np.int64)
         if e.size == 0:
             e = e.reshape(0, 2)
         if e.ndim != 2 or e.shape[1] != 2:
