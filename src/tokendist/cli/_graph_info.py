@@ -117,7 +117,7 @@ class GraphColourCommand(Command):
                 np.savetxt(Path(args.output), np.column_stack([graph.u, graph.v, colours]), fmt="%d",
                            header=f"{graph.spec}: u v colour ({len(sizes)} colours)")
             except OSError as exc:
-                raise TokendistError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+                raise TokendistError(f"{args.output}: cannot write ({exc.strerror or exc})") from None
             result["output"] = args.output
         if args.json:
             print_json(result)
