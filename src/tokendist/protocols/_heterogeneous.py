@@ -35,6 +35,7 @@ from ..graphs._stencil import lower_edge_runs
 from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_stencil, fos_floor_step,
                                      fos_real_stencil, fos_real_step, node_alpha_sums, sos_iou_stencil, sos_iou_step,
                                      sos_real_stencil, sos_real_step)
+from ._heterogeneous_sos_cube import SOS_CUBE_MIN_DIMENSION, flows_from_cube, flows_to_cube, sos_real_cube
 from ._heterogeneous_parallel import (SOS_BLOCK, THREADS_PARAM, block_edge_starts, check_threads, fos_floor_step_par,
                                       fos_real_step_par, run_blocks, run_rows, sos_iou_step_par, sos_real_step_par,
                                       use_threads)
@@ -447,12 +448,17 @@ class SOS(_SecondOrder):
             mode, a0, inv, alpha = self._kernel_coefs(graph)
             out, outflow = np.empty(graph.n), self._outflow_buffer(graph.n, np.float64)
             first = self._k == 0
-            flow = self._carry_state(graph, self._prev)
             runs = self._stencil_runs(graph, mode, edges=True)
-            if runs is not None:
+            d = self._cube_dimension(graph, mode)
+            if d is not None:  # same results bit for bit, the state by dimension
+                flow = self._cube_state(graph, d)
+                moved = sos_real_cube(d, a0, self.beta, first, self._x(loads), loads, flow, out, outflow)
+            elif runs is not None:
+                flow = self._carry_state(graph, self._edge_flows())
                 moved = sos_real_stencil(graph.indptr, graph.indices, graph.csr_edges, *runs, a0, self.beta, first,
                                          self._x(loads), loads, flow, out, outflow)
             else:
+                flow = self._carry_state(graph, self._edge_flows())
                 args = (graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, self.beta, first,
                         self._x(loads), loads, flow, out, outflow)
                 par = self._parallel(graph)
@@ -464,6 +470,29 @@ class SOS(_SecondOrder):
         y = self._sos_flow(graph, loads)
         self._remember(graph, y)
         return Step(apply_flows(graph, loads, y), moved=float(np.abs(y).sum()), messages=2 * graph.m, flows=y)
+
+    def _cube_dimension(self, graph, mode):
+        """``d`` when the step runs :func:`sos_real_cube` (serial, scalar coefficients, ``hypercube:d``, ``d`` large enough)."""
+        if mode != COEF_SCALAR or use_threads(self.name, self.options["threads"]):
+            return None
+        d = graph.cube_dimension
+        return d if d is not None and d >= SOS_CUBE_MIN_DIMENSION else None
+
+    def _edge_flows(self):
+        """Last step's flows in edge order (None before the first step), whatever layout they are kept in."""
+        prev = self._prev
+        if prev is not None and prev.ndim == 2:  # by dimension (the cube kernel)
+            return flows_from_cube(self._state_graph, prev)
+        return prev
+
+    def _cube_state(self, graph, d):
+        """Last step's flows in the ``(d, n / 2)`` layout of :func:`sos_real_cube`, moved only when the layout changes."""
+        prev = self._prev
+        if prev is None:
+            return np.zeros((d, graph.n // 2))
+        if prev.ndim == 2 and graph is self._state_graph:
+            return prev
+        return flows_to_cube(graph, d, self._carry_state(graph, self._edge_flows()))
 
     def decide(self, t, node, view):
         return sos_node_flows(self, node, view)
