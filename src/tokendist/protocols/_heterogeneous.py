@@ -35,7 +35,8 @@ from ..graphs._stencil import lower_edge_runs
 from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_stencil, fos_floor_step,
                                      fos_real_stencil, fos_real_step, node_alpha_sums, sos_iou_stencil, sos_iou_step,
                                      sos_real_stencil, sos_real_step)
-from ._heterogeneous_sos_cube import SOS_CUBE_MIN_DIMENSION, flows_from_cube, flows_to_cube, sos_real_cube
+from ._heterogeneous_sos_cube import (SOS_CUBE_MIN_DIMENSION, flows_from_cube, flows_to_cube, sos_iou_cube,
+                                      sos_real_cube)
 from ._heterogeneous_parallel import (SOS_BLOCK, THREADS_PARAM, block_edge_starts, check_threads, fos_floor_step_par,
                                       fos_real_step_par, run_blocks, run_rows, sos_iou_step_par, sos_real_step_par,
                                       use_threads)
@@ -386,6 +387,17 @@ class _SecondOrder(HeterogeneousDiffusion):
         self._state_graph = None
         self.dropped = 0.0
 
+    def _cube_dimension(self, graph, mode):
+        """``d`` when the step runs a hypercube kernel (:mod:`._heterogeneous_sos_cube`), else None.
+
+        Serial numba path, scalar coefficients, ``hypercube:d`` with ``d`` at least
+        :data:`SOS_CUBE_MIN_DIMENSION`. The per-edge state is then kept by dimension (2-D arrays).
+        """
+        if mode != COEF_SCALAR or use_threads(self.name, self.options["threads"]):
+            return None
+        d = graph.cube_dimension
+        return d if d is not None and d >= SOS_CUBE_MIN_DIMENSION else None
+
     def _carry_state(self, graph, values):
         """``values`` (per edge of the previous step's graph) on ``graph``; free when the graph is unchanged."""
         if values is None:
@@ -471,13 +483,6 @@ class SOS(_SecondOrder):
         self._remember(graph, y)
         return Step(apply_flows(graph, loads, y), moved=float(np.abs(y).sum()), messages=2 * graph.m, flows=y)
 
-    def _cube_dimension(self, graph, mode):
-        """``d`` when the step runs :func:`sos_real_cube` (serial, scalar coefficients, ``hypercube:d``, ``d`` large enough)."""
-        if mode != COEF_SCALAR or use_threads(self.name, self.options["threads"]):
-            return None
-        d = graph.cube_dimension
-        return d if d is not None and d >= SOS_CUBE_MIN_DIMENSION else None
-
     def _edge_flows(self):
         """Last step's flows in edge order (None before the first step), whatever layout they are kept in."""
         prev = self._prev
@@ -551,16 +556,19 @@ class SOSIOU(_SecondOrder):
 
     # The fast kernel may keep the amounts owed o (all paid in full) instead of the IOUs
     # o - trunc(o), to save a pass (see sos_iou_step); ``_iou`` always gives the IOUs.
+    # The cube kernel keeps them, and the flows, by dimension (2-D); ``_iou`` is in edge order.
     @property
     def _iou(self):
         raw = self._iou_raw
-        if raw is None or not self._owed_stored:
+        if raw is None:
             return raw
-        iou = raw - np.trunc(raw)
-        if self._has_exc:
-            exc = np.unpackbits(self._exc_bits, count=raw.shape[0], bitorder="little").view(bool)
-            iou[exc] = raw[exc]
-        return iou
+        iou = raw
+        if self._owed_stored:
+            iou = raw - np.trunc(raw)
+            if self._has_exc:
+                exc = np.unpackbits(self._exc_bits, count=raw.size, bitorder="little").view(bool)
+                iou.reshape(-1)[exc] = raw.reshape(-1)[exc]
+        return flows_from_cube(self._state_graph, iou) if iou.ndim == 2 else iou
 
     @_iou.setter
     def _iou(self, values):
@@ -577,17 +585,29 @@ class SOSIOU(_SecondOrder):
         # What each node owes, then (in place) what it sent: the outflow.
         outflow = self._outflow_buffer(graph.n, np.float64)
         first = self._k == 0
-        yhat = self._carry_state(graph, self._prev)
-        if self._owed_stored and graph is not self._state_graph:
-            self._iou = self._iou  # the IOUs themselves before mapping them onto the new graph
-        iou = self._carry_state(graph, self._iou_raw)
+        d = self._cube_dimension(graph, mode)
+        prev = self._prev
+        by_dim = prev is not None and prev.ndim == 2  # kept by the cube kernel
+        if by_dim and d is not None and graph is self._state_graph:
+            yhat, iou = prev, self._iou_raw
+        else:
+            if by_dim:
+                self._prev = flows_from_cube(self._state_graph, prev)
+            if self._owed_stored and (by_dim or d is not None or graph is not self._state_graph):
+                # The IOUs themselves (no exception bit) before they change layout or graph.
+                self._iou = self._iou
+            yhat, iou = self._carry_state(graph, self._prev), self._carry_state(graph, self._iou_raw)
+            if d is not None:
+                yhat, iou = flows_to_cube(graph, d, yhat), flows_to_cube(graph, d, iou)
         bits = self._exc_bits
         if bits is None or bits.shape[0] != (graph.m + 7) // 8:
             bits = self._exc_bits = np.zeros((graph.m + 7) // 8, np.uint8)  # m / 8 bytes
         runs = self._stencil_runs(graph, mode, edges=True)
         tail = (self.beta, first, self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou",
                 self._x(loads), loads, yhat, iou, out, outflow)
-        if runs is not None:
+        if d is not None:  # same results bit for bit, the state by dimension
+            res = sos_iou_cube(d, a0, *tail)
+        elif runs is not None:
             res = sos_iou_stencil(graph.indptr, graph.indices, graph.csr_edges, *runs, a0, *tail)
         else:
             args = (graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, *tail)

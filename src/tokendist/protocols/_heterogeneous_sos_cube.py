@@ -186,3 +186,217 @@ def sos_real_cube(d, a0, beta, first, x, loads, flow, out, outflow):
             outflow[i] = sent
             moved += sent
     return moved
+
+
+# --------------------------------------------------------------------------------------------------
+# sos-iou (Sec. 3): the same walk. Every sum is of integers or integer-valued floats, exact in any
+# order, so an edge is added to both of its ends when it is computed, and a short node pays one
+# dimension at a time.
+
+
+@numba.njit(inline="always")
+def _bit_of(le):
+    # Byte and bit of bit index le, in signed arithmetic: numba turns uint64 mixed with int64 into
+    # float64 (such a mix in the bit test made the step 48 ns per edge slower on hypercube:20).
+    e = np.int64(le)
+    return _U(e >> 3), e & 7
+
+
+@numba.njit(inline="always")
+def _take_bit(exc_bits, le):
+    # Whether bit le is set; it is cleared (consumed) either way.
+    byte, bit = _bit_of(le)
+    was = (exc_bits[byte] >> bit) & 1
+    exc_bits[byte] &= np.uint8(255 - (1 << bit))
+    return was != 0
+
+
+@numba.njit(inline="always")
+def _owed(y, ue, le, io, exc_read, owed_stored):
+    # The amount owed o = y + IOU on the edge at io[ue] (bit le), stored in its place; as the row
+    # loop. exc_read is None when no bit is set (a compile-time branch: the bit test in the loop,
+    # even behind a false flag, kept LLVM from unswitching it).
+    p = io[ue]
+    if exc_read is not None and _take_bit(exc_read, le):
+        pass  # an IOU itself (a node could not pay it in full last step): kept as it is
+    elif owed_stored:
+        p = p - np.trunc(p)
+    o = y + p
+    io[ue] = o
+    return o
+
+
+@numba.njit(inline="always")
+def _iou_across_lower(B, c0, p0, base, a0, beta, bm1, first, owed_stored, exc_read, fx, x, yh, io, owed, delta, big):
+    # An unset dimension k >= b: the block is the lower end of B edges to the block at p0 (taken
+    # later, which reads them back); base is the bit index of row k's first value.
+    for r in range(B):
+        ur = _U(r)
+        ue = c0 + ur
+        f = a0 * (fx[ur] - np.float64(x[p0 + ur]))
+        y = f if first else beta * f + bm1 * yh[ue]
+        yh[ue] = y
+        o = _owed(y, ue, base + ue, io, exc_read, owed_stored)
+        t = np.trunc(o)
+        owed[ur] += max(t, 0.0)
+        delta[ur] -= np.int64(t)
+        big[ur] = max(big[ur], abs(o - t))  # per node: a running max over the loop would not vectorise
+
+
+@numba.njit(inline="always")
+def _iou_across_upper(B, c0, io, owed, delta):
+    # A set dimension k >= b: the lower block (taken earlier, its short nodes paid) stored o or o - paid.
+    for r in range(B):
+        t = np.trunc(io[c0 + _U(r)])
+        owed[r] += max(-t, 0.0)
+        delta[r] += np.int64(t)
+
+
+@numba.njit(inline="always")
+def _iou_inside(h, B, c0, base, a0, beta, bm1, first, owed_stored, exc_read, fx, yh, io, owed, delta, big):
+    # A dimension 2^k = h < B: every edge of the dimension in the block, added to both ends.
+    uh = _U(h)
+    for g in range(0, B, 2 * h):
+        cg = c0 + _U(g >> 1)
+        for s in range(h):
+            lo = _U(g) + _U(s)
+            up = lo + uh
+            ue = cg + _U(s)
+            f = a0 * (fx[lo] - fx[up])
+            y = f if first else beta * f + bm1 * yh[ue]
+            yh[ue] = y
+            o = _owed(y, ue, base + ue, io, exc_read, owed_stored)
+            t = np.trunc(o)
+            owed[lo] += max(t, 0.0)
+            delta[lo] -= np.int64(t)
+            owed[up] += max(-t, 0.0)
+            delta[up] += np.int64(t)
+            big[lo] = max(big[lo], abs(o - t))
+
+
+@numba.njit(inline="always")
+def _iou_pay(k, b, half, i0, shorts, count, loads, owed, delta, paid_sum, io, exc_bits, out, moved, units, exc_big):
+    # Dimension k of the block's short nodes: each pays floor(|t| w / T) where it sends (as the row
+    # loop, whose order of slots does not matter: integer sums). What it did not pay goes back: to a
+    # lower neighbour at once (its load counts from its own row); an upper neighbour inside the block
+    # has added t already (its edge was computed with both ends), one in a later block will add
+    # trunc(r) when it reads the edge, so it is corrected by paid - t or paid - trunc(r).
+    h = np.int64(1) << k
+    for s in range(count):
+        r = shorts[s]
+        i = i0 + r
+        lower = (i & h) != 0  # bit k set: the edge (i - h, i), i its upper end
+        j = i - h if lower else i + h
+        ue = _U(cube_flow_slot(j if lower else i, k))
+        o = io[ue]
+        t = np.trunc(o)
+        if (t >= 0.0) if lower else (t <= 0.0):
+            continue  # i does not send on this edge
+        # floor(|t| w / T) as (|t| w) / T: exact while |t| w < 2**53 (see _sos_iou_pass).
+        paid = np.sign(t) * np.floor((np.abs(t) * np.float64(loads[_U(i)])) / owed[r])
+        paid_sum[r] += np.abs(paid)
+        back = np.int64(t) - np.int64(paid)
+        moved -= abs(back)
+        rest = o - paid  # |rest| >= 1: paid is below t in size
+        io[ue] = rest
+        byte, bit = _bit_of(_U(k) * half + ue)
+        exc_bits[byte] |= np.uint8(1 << bit)
+        units += np.floor(np.abs(rest))
+        exc_big = max(exc_big, np.abs(rest))
+        if lower:
+            delta[r] -= back
+            out[_U(j)] += back
+        else:
+            delta[r] += back
+            out[_U(j)] += np.int64(paid) - (np.int64(t) if k < b else np.int64(np.trunc(rest)))
+    return moved, units, exc_big
+
+
+@numba.njit(cache=True, nogil=True)
+def sos_iou_cube(d, a0, beta, first, owed_stored, has_exc, exc_bits, pay_iou, x, loads, yhat, iou, out, owe):
+    """:func:`~._heterogeneous_kernels.sos_iou_step` on ``hypercube:d`` with scalar coefficients ``a0``, by dimensions.
+
+    ``yhat`` and ``iou`` are ``(d, n / 2)`` states by dimension (module docstring), ``exc_bits`` has
+    one bit per value of that layout (bit ``k n / 2 + c``); all three are updated in place as the
+    row loop updates its edge-ordered ones; ``out`` must hold zeros on entry, ``owe`` ends as the
+    outflow. Returns the row loop's ``(moved, short_nodes, iou_units, iou_max, any_exception)``,
+    and writes its loads and outflows, bit for bit (:func:`_sos_iou_cube_pass`).
+    """
+    if has_exc:  # the bit test compiled in only when a bit may be set
+        return _sos_iou_cube_pass(d, a0, beta, first, owed_stored, exc_bits, exc_bits, pay_iou, x, loads, yhat, iou,
+                                  out, owe)
+    return _sos_iou_cube_pass(d, a0, beta, first, owed_stored, None, exc_bits, pay_iou, x, loads, yhat, iou, out, owe)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _sos_iou_cube_pass(d, a0, beta, first, owed_stored, exc_read, exc_bits, pay_iou, x, loads, yhat, iou, out, owe):
+    """Integer SOS with IOUs by dimensions: :func:`sos_iou_cube` with the bit test as a type.
+
+    A block takes its dimensions in any order (every sum is exact): an edge across ``k >= b`` is
+    computed by its lower block and read back by the upper one (taken later: blocks go in
+    increasing order), an edge inside the block is computed and added to both ends. Then its nodes
+    in order: the amount owed is added to ``moved``, the short ones listed; those pay a dimension
+    at a time (:func:`_iou_pay`), reading the state the block has just streamed through (a
+    payment loop per short node over its ``d`` rows missed the cache on the across dimensions: 71
+    against 19 ns per edge for the row loop on hypercube:20 with 258,000 short nodes); last,
+    the outflows and the loads.
+    """
+    n = loads.shape[0]
+    half = _U(n >> 1)
+    b = min(d, CUBE_BLOCK_BITS)
+    B = 1 << b
+    bm1 = beta - 1.0
+    fx = np.empty(B)
+    owed = np.empty(B)
+    delta = np.empty(B, np.int64)
+    big = np.empty(B)
+    paid_sum = np.empty(B)
+    shorts = np.empty(B, np.int64)
+    moved = 0
+    short = 0
+    biggest = 0.0
+    units = 0.0
+    exc_big = 0.0
+    any_exc = False
+    for i0 in range(0, n, B):
+        for r in range(B):
+            fx[r] = np.float64(x[_U(i0 + r)])
+            owed[r] = 0.0
+            delta[r] = 0
+            big[r] = 0.0
+        for k in range(d):
+            h = 1 << k
+            if k < b:
+                _iou_inside(h, B, _U(i0 >> 1), _U(k) * half, a0, beta, bm1, first, owed_stored, exc_read, fx, yhat[k],
+                            iou[k], owed, delta, big)
+            elif i0 & h:
+                _iou_across_upper(B, _U(cube_flow_slot(i0 - h, k)), iou[k], owed, delta)
+            else:
+                _iou_across_lower(B, _U(cube_flow_slot(i0, k)), _U(i0 + h), _U(k) * half, a0, beta, bm1, first,
+                                  owed_stored, exc_read, fx, x, yhat[k], iou[k], owed, delta, big)
+        count = 0
+        for r in range(B):
+            biggest = max(biggest, big[r])
+            ow = owed[r]
+            moved += np.int64(ow)  # every edge's |t| is owed by its sender
+            if ow > loads[_U(i0 + r)]:
+                short += 1
+                if pay_iou:
+                    shorts[count] = r
+                    paid_sum[r] = 0.0
+                    count += 1
+        if count:
+            any_exc = True
+            for k in range(d):
+                moved, units, exc_big = _iou_pay(k, b, half, i0, shorts, count, loads, owed, delta, paid_sum, iou[k],
+                                                 exc_bits, out, moved, units, exc_big)
+            for s in range(count):
+                owed[shorts[s]] = paid_sum[shorts[s]]  # a short node's outflow is what it paid
+        for r in range(B):
+            i = _U(i0 + r)
+            owe[i] = owed[r]
+            out[i] += loads[i] + delta[r]  # out starts at 0: it may hold corrections from short neighbours
+    if not any_exc:
+        # Every IOU is o - trunc(o), of size below 1: no owed unit.
+        return moved, short, 0.0, biggest, False
+    return moved, short, units, exc_big, True
