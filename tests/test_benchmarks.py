@@ -48,3 +48,12 @@ def test_hypercube_scaling(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[1].split() == ["graph", "row", "cube", "floor"]
     assert [line.split()[0] for line in out[2:]] == ["hypercube:8", "hypercube:10"]
+
+
+def test_sos_hypercube(capsys):
+    # 13 dimensions: blocks of 2^12 nodes and one dimension across them; the script itself checks
+    # that both chains' loads stay equal after every step.
+    _load("sos_hypercube").main(["--dim", "13", "--steps", "2", "--warm", "2"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split() == ["case", "row", "cube", "row", "/", "cube"]
+    assert [line.split(",")[0].split()[0] for line in out[2:]] == ["sos", "sos-iou", "sos-iou"]

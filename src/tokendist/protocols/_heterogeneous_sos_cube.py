@@ -1,4 +1,4 @@
-"""Real SOS (Elsässer et al. 2006, eq. (4)) on a hypercube, a dimension at a time.
+"""SOS and integer SOS with IOUs (Elsässer et al. 2006, eq. (4), Sec. 3) on a hypercube, a dimension at a time.
 
 :func:`sos_real_cube` is :func:`._heterogeneous_kernels.sos_real_step` with scalar coefficients on
 the graph ``hypercube:d`` (:attr:`Graph.cube_dimension <tokendist.graphs.Graph.cube_dimension>`),
@@ -32,10 +32,16 @@ decreasing ``k``; ``j > i`` is ``i + 2^k`` for an unset bit, in increasing ``k``
 its set dimensions from ``d - 1`` down to 0, then its unset dimensions from 0 up to ``d - 1``, and
 every node sees the same additions in the same order; its row end is the row loop's.
 
-Measured on hypercube:20 (docs/elsasser-monien-schamberger.md, "Seventh pass"): 3.6-4.5 ns per
-edge against 5.6-6.8 for the row loop, in the same process; on hypercube:10, whose state fits in
-L2, the row loop was faster (3.0 against 3.9), so the protocol takes this kernel from
-:data:`SOS_CUBE_MIN_DIMENSION` dimensions on.
+:func:`sos_iou_cube` is :func:`._heterogeneous_kernels.sos_iou_step` walked the same way, with the
+IOUs and the exception bits in the same layout; its sums are all of integers, so it needs no
+fixed order of dimensions (see its pass, :func:`_sos_iou_cube_pass`).
+
+Measured on hypercube:20 with ``python benchmarks/sos_hypercube.py`` (two chains of steps, row
+loop and cube kernel alternated, loads equal after every step): sos 3.9 -> 2.9 ns per edge,
+sos-iou 7.9 -> 5.9, sos-iou with many short nodes 17.2 -> 16.4 (medians of 7 steps); the bench's
+protocol steps went from 5.8-6.1 to 2.6-4.5 (sos) and from 10.0-11.2 to 5.1-5.2 (sos-iou). On
+hypercube:10, whose state fits in L2, the row loop was faster (3.0 against 3.9 for sos), so the
+protocols take these kernels from :data:`SOS_CUBE_MIN_DIMENSION` dimensions on.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ import numpy as np
 
 from ._heterogeneous_random_walk_cube import CUBE_BLOCK_BITS
 
-__all__ = ["sos_real_cube", "cube_flow_slot", "flows_to_cube", "flows_from_cube", "SOS_CUBE_MIN_DIMENSION"]
+__all__ = ["sos_real_cube", "sos_iou_cube", "cube_flow_slot", "flows_to_cube", "flows_from_cube", "SOS_CUBE_MIN_DIMENSION"]
 
 #: The protocol runs :func:`sos_real_cube` on ``hypercube:d`` for ``d`` at least this (the blocks
 #: of ``2^b`` nodes then leave dimensions across blocks; below it the row loop was as fast or faster).
