@@ -1,4 +1,4 @@
-"""``sos`` (Elsässer, Monien, Schamberger 2006, eq. (4)): the hypercube kernel, state kept by dimension.
+"""``sos`` and ``sos-iou`` (Elsässer, Monien, Schamberger 2006, eq. (4), Sec. 3): the hypercube kernels.
 
 * Layout: :func:`cube_flow_slot` places every edge of ``hypercube:d`` at a distinct ``(k, c)``, and
   :func:`flows_to_cube` / :func:`flows_from_cube` move the per-edge state there and back.
@@ -9,6 +9,10 @@
 * Protocol: ``sos`` takes the cube kernel on ``hypercube:d`` from ``SOS_CUBE_MIN_DIMENSION`` on and
   gives the numpy reference's loads; on a dynamic sequence that moves between cube and non-cube
   graphs (the state changes layout and follows the edges) it still does.
+* sos-iou, the same three levels: ``sos_iou_cube`` against ``sos_iou_step`` (Hypothesis: few to
+  most nodes short, paying or overdrawing, exceptions read back; and a cube across blocks with
+  thousands of short nodes), with the IOUs and exception bits by dimension; the protocol against
+  the numpy reference and the threaded row kernel (report included), and through a dynamic sequence.
 """
 
 import numpy as np
@@ -154,7 +158,8 @@ def test_sec3_iou_cube_kernel_equals_row_loop_bit_for_bit(d, speeds, seed, beta,
         x_rows = w_rows if s is None else w_rows / s
         x_dims = w_dims if s is None else w_dims / s
         res_rows = sos_iou_step(g.indptr, g.indices, g.csr_edges, COEF_SCALAR, a0, None, None, beta, first,
-                                owed_stored, has_exc, rows[2], pay, x_rows, w_rows, rows[0], rows[1], out_rows, owe_rows)
+                                owed_stored, has_exc, rows[2], pay, x_rows, w_rows, rows[0], rows[1], out_rows,
+                                owe_rows)
         res_dims = sos_iou_cube(d, a0, beta, first, owed_stored, has_exc, dims[2], pay, x_dims, w_dims, dims[0],
                                 dims[1], out_dims, owe_dims)
         assert res_dims == res_rows

@@ -491,7 +491,7 @@ class SOS(_SecondOrder):
         return prev
 
     def _cube_state(self, graph, d):
-        """Last step's flows in the ``(d, n / 2)`` layout of :func:`sos_real_cube`, moved only when the layout changes."""
+        """Last step's flows in the ``(d, n / 2)`` layout of :func:`sos_real_cube` (moved on a change of layout)."""
         prev = self._prev
         if prev is None:
             return np.zeros((d, graph.n // 2))

@@ -51,7 +51,8 @@ import numpy as np
 
 from ._heterogeneous_random_walk_cube import CUBE_BLOCK_BITS
 
-__all__ = ["sos_real_cube", "sos_iou_cube", "cube_flow_slot", "flows_to_cube", "flows_from_cube", "SOS_CUBE_MIN_DIMENSION"]
+__all__ = ["sos_real_cube", "sos_iou_cube", "cube_flow_slot", "flows_to_cube", "flows_from_cube",
+           "SOS_CUBE_MIN_DIMENSION"]
 
 #: The protocol runs :func:`sos_real_cube` on ``hypercube:d`` for ``d`` at least this (the blocks
 #: of ``2^b`` nodes then leave dimensions across blocks; below it the row loop was as fast or faster).
