@@ -246,7 +246,7 @@ def _iou_across_lower(B, c0, p0, base, a0, beta, bm1, first, owed_stored, exc_re
         o = _owed(y, ue, base + ue, io, exc_read, owed_stored)
         t = np.trunc(o)
         owed[ur] += max(t, 0.0)
-        delta[ur] -= np.int64(t)
+        delta[ur] -= t
         big[ur] = max(big[ur], abs(o - t))  # per node: a running max over the loop would not vectorise
 
 
@@ -256,7 +256,7 @@ def _iou_across_upper(B, c0, io, owed, delta):
     for r in range(B):
         t = np.trunc(io[c0 + _U(r)])
         owed[r] += max(-t, 0.0)
-        delta[r] += np.int64(t)
+        delta[r] += t
 
 
 @numba.njit(inline="always")
@@ -275,9 +275,9 @@ def _iou_inside(h, B, c0, base, a0, beta, bm1, first, owed_stored, exc_read, fx,
             o = _owed(y, ue, base + ue, io, exc_read, owed_stored)
             t = np.trunc(o)
             owed[lo] += max(t, 0.0)
-            delta[lo] -= np.int64(t)
+            delta[lo] -= t
             owed[up] += max(-t, 0.0)
-            delta[up] += np.int64(t)
+            delta[up] += t
             big[lo] = max(big[lo], abs(o - t))
 
 
@@ -355,7 +355,10 @@ def _sos_iou_cube_pass(d, a0, beta, first, owed_stored, exc_read, exc_bits, pay_
     bm1 = beta - 1.0
     fx = np.empty(B)
     owed = np.empty(B)
-    delta = np.empty(B, np.int64)
+    # The change of each load as a float: sums of integer-valued floats are exact below 2^53, as
+    # the row loop's float ``owed`` already assumes; the float -> int64 conversion per edge kept
+    # the loops from vectorising (3.7-4.4 against 3.9-5.1 ns per edge on hypercube:20).
+    delta = np.empty(B)
     big = np.empty(B)
     paid_sum = np.empty(B)
     shorts = np.empty(B, np.int64)
@@ -369,7 +372,7 @@ def _sos_iou_cube_pass(d, a0, beta, first, owed_stored, exc_read, exc_bits, pay_
         for r in range(B):
             fx[r] = np.float64(x[_U(i0 + r)])
             owed[r] = 0.0
-            delta[r] = 0
+            delta[r] = 0.0
             big[r] = 0.0
         for k in range(d):
             h = 1 << k
@@ -402,7 +405,7 @@ def _sos_iou_cube_pass(d, a0, beta, first, owed_stored, exc_read, exc_bits, pay_
         for r in range(B):
             i = _U(i0 + r)
             owe[i] = owed[r]
-            out[i] += loads[i] + delta[r]  # out starts at 0: it may hold corrections from short neighbours
+            out[i] += loads[i] + np.int64(delta[r])  # out starts at 0: it may hold corrections from short neighbours
     if not any_exc:
         # Every IOU is o - trunc(o), of size below 1: no owed unit.
         return moved, short, 0.0, biggest, False
