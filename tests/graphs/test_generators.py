@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from unittest import mock
 
 import networkx as nx
 import numpy as np
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from tokendist.errors import TokendistError
 from tokendist.graphs import TOPOLOGIES, Graph, make_graph
 from tokendist.graphs._interconnect import _norm_p_quaternions, lps_generators
+from tokendist.graphs import _random_graphs, _specs
 from tokendist.graphs._random_graphs import _gnp_edges
 
 
@@ -443,12 +445,33 @@ _FAMILIES = sorted(TOPOLOGIES.names())
     st.tuples(st.sampled_from(_FAMILIES), st.text(alphabet="0123456789x,.:-+ wrapE#\t", max_size=7)).map(":".join),
 ))
 def test_spec_parser_arbitrary_input_gives_graph_or_one_line_error(spec):
-    try:
-        g = make_graph(spec, seed=1)
-    except TokendistError as exc:
-        assert str(exc) and "\n" not in str(exc)
-    else:
-        assert isinstance(g, Graph)
+    # The parser is under test, not the machine: limits of 10^6 nodes and 2 10^6 edges, so that a
+    # draw such as "hypercube:24" (201M edges, about 22 GB to build) is refused like any other
+    # size (one such draw once had a CI run killed for memory).
+    with mock.patch.object(_specs, "MAX_NODES", 1_000_000), mock.patch.object(_specs, "MAX_EDGES", 2_000_000), \
+            mock.patch.object(_random_graphs, "MAX_EDGES", 2_000_000):
+        try:
+            g = make_graph(spec, seed=1)
+        except TokendistError as exc:
+            assert str(exc) and "\n" not in str(exc)
+        else:
+            assert isinstance(g, Graph)
+            assert g.n <= 1_000_000 and g.m <= 2_000_000
+
+
+def test_graphs_beyond_the_memory_available_are_refused_before_building():
+    # torus:4000x4000 takes about 3.8 GB to build (measured; 120 bytes per edge estimated): with
+    # 1 GB available it is refused, in one line, before any array exists.
+    with mock.patch.object(_specs, "available_memory", lambda: 2**30):
+        with pytest.raises(TokendistError) as e:
+            make_graph("torus:4000x4000")
+        with pytest.raises(TokendistError, match="GB of memory"):
+            make_graph("random-regular:8000000,4", seed=0)
+        assert make_graph("torus:300x300").m == 180_000  # under 1 GB to build: no check
+    assert str(e.value) == ("bad spec 'torus:4000x4000': building 32,000,000 edges takes about 3.7 GB of memory; "
+                            "1.0 GB is available")
+    free = _specs.available_memory()
+    assert free is None or free > 0
 
 
 @pytest.mark.slow

@@ -97,9 +97,7 @@ def random_regular_graph(n: int, d: int, seed=None) -> Graph:
         raise SpecError(f"bad spec {spec!r}: the degree D must be below N")
     if (n * d) % 2:
         raise SpecError(f"bad spec {spec!r}: N*D must be even")
-    check_size(spec, n)
-    if n * d // 2 > MAX_EDGES:
-        raise SpecError(f"bad spec {spec!r}: too many edges")
+    check_size(spec, n, n * d // 2)
     if d > (n - 1) / 2:
         comp = random_regular_graph(n, n - 1 - d, rng)
         a, b = np.triu_indices(n, 1)
@@ -171,6 +169,7 @@ def gnp_graph(n: int, p: float, seed=None, *, connected: bool = True, max_tries:
     check_size(spec, n)
     if p * n * (n - 1) / 2 > MAX_EDGES:
         raise SpecError(f"bad spec {spec!r}: about {p * n * (n - 1) / 2:.3g} edges is too many")
+    check_size(spec, n, int(p * n * (n - 1) / 2))  # the expected edges against the memory available
     if connected and n > 1:
         # Fail fast below the connectivity threshold: with mu expected isolated nodes a sample has
         # none with probability about exp(-mu) (Poisson limit), so for mu > 5 fewer than 1 in 150
@@ -233,8 +232,10 @@ def geometric_graph(n: int, r: float, seed=None, *, wrap: bool = False) -> Graph
     if not (r >= 0.0 and math.isfinite(r)):
         raise SpecError(f"bad spec {spec!r}: R must be a non-negative number")
     check_size(spec, n)
-    if min(1.0, math.pi * r * r) * n * (n - 1) / 2 > MAX_EDGES:
+    expected = min(1.0, math.pi * r * r) * n * (n - 1) / 2
+    if expected > MAX_EDGES:
         raise SpecError(f"bad spec {spec!r}: too many edges")
+    check_size(spec, n, int(expected))  # against the memory available
     from scipy.spatial import cKDTree
 
     pos = rng.random((n, 2))

@@ -141,17 +141,49 @@ def make_graph(spec, seed=None) -> Graph:
 
 
 #: The largest graphs tokendist builds. A graph keeps about 24 bytes per edge (int32 ends, CSR
-#: indices and edge ids) and its construction briefly twice that: 300M edges is ~7 GB resident.
+#: indices and edge ids), but building one peaks far higher: see :data:`BUILD_BYTES_PER_EDGE`.
 MAX_NODES = 200_000_000
 MAX_EDGES = 300_000_000
 
+#: Peak memory while a graph is built, per edge and per node: measured with ``/usr/bin/time -f %M``
+#: around ``make_graph`` (Python's own 120 MB taken off): hypercube:22 4.9 GB for 46M edges,
+#: torus:4000x4000 3.8 GB for 32M edges and 16M nodes, complete:6000 2.0 GB for 18M edges,
+#: path:20000000 2.2 GB for 20M of each, random-regular:4000000,4 0.77 GB for 8M edges: 96-118
+#: bytes per edge, node arrays included. So 300M edges would need about 36 GB.
+BUILD_BYTES_PER_EDGE = 120
+BUILD_BYTES_PER_NODE = 8
+
 
 def check_size(spec: str, n: int, m: int | None = None) -> None:
-    """Refuse absurd sizes (``n`` nodes, ``m`` edges when known) with a clear message, not an out-of-memory kill."""
+    """Refuse absurd sizes (``n`` nodes, ``m`` edges when known) with a clear message, not an out-of-memory kill.
+
+    Two checks: the fixed limits :data:`MAX_NODES` and :data:`MAX_EDGES`, then, for graphs whose
+    construction would take more than 1 GB, the memory the machine has available now
+    (``MemAvailable`` of ``/proc/meminfo``; skipped where that cannot be read).
+    """
     if n > MAX_NODES:
         raise SpecError(f"bad spec {spec!r}: {_count(n)} nodes is more than tokendist builds ({MAX_NODES:,})")
     if m is not None and m > MAX_EDGES:
         raise SpecError(f"bad spec {spec!r}: {_count(m)} edges is more than tokendist builds ({MAX_EDGES:,})")
+    need = BUILD_BYTES_PER_EDGE * (m or 0) + BUILD_BYTES_PER_NODE * n
+    if need > 2**30:
+        free = available_memory()
+        if free is not None and need > free:
+            what = f"{_count(m)} edges" if m else f"{_count(n)} nodes"
+            raise SpecError(f"bad spec {spec!r}: building {what} takes about {need / 2**30:.1f} GB of memory; "
+                            f"{free / 2**30:.1f} GB is available")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation now (Linux ``MemAvailable``), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _count(x: int) -> str:
