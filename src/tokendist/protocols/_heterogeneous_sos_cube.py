@@ -83,14 +83,14 @@ def _move_flows(u, v, edge_order, by_dim, to_cube):
 
 
 def flows_to_cube(graph, d, flows):
-    """The edge-ordered per-edge ``flows`` of ``hypercube:d`` as the ``(d, n / 2)`` state of :func:`sos_real_cube`."""
+    """Per-edge values of ``hypercube:d`` in edge order (flows, IOUs) as a ``(d, n / 2)`` state by dimension."""
     out = np.empty((d, graph.n // 2))
     _move_flows(graph.u, graph.v, np.ascontiguousarray(flows, dtype=np.float64), out, True)
     return out
 
 
 def flows_from_cube(graph, by_dim):
-    """The ``(d, n / 2)`` state of :func:`sos_real_cube` back in edge order (``m`` values)."""
+    """A ``(d, n / 2)`` state by dimension (flows, IOUs) back in edge order (``m`` values)."""
     out = np.empty(graph.m)
     _move_flows(graph.u, graph.v, out, by_dim, False)
     return out
