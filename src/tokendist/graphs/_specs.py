@@ -145,11 +145,12 @@ def make_graph(spec, seed=None) -> Graph:
 MAX_NODES = 200_000_000
 MAX_EDGES = 300_000_000
 
-#: Peak memory while a graph is built, per edge and per node: measured with ``/usr/bin/time -f %M``
-#: around ``make_graph`` (Python's own 120 MB taken off): hypercube:22 4.9 GB for 46M edges,
-#: torus:4000x4000 3.8 GB for 32M edges and 16M nodes, complete:6000 2.0 GB for 18M edges,
-#: path:20000000 2.2 GB for 20M of each, random-regular:4000000,4 0.77 GB for 8M edges: 96-118
-#: bytes per edge, node arrays included. So 300M edges would need about 36 GB.
+#: Peak memory while a graph is built, per edge and per node: the peak resident set of
+#: ``python -c "from tokendist.graphs import make_graph; make_graph(SPEC, seed=1)"`` under
+#: ``/usr/bin/time -f %M`` (the whole process, Python and imports' 0.12 GB included): hypercube:22
+#: 5.0 GB for 46M edges, torus:4000x4000 3.9 GB for 32M edges and 16M nodes, complete:6000 2.0 GB
+#: for 18M edges, path:20000000 2.2 GB for 20M of each, random-regular:4000000,4 0.79 GB for 8M
+#: edges: 99-121 bytes per edge. So 300M edges would need about 36 GB.
 BUILD_BYTES_PER_EDGE = 120
 BUILD_BYTES_PER_NODE = 8
 

@@ -38,8 +38,9 @@ fixed order of dimensions (see its pass, :func:`_sos_iou_cube_pass`).
 
 Measured on hypercube:20 with ``python benchmarks/sos_hypercube.py`` (two chains of steps, row
 loop and cube kernel alternated, loads equal after every step; medians of 7 steps): sos 4.22 ->
-3.05 ns per edge, sos-iou 7.81 -> 4.52, sos-iou with many short nodes 16.8 -> 16.6; the bench's
-protocol steps went from 5.8-6.1 to 2.6-4.5 (sos) and from 10.0-11.2 to 4.6-5.1 (sos-iou). On
+3.05 ns per edge, sos-iou 7.81 -> 4.52, sos-iou with many short nodes 16.8 -> 16.6; the protocol
+steps of ``tokendist bench --graphs "hypercube:20" --algos sos,sos-iou --steps 10`` went from
+5.8-6.1 to 2.6-4.5 (sos) and from 10.0-11.2 to 4.6-5.1 (sos-iou). On
 hypercube:10, whose state fits in L2, the row loop was faster (3.0 against 3.9 for sos), so the
 protocols take these kernels from :data:`SOS_CUBE_MIN_DIMENSION` dimensions on.
 """
