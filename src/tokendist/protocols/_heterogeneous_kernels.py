@@ -751,23 +751,70 @@ def _iou_settle_run(i, eb, lower, upper, edge_delta, held, owed, iou, exc_bits, 
     return paid_sum, delta, moved, units, exc_big
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _save_exceptions(bits, lo, hi, iou, exc_idx, exc_val):
+    """The edges ``lo .. hi - 1`` whose exception bit is set, into ``exc_idx``, with their IOUs, into ``exc_val``.
+
+    Returns how many. Reads the bit array a byte at a time: most bytes are 0.
+    """
+    c = 0
+    for b in range(lo >> 3, ((hi - 1) >> 3) + 1):
+        byte = bits[_U(b)]
+        if byte == 0:
+            continue
+        for q in range(8):
+            ee = (b << 3) + q
+            if (byte >> q) & 1 and lo <= ee < hi:
+                exc_idx[_U(c)] = ee
+                exc_val[_U(c)] = iou[_U(ee)]
+                c += 1
+    return c
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _upper_edges(s, en, e, upper, a0, beta, first, owed_stored, x, yhat, iou):
+    """Loop (1) of :func:`sos_iou_stencil` over the rows ``s .. en - 1`` of a run, whose first upper edge is ``e``.
+
+    ``yhat`` of every upper edge (eq. (4) in flow form) and the amount owed ``o = yhat + IOU``,
+    stored in ``iou``; an IOU kept as the amount owed last step (``owed_stored``) is ``p -
+    trunc(p)``. Called with constant ``first`` and ``owed_stored``: each pair is compiled into
+    a loop of its own, with no test in it.
+    """
+    nu = len(upper)
+    bm1 = beta - 1.0
+    for i in range(s, en):
+        ui = _U(i)
+        xi = np.float64(x[ui])
+        eb = e + nu * (i - s)
+        for k in range(nu):
+            ue = _U(eb + k)
+            f = a0 * (xi - np.float64(x[_U(i + upper[k])]))
+            y = f if first else beta * f + bm1 * yhat[ue]
+            yhat[ue] = y
+            p = iou[ue]
+            if owed_stored:
+                p = p - np.trunc(p)
+            iou[ue] = y + p
+
+
 @numba.njit(cache=True, nogil=True)
 def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge_delta, a0, beta, first, owed_stored,
                     has_exc, exc_bits, pay_iou, x, loads, yhat, iou, out, owe):
     """:func:`sos_iou_step` (``COEF_SCALAR``) over a stencil's runs; the same results.
 
     Rows between the runs are the CSR rows of :func:`_sos_iou_pass`; edge ids in a run are
-    computed as in :func:`sos_real_stencil`. A run takes four loops:
+    computed as in :func:`sos_real_stencil`. A run takes three loops:
 
-    1. every row's upper edges: ``yhat``, the amount owed ``o`` (stored in ``iou``); they depend
-       on no other row of this step, and the old exception bits of the run's edges are then
-       cleared as a range (each edge is read once, here, and no row has set a new bit on them);
-    2. the largest ``|o - trunc(o)|`` as an integer max of the bit patterns (for floats >= 0 the
-       order of the float comparisons; an integer max vectorises, a float max does not; in loop
-       1 it made that loop 1.7x slower); a NaN (an infinite ``o``) falls back to the float
-       comparisons, which never pick one;
+    1. every row's upper edges: ``yhat``, the amount owed ``o`` (stored in ``iou``;
+       :func:`_upper_edges`); they depend on no other row of this step. The run's old
+       exceptions are saved before (:func:`_save_exceptions`) and their ``o`` recomputed after,
+       and their bits are then cleared as a range (each edge is read once, here, and no row has
+       set a new bit on them);
     (2a) every row's transfers ``trunc(o)`` of its lower and upper edges, what it owes (``owe``)
-       and its load before payments;
+       and its load before payments, and the largest ``|o - trunc(o)|`` as an integer max of
+       the bit patterns (for floats >= 0 the order of the float comparisons; an integer max
+       vectorises, a float max does not); a NaN (an infinite ``o``) falls back to the float
+       comparisons, which never pick one;
     (2b) the short rows (found by a scan), in node order, pay (:func:`_iou_settle_run`: a row
        after it in the run has read the edge already, so the correction differs, see there).
 
@@ -790,6 +837,8 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
     for r in range(nr):
         longest = max(longest, ends[r] - starts[r])
     shortbuf = np.empty(longest, np.int64)
+    exc_idx = np.empty(longest * nu, np.int64)  # a run's old exceptions: edge ids and IOUs
+    exc_val = np.empty(longest * nu)
     prev = 0
     for r in range(nr + 1):
         stop = starts[r] if r < nr else n
@@ -847,34 +896,55 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
         s = starts[r]
         en = ends[r]
         # (1) Upper edges: yhat, the amount owed o (kept in iou), old exception bits consumed.
-        for i in range(s, en):
-            ui = _U(i)
-            xi = np.float64(x[ui])
-            eb = e + nu * (i - s)
-            for k in range(nu):
-                ee = eb + k
-                ue = _U(ee)
-                f = a0 * (xi - np.float64(x[_U(i + upper[k])]))
-                y = f if first else beta * f + bm1 * yhat[ue]
-                yhat[ue] = y
-                p = iou[ue]
-                # An exception keeps its IOU as it is; its bit is cleared below, with the run's.
-                if owed_stored and not (has_exc and (exc_bits[_U(ee >> 3)] >> (ee & 7)) & 1):
-                    p = p - np.trunc(p)
-                iou[ue] = y + p
+        # An exception keeps its IOU as it is: saved first, its o recomputed after the loop, so
+        # that the loop tests no bit (it then vectorises). The loop is compiled once per value
+        # of the flags (constant arguments of an inlined function): with the flags tested in
+        # the loop the step was 11-15% slower.
+        nexc = 0
+        if has_exc:
+            nexc = _save_exceptions(exc_bits, e, e + nu * (en - s), iou, exc_idx, exc_val)
+        if owed_stored and not first:  # every step after the first
+            _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou)
+        elif owed_stored:
+            _upper_edges(s, en, e, upper, a0, beta, True, True, x, yhat, iou)
+        elif first:
+            _upper_edges(s, en, e, upper, a0, beta, True, False, x, yhat, iou)
+        else:
+            _upper_edges(s, en, e, upper, a0, beta, False, False, x, yhat, iou)
+        for q in range(nexc):
+            ue = _U(exc_idx[_U(q)])
+            iou[ue] = yhat[ue] + exc_val[_U(q)]  # o = y + p, as the loop computes it
         if has_exc:
             # Every old bit of the run's upper edges is consumed (each edge is read once, above,
             # and no row has set a new bit on them yet): clear the range a byte at a time instead
             # of a read-modify-write per edge in the loop above (which then vectorises). Bits of
             # other edges in the two end bytes are kept.
             _clear_bits(exc_bits, e, e + nu * (en - s))
-        # The largest |o - trunc(o)| as an integer max of the bit patterns, in a loop of its own
-        # (in loop (1) it made that loop 1.7x slower): for floats >= 0 the same order as the
-        # float comparisons, and an integer max vectorises (a float max does not).
+        # (2a) Every row's transfers, what it owes, its load before payments (integer-valued
+        # float sums: exact, as ``owed``; converting each transfer to int64 was slower). The
+        # largest |o - trunc(o)| of the upper edges as an integer max of the bit patterns: for
+        # floats >= 0 the same order as the float comparisons, and an integer max vectorises (a
+        # float max does not; in loop (1) it made that loop 1.7x slower).
         run_big = 0
-        for ee in range(e, e + nu * (en - s)):
-            o = iou[_U(ee)]
-            run_big = max(run_big, _float_bits(abs(o - np.trunc(o))))
+        for i in range(s, en):
+            ui = _U(i)
+            eb = e + nu * (i - s)
+            owed = 0.0
+            delta = 0.0
+            for k in range(nl):
+                t = np.trunc(iou[_U(eb + edge_delta[k])])
+                owed += max(-t, 0.0)
+                delta += t
+            for k in range(nu):
+                o = iou[_U(eb + k)]
+                t = np.trunc(o)
+                owed += max(t, 0.0)
+                delta -= t
+                run_big = max(run_big, _float_bits(abs(o - t)))
+            held = loads[ui]
+            moved += np.int64(owed)
+            owe[ui] = owed
+            out[ui] += held + np.int64(delta)
         if run_big >= _INF_BITS:
             # A NaN (o infinite or NaN): the float comparisons, which never pick a NaN.
             for ee in range(e, e + nu * (en - s)):
@@ -884,31 +954,12 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
                     biggest = rr
         elif _bits_float(run_big) > biggest:
             biggest = _bits_float(run_big)
-        # (2a) Every row's transfers, what it owes, its load before payments (integer sums).
-        for i in range(s, en):
-            ui = _U(i)
-            eb = e + nu * (i - s)
-            owed = 0.0
-            delta = 0
-            for k in range(nl):
-                t = np.trunc(iou[_U(eb + edge_delta[k])])
-                owed += max(-t, 0.0)
-                delta += np.int64(t)
-            for k in range(nu):
-                t = np.trunc(iou[_U(eb + k)])
-                owed += max(t, 0.0)
-                delta -= np.int64(t)
-            held = loads[ui]
-            moved += np.int64(owed)
-            owe[ui] = owed
-            out[ui] += held + delta
         # (2b) Short rows pay, in node order. Found by a scan first: a call inside the scan loop
         # made the whole run 1.5-2x slower (measured), outside it only short rows pay for it.
         found = 0
         for i in range(s, en):
-            if owe[_U(i)] > loads[_U(i)]:
-                shortbuf[_U(found)] = i
-                found += 1
+            shortbuf[_U(found)] = i  # kept only if short: no branch to mispredict
+            found += owe[_U(i)] > loads[_U(i)]
         short += found
         if pay_iou:
             for f in range(found):
