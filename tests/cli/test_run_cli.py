@@ -193,6 +193,26 @@ def test_bench_memory_counts_a_steps_temporaries():
     assert _transient_bytes(lambda: keep.sum()) < 10**6
 
 
+def test_bench_memory_counts_each_buffer_once_and_broadcasts_as_one_value():
+    from types import SimpleNamespace
+
+    from tokendist.experiments._bench import _resident_bytes
+    from tokendist.graphs import make_graph
+
+    g = make_graph("ring:1000")
+    graph_only = _resident_bytes(g, SimpleNamespace(), ())
+    big = np.zeros(1000)
+    # Two views of one buffer: the buffer once, whole (a slice keeps all of it alive).
+    views = SimpleNamespace(a=big[:10], b=big.reshape(10, 100))
+    assert _resident_bytes(g, views, ()) - graph_only == big.nbytes
+    # A value broadcast to n nodes holds one float64.
+    ones = SimpleNamespace(s=np.broadcast_to(np.float64(1.0), 1000))
+    assert _resident_bytes(g, ones, ()) - graph_only == 8
+    # Load buffers are not counted, nor views of them.
+    w = np.zeros(1000, np.int64)
+    assert _resident_bytes(g, SimpleNamespace(w=w[5:]), (w,)) == graph_only
+
+
 def test_reproduce_list(capsys):
     d = _json(capsys, ["reproduce", "list", "--json"])
     assert isinstance(d, list)

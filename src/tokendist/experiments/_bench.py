@@ -179,13 +179,23 @@ def _graph_arrays(g) -> list[np.ndarray]:
     return arrays
 
 
-def _resident_bytes(g, proto, loads_arrays) -> int:
-    """Bytes of the graph's and the protocol's arrays, each array once, the load buffers not counted.
+def _owner(a: np.ndarray) -> np.ndarray:
+    """The array that owns ``a``'s memory (``a`` itself unless it is a view of a numpy array)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
 
-    (A protocol may keep a graph array, ``edge_keys`` say, as its own attribute: counted once.)
+
+def _resident_bytes(g, proto, loads_arrays) -> int:
+    """Bytes of the graph's and the protocol's arrays, each buffer once, the load buffers not counted.
+
+    Arrays are counted by the buffer that owns their memory: a protocol may keep a graph array
+    (``edge_keys``, say) or two views of one buffer, counted once; a view keeps its whole buffer
+    alive, counted whole; a value broadcast to n nodes (``np.broadcast_to``, zero strides) is the
+    one value it holds, not ``n`` of them.
     """
-    arrays = {id(a): a for a in [*_graph_arrays(g), *_state_arrays(proto)]}
-    return sum(a.nbytes for a in arrays.values() if not any(np.shares_memory(a, w) for w in loads_arrays))
+    owners = {id(o): o for o in map(_owner, [*_graph_arrays(g), *_state_arrays(proto)])}
+    return sum(o.nbytes for o in owners.values() if not any(np.shares_memory(o, w) for w in loads_arrays))
 
 
 def _proc_status_kib(field: str) -> int | None:

@@ -268,7 +268,7 @@ def diffusion_norm(graph, alpha: np.ndarray, s: np.ndarray, dense_limit: int = D
         from ._heterogeneous_sos_gamma import lanczos_extremes
 
         coefs = (0, float(alpha[0]), _NONE, _NONE) if graph.m and np.all(alpha == alpha[0]) else (2, 0.0, _NONE, alpha)
-        mu2, mun, method = lanczos_extremes(graph, coefs, np.asarray(s, dtype=np.float64),
+        mu2, mun, method = lanczos_extremes(graph, coefs, np.ascontiguousarray(s, dtype=np.float64),
                                             max_steps=FALLBACK_LANCZOS_STEPS, tol=LANCZOS_TOL)
     return {"mu_2": float(mu2), "mu_n": float(mun), "gamma": float(max(abs(mu2), abs(mun))), "method": method}
 

@@ -184,6 +184,7 @@ class RandomWalk(HeterogeneousDiffusion):
     def reset(self, graph, loads, rng):
         super().reset(graph, loads, rng)
         n = graph.n
+        self._s = np.ascontiguousarray(self._s)  # the numba kernels read it: an array of its own
         self.tol = self.options["switch_tol"] or 1.0 / n**2
         if self.tol < 0 or self.options["switch_step"] < 0:
             raise TokendistError(f"{self.name}: switch_tol and switch_step must be non-negative")
