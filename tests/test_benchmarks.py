@@ -68,3 +68,12 @@ def test_sos_iou_torus(capsys):
     shorts = [int(v) for v in out[1].split(":")[1].split(",")]
     assert len(shorts) == 6 and max(shorts) > 0  # payments ran on the stencil's rows
     assert out[2].split() == ["csr", "rows", "stencil", "csr", "/", "stencil"]
+
+
+def test_single_port_torus(capsys):
+    # The script itself checks that both kernels agree after every step.
+    _load("single_port_torus").main(["--side", "30", "--steps", "3", "--warm", "1"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("torus:30x30, p = 1/16")
+    assert out[1].split() == ["counter", "stencil", "counter", "/", "stencil"]
+    assert len(out[2].split()) == 5

@@ -280,6 +280,7 @@ def test_single_port_kernels_report_a_full_candidate_buffer_and_leave_clean_stat
     # The protocol grows its buffers and gets the reference result.
     proto = SinglePort(probability=p, coins="per-edge" if kernel is single_port_counter_step else "geometric")
     proto.reset(g, loads, np.random.default_rng(0))
+    proto._edge_runs = None  # the counter kernel (on a torus the protocol takes the stencil kernel, no buffers)
     proto._alloc_candidates(BLOCK + 10)
     step = proto.step(t, g, loads)
     mask = single_port_matching(g, proto.key, t, p, proto.options["coins"])

@@ -25,9 +25,11 @@ from .._random import counter_uniform, counter_uniform_scalar, stream_key
 from ..engine import MessageExecutor, Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ..graphs._model import unsigned_view
+from ..graphs._stencil import lower_edge_runs
 from ._local_balancing_kernels import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, ds_step_indexed,
                                        ds_step_nodes, ds_step_nodes_stencil, multi_port_step, multi_port_step_regular,
                                        multi_port_step_stencil, single_port_counter_step, single_port_geometric_step)
+from ._local_balancing_stencil import single_port_stencil_step
 from ._local_balancing_parallel import (EDGE_BLOCK, ds_step_nodes_par, multi_port_step_par,
                                         multi_port_step_regular_par, run_parallel, single_port_counter_step_par)
 from ._heterogeneous_parallel import THREADS_PARAM, check_threads, run_rows, use_threads
@@ -281,6 +283,17 @@ class SinglePort(Protocol):
         self._ncand = 0
         self._geo_cache = (None, None)  # (t, candidate mask) for the per-node form
         self._words = self._per_block = None  # allocated by the first threads > 1 step
+        # On a torus or ring, the serial per-edge coins take the stencil kernel
+        # (_local_balancing_stencil: three streaming passes instead of one pass per candidate).
+        self._edge_runs = None
+        if (self.options["kernel"] == "numba" and self.options["coins"] == "per-edge"
+                and not use_threads(self.name, self.options["threads"]) and graph.stencil is not None):
+            runs = lower_edge_runs(graph.stencil, graph.csr_edges)
+            if runs[0].shape[0]:
+                self._edge_runs = runs
+                self._flags = np.empty(graph.m, dtype=np.uint8)  # the step's candidate flags
+                self._partner = np.empty(graph.n, dtype=np.int32 if graph.n <= INT32_MAX else np.int64)
+        self._flows_dense = False  # flows written on every edge (stencil kernel): clear before a sparse kernel
 
     def step(self, t, graph, loads):
         self._steps += 1
@@ -296,6 +309,21 @@ class SinglePort(Protocol):
         if self._steps >= INT32_MAX and self._selected.dtype == np.int32:
             self._selected = self._selected.astype(np.int64)
         out = self._out if self._out is not loads else np.empty_like(loads)
+        if self._edge_runs is not None and graph is self._graph:
+            st = graph.stencil
+            starts, ends, delta = self._edge_runs
+            moved = single_port_stencil_step(graph.indptr, unsigned_view(graph.indices), graph.csr_edges, starts, ends,
+                                             st.lower, st.upper, delta, loads, self.key, t, self._bound,
+                                             self.threshold, out, self._flows, self._selected, self._flags,
+                                             self._partner)
+            self._ncand = 0
+            self._flows_dense = True
+            self._out = loads
+            flows = self._flows.copy() if self.options["flows"] else None
+            return Step(out, moved=int(moved), messages=4 * graph.m, flows=flows)
+        if self._flows_dense:
+            self._flows[:] = 0  # the sparse kernels clear only their last step's candidates
+            self._flows_dense = False
         threads = self.options["threads"]
         extra = ()
         if coins == "geometric":

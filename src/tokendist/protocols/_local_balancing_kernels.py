@@ -33,9 +33,9 @@ caller's and is reused from step to step. Two loop forms:
   None and the step is serial (``threads=1``) on the reset graph; they are separate entry points,
   so graphs without a stencil compile nothing new. On torus:1000x1000 (kernel alone, best of 15-21
   alternated calls): multi-port 4.1-4.3 -> 1.1-1.2 ns per edge, DS 6.1-8.5 -> 1.35-1.5.
-  Single-port has no stencil path: its per-edge work is a hash of the edge id (no neighbour
-  read), and only the ~m p candidates read their ends and loads, one by one (docs/ghosh-et-al.md,
-  "Performance", gives the measurement).
+  Single-port's stencil path is a kernel of its own, in three passes over every edge and node
+  (:mod:`._local_balancing_stencil`); the counter kernel below reads only the ~m p candidates'
+  ends and loads, one by one (docs/ghosh-et-al.md, "Performance", gives both measurements).
 
 Kernels:
 
