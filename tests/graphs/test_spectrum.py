@@ -148,6 +148,44 @@ def test_both_sparse_solvers_match_dense_eigenvalues(limit, g, seed):
         assert mult == int(np.count_nonzero(np.abs(w - w[1]) <= eps))
 
 
+
+# Trees whose Lanczos runs broke down with ARPACK error 3 ("no shifts could be applied") on the
+# sparse path (found by the test above in CI: 5 of 400 random 9-node trees).
+BREAKDOWN_TREES = [[(0, 1), (0, 7), (0, 8), (1, 2), (1, 3), (1, 5), (1, 6), (2, 4)],
+                   [(0, 1), (1, 2), (1, 4), (2, 3), (2, 5), (2, 6), (3, 7), (3, 8)],
+                   [(0, 1), (0, 2), (0, 6), (0, 8), (1, 3), (1, 4), (2, 5), (2, 7)]]
+
+
+@pytest.mark.parametrize("edges", BREAKDOWN_TREES)
+@pytest.mark.parametrize("limit", [0, 10**12])
+def test_sparse_path_finishes_a_lanczos_breakdown_densely(edges, limit, monkeypatch):
+    g = Graph.from_edges(9, edges)
+    w = np.linalg.eigvalsh(laplacian(g).toarray())
+    monkeypatch.setattr(_spectrum, "DENSE_LIMIT", 1)
+    monkeypatch.setattr(_spectrum, "SHIFT_INVERT_PROFILE_LIMIT", limit)
+    lam, mult = lambda2(g)
+    assert abs(lam - w[1]) <= 1e-9 * w[-1]
+    assert mult == int(np.count_nonzero(np.abs(w - w[1]) <= 1e-8 * 2 * g.max_degree))
+
+
+@pytest.mark.parametrize("limit", [0, 10**12])
+@pytest.mark.parametrize("spec, expect", [("complete:30", (30.0, 29)), ("star:30", (1.0, 29)), ("complete:9", (9.0, 8))])
+def test_sparse_multiplicity_counts_every_copy_up_to_n_minus_1(spec, expect, limit, monkeypatch):
+    # K_n: lambda2 = n with multiplicity n - 1, every eigenpair but the kernel's (the sparse loop
+    # stopped at n - 2 and reported 28 for complete:30). star:30 has 31 nodes: 1 with multiplicity 29.
+    monkeypatch.setattr(_spectrum, "DENSE_LIMIT", 1)
+    monkeypatch.setattr(_spectrum, "SHIFT_INVERT_PROFILE_LIMIT", limit)
+    lam, mult = lambda2(make_graph(spec))
+    assert close(lam, expect[0]) and mult == expect[1]
+
+
+def test_a_breakdown_too_large_to_finish_densely_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(_spectrum, "COMPLEMENT_DENSE_LIMIT", 5)
+    g = make_graph("complete:9")
+    with pytest.raises(TokendistError, match="broke down"):
+        _spectrum._complement_smallest(laplacian(g), _spectrum._kernel(g, False)[:, None], 1)
+
+
 def test_shift_invert_is_chosen_for_meshes_and_flip_for_expanders():
     assert _spectrum._solver(make_graph("torus:50x50"), False).mode == "shift-invert"
     assert _spectrum._solver(make_graph("hypercube:12"), False).mode == "flip"

@@ -18,7 +18,11 @@ Solvers (the method used is returned by :func:`smallest_laplacian_eigenvalues`):
   multiple eigenvalue only a few copies at a time, so lambda2's eigenvectors found so far are
   deflated too and Lanczos runs again until a run finds no further copy: the multiplicity is then
   counted in full (e.g. 12 for ``hypercube:12``, 4 for ``torus:60x60``). After
-  ``LANCZOS_MAXITER`` restarts a run stops with a TokendistError rather than hang.
+  ``LANCZOS_MAXITER`` restarts a run stops with a TokendistError rather than hang. When the space
+  left after deflation is barely larger than the Lanczos basis, ARPACK breaks down ("error 3");
+  that run is then finished densely on the orthogonal complement of the deflated vectors (up to
+  ``COMPLEMENT_DENSE_LIMIT`` nodes). Every eigenpair but the kernel's can be a copy: the complete
+  graph's lambda2 = n has multiplicity n - 1.
 
 Multiplicity: the number of eigenvalues within ``tol * max(1, lambda_max)`` of ``lambda2``
 (default ``tol = 1e-8``), lambda_max bounded by twice the largest weighted degree.
@@ -215,7 +219,7 @@ def _solver(graph, generalized) -> _Solver:
 def _lanczos_smallest(solver, k, deflate=None):
     """The k smallest eigenpairs of the symmetric Laplacian orthogonal to the kernel vector (and
     ``deflate``), plus the kernel pair first when ``deflate`` is None."""
-    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+    from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
 
     lap, kernel = solver.lap, solver.kernel
     n = lap.shape[0]
@@ -246,13 +250,37 @@ def _lanczos_smallest(solver, k, deflate=None):
     except ArpackNoConvergence:
         raise TokendistError(f"sparse eigensolver did not converge in {LANCZOS_MAXITER} restarts (n={n}): lambda2 is "
                              "too small relative to the largest eigenvalue (a large mesh?)") from None
-    lam = solver.sigma + 1.0 / w if solver.mode == "shift-invert" else solver.scale - w
+    except ArpackError:
+        # ARPACK breaks down ("error 3: no shifts could be applied") when the Krylov space runs
+        # out: the space left after deflation is barely larger than the Lanczos basis (trees
+        # with many equal eigenvalues forced onto this path, n = 9: 5 of 400 random ones).
+        lam, x = _complement_smallest(lap, v, kk)
+    else:
+        lam = solver.sigma + 1.0 / w if solver.mode == "shift-invert" else solver.scale - w
     order = np.argsort(lam)
     lam, x = lam[order], x[:, order]
     if deflate is None:
         lam = np.concatenate([[0.0], lam])
         x = np.column_stack([kernel, x])
     return lam, x
+
+
+#: Largest n for which a Lanczos breakdown is finished densely (an n x n orthonormal basis).
+COMPLEMENT_DENSE_LIMIT = 20_000
+
+
+def _complement_smallest(lap, v, k):
+    """The ``k`` smallest eigenpairs of the symmetric ``lap`` on the orthogonal complement of the
+    orthonormal columns ``v``, densely (when Lanczos breaks down, see :func:`_lanczos_smallest`)."""
+    n = lap.shape[0]
+    if n > COMPLEMENT_DENSE_LIMIT:
+        raise TokendistError(f"sparse eigensolver broke down (n={n}, {v.shape[1]} directions deflated) and the graph "
+                             f"is too large ({COMPLEMENT_DENSE_LIMIT} nodes at most) to finish densely")
+    q, _ = np.linalg.qr(v, mode="complete")
+    c = q[:, v.shape[1]:]
+    b = c.T @ (lap @ c)
+    w, y = np.linalg.eigh(0.5 * (b + b.T))
+    return w[:k], c @ y[:, :k]
 
 
 def _lambda2_sparse(graph, generalized, eps):
@@ -270,7 +298,9 @@ def _lambda2_sparse_uncached(graph, generalized, eps):
     found = x[:, np.abs(w - lam) <= eps]
     found = found[:, 1:] if abs(lam) <= eps else found  # the kernel vector is not a new copy
     batch = 4
-    while found.shape[1] < graph.n - 2:
+    # Every eigenpair but the kernel's may be a copy (the complete graph: n - 1 of them; with
+    # n - 2 here its last copy went uncounted).
+    while found.shape[1] < graph.n - 1:
         q, _ = np.linalg.qr(found)
         # Small batches: measured faster than asking for many eigenpairs at once with the
         # flipped operator (lps:3,17, multiplicity 48: 34 s with batches of 4 against 180 s with
