@@ -1,0 +1,463 @@
+"""Opt-in multi-threaded sos-iou step on an offset stencil (tori, rings; Elsässer, Monien, Schamberger 2006, Sec. 3).
+
+``threads=k`` (k > 1) on a graph with a :attr:`Graph.stencil` runs :func:`sos_iou_stencil_par`
+instead of the serial :func:`._heterogeneous_kernels.sos_iou_stencil`; same loads, outflows,
+``yhat``, IOUs, exception bits and returned tuple, bit for bit.
+
+Why the step can be cut up at all. Every sum of sos-iou's step is of integers or integer-valued
+floats (exact in any order), the largest IOU is a max, and each edge has one sender, so which
+nodes are short and what each pays do not depend on the order in which rows are taken. What does
+depend on the order is one correction: a payer adds ``paid - t`` to a receiver that has already
+read the edge's transfer ``t``, and ``paid - trunc(r)`` to one that reads it later (see
+:func:`._heterogeneous_kernels._iou_settle_run`). Here every row reads its transfers before any
+row pays, so every correction is ``paid - t``.
+
+The nodes are cut into ``chunks`` ranges (:func:`stencil_chunks` splits the stencil's runs at
+their bounds, once per graph); each chunk walks its rows in node order as the serial kernel does.
+Phases, each a ``prange`` over the chunks:
+
+1. every row's upper edges: ``yhat`` and the amount owed ``o`` (stored in ``iou``); then, for the
+   rows whose lower neighbours all lie in the chunk (computed just before, in this chunk's
+   order), the transfers, what the row owes (``owe``), its load before payments and whether it
+   is short, while the run is in cache. The old exception bits are only read here (every edge
+   is the upper edge of one row, so after this phase they are all consumed: the bit array is
+   cleared at once, serially);
+2. the rows left out (a lower neighbour in another chunk: about one torus row per chunk, and the
+   torus's wrap-around row), once every chunk has done phase 1;
+3. the short rows pay, each in its own chunk when all its neighbours are in the chunk and all its
+   edges in bytes of the bit array no other chunk touches; the others then pay serially.
+
+``chunks`` is more than the thread count (blocks are handed out one at a time, see
+:func:`._heterogeneous_parallel.run_blocks`): a thread that the OS deschedules (this machine's
+second core is often busy) then holds back one chunk, not half of the step.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ._heterogeneous_kernels import (_INF_BITS, _U, _bits_float, _clear_bits, _float_bits, _iou_pay,
+                                     _iou_settle_run, _save_exceptions, _upper_edges)
+
+__all__ = ["STENCIL_CHUNKS_PER_THREAD", "stencil_chunks", "sos_iou_stencil_par"]
+
+#: Chunks per thread of :func:`sos_iou_stencil_par` (node ranges handed out one at a time).
+STENCIL_CHUNKS_PER_THREAD = 4
+
+
+def stencil_chunks(starts, ends, lower, upper, edge_delta, u, n: int, chunks: int):
+    """The arguments of :func:`sos_iou_stencil_par` that describe the graph cut into ``chunks`` node ranges.
+
+    Parameters
+    ----------
+    starts, ends, lower, upper, edge_delta
+        The runs of :func:`tokendist.graphs._stencil.lower_edge_runs` and the stencil's offsets.
+    u : ndarray
+        The lower endpoint of every edge (sorted, as :attr:`Graph.u`).
+    n, chunks : int
+        Nodes; node ranges wanted (at least 1).
+
+    Returns
+    -------
+    tuple
+        ``(starts, ends, run_edges, lower, upper, edge_delta, reach, up_reach, edge_low, bounds,
+        chunk_runs, chunk_edges)``: the runs split at the chunk bounds (a run split in two is two
+        runs of the same offsets: the kernels need nothing else), each run's first upper edge,
+        the offsets, ``reach = -min(lower)`` (a run row below ``bounds[c] + reach`` has a lower
+        neighbour before chunk ``c``), ``up_reach = max(upper)``, ``edge_low = min(edge_delta)``
+        (a run row's edges lie in ``eb + edge_low .. eb + len(upper) - 1``), the ``chunks + 1``
+        node bounds, each chunk's first run and first edge (the edges whose lower endpoint is
+        below the chunk).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tokendist.graphs import make_graph
+    >>> from tokendist.graphs._stencil import lower_edge_runs
+    >>> g = make_graph("ring:8")
+    >>> s, e, d = lower_edge_runs(g.stencil, g.csr_edges)
+    >>> c = stencil_chunks(s, e, g.stencil.lower, g.stencil.upper, d, g.u, g.n, 2)
+    >>> [x.tolist() for x in c[:3]], c[7].tolist()
+    ([[1, 4], [4, 7]], [[4, 7], [7, 13]], [0, 4, 8])
+    """
+    chunks = max(1, int(chunks))
+    bounds = (np.arange(chunks + 1, dtype=np.int64) * n) // chunks
+    cuts = bounds[1:-1]
+    new_starts, new_ends = [], []
+    for s, e in zip(np.asarray(starts).tolist(), np.asarray(ends).tolist()):
+        inner = cuts[(cuts > s) & (cuts < e)].tolist()
+        points = [s, *inner, e]
+        new_starts.extend(points[:-1])
+        new_ends.extend(points[1:])
+    starts = np.asarray(new_starts, np.int64)
+    ends = np.asarray(new_ends, np.int64)
+    u = np.asarray(u)
+    run_edges = np.searchsorted(u, starts, side="left").astype(np.int64)
+    chunk_runs = np.searchsorted(starts, bounds, side="left").astype(np.int64)
+    chunk_edges = np.searchsorted(u, bounds, side="left").astype(np.int64)
+    reach = -min(lower) if len(lower) else 0
+    up_reach = max(upper) if len(upper) else 0
+    edge_low = min(edge_delta) if len(edge_delta) else 0
+    return (starts, ends, run_edges, lower, upper, edge_delta, int(reach), int(up_reach), int(edge_low), bounds,
+            chunk_runs, chunk_edges)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe):
+    """A CSR row's transfers ``trunc(o)``: what it owes (into ``owe``), its load before payments (into ``out``).
+
+    Returns ``(moved, short)``: the tokens the row sends if it pays in full, and whether it owes
+    more than it holds. The sums are those of :func:`._heterogeneous_kernels._sos_iou_pass`'s row
+    (integer-valued: exact in any order).
+    """
+    ui = _U(i)
+    owed = 0.0
+    delta = 0
+    for kk in range(indptr[ui], indptr[ui + _U(1)]):
+        t = np.trunc(iou[_U(csr_edges[_U(kk)])])
+        if indices[_U(kk)] < i:
+            owed += max(-t, 0.0)
+            delta += np.int64(t)
+        else:
+            owed += max(t, 0.0)
+            delta -= np.int64(t)
+    held = loads[ui]
+    owe[ui] = owed
+    out[ui] = held + delta
+    return np.int64(owed), owed > held
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _run_transfers(s, a, b, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf, short_edge, found):
+    """Loop (2a) and the short-row scan of :func:`._heterogeneous_kernels.sos_iou_stencil` for the rows ``a .. b - 1``.
+
+    ``s`` and ``e`` are the run's first row and first upper edge. Short rows are appended to
+    ``shortbuf`` / ``short_edge`` (their first upper edge) from ``found`` on. Returns ``(moved,
+    found, run_big)``, ``run_big`` the largest ``|o - trunc(o)|`` of the rows' upper edges as a
+    bit pattern (a NaN shows as a pattern at or above :data:`_INF_BITS`).
+    """
+    nl = len(lower)
+    moved = 0
+    run_big = 0
+    for i in range(a, b):
+        ui = _U(i)
+        eb = e + nu * (i - s)
+        owed = 0.0
+        delta = 0.0
+        for k in range(nl):
+            t = np.trunc(iou[_U(eb + edge_delta[k])])
+            owed += max(-t, 0.0)
+            delta += t
+        for k in range(nu):
+            o = iou[_U(eb + k)]
+            t = np.trunc(o)
+            owed += max(t, 0.0)
+            delta -= t
+            run_big = max(run_big, _float_bits(abs(o - t)))
+        held = loads[ui]
+        moved += np.int64(owed)
+        owe[ui] = owed
+        out[ui] = held + np.int64(delta)
+    for i in range(a, b):
+        shortbuf[_U(found)] = i  # kept only if short: no branch to mispredict
+        short_edge[_U(found)] = e + nu * (i - s)
+        found += owe[_U(i)] > loads[_U(i)]
+    return moved, found, run_big
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _largest(run_big, iou, lo, hi, biggest):
+    """``biggest`` raised to the run's largest ``|o - trunc(o)|`` (edges ``lo .. hi - 1``), NaNs never picked."""
+    if run_big >= _INF_BITS:
+        for ee in range(lo, hi):
+            o = iou[_U(ee)]
+            rr = abs(o - np.trunc(o))
+            if rr > biggest:
+                biggest = rr
+    elif _bits_float(run_big) > biggest:
+        biggest = _bits_float(run_big)
+    return biggest
+
+
+@numba.njit(cache=True, nogil=True)
+def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, upper, edge_delta, reach, bounds,
+                chunk_runs, chunk_edges, a0, beta, first, owed_stored, has_exc, exc_bits, x, loads, yhat, iou, out,
+                owe, shortbuf, short_edge):
+    """Phase 1 of :func:`sos_iou_stencil_par` for chunk ``c``. Returns ``(moved, found, biggest)``."""
+    c0 = bounds[c]
+    c1 = bounds[c + 1]
+    r0 = chunk_runs[c]
+    r1 = chunk_runs[c + 1]
+    nu = len(upper)
+    bm1 = beta - 1.0
+    longest = 0
+    for r in range(r0, r1):
+        longest = max(longest, ends[r] - starts[r])
+    exc_idx = np.empty(longest * nu, np.int64)  # a run's old exceptions: edge ids and IOUs
+    exc_val = np.empty(longest * nu)
+    moved = 0
+    found = c0  # short rows go to shortbuf[c0 ...]
+    biggest = 0.0
+    e = chunk_edges[c]
+    prev = c0
+    for r in range(r0, r1 + 1):
+        stop = starts[r] if r < r1 else c1
+        for i in range(prev, stop):  # CSR rows: the upper slots of _sos_iou_pass, no bit cleared
+            ui = _U(i)
+            xi = np.float64(x[ui])
+            k0 = indptr[ui]
+            end = indptr[ui + _U(1)]
+            k = k0
+            while k < end and csr_edges[_U(k)] < e:
+                k += 1
+            for kk in range(k, end):
+                ue = _U(e)
+                f = a0 * (xi - np.float64(x[_U(indices[_U(kk)])]))
+                y = f if first else beta * f + bm1 * yhat[ue]
+                yhat[ue] = y
+                p = iou[ue]
+                if has_exc and (exc_bits[_U(e >> 3)] >> (e & 7)) & 1:
+                    pass  # an exception keeps its IOU
+                elif owed_stored:
+                    p = p - np.trunc(p)
+                o = y + p
+                iou[ue] = o
+                rr = abs(o - np.trunc(o))
+                if rr > biggest:
+                    biggest = rr
+                e += 1
+            if k0 < end and indices[_U(k0)] < c0:
+                continue  # a lower neighbour in an earlier chunk: phase 2
+            mv, is_short = _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe)
+            moved += mv
+            if is_short:
+                shortbuf[_U(found)] = i
+                short_edge[_U(found)] = -1
+                found += 1
+        if r == r1:
+            break
+        s = starts[r]
+        en = ends[r]
+        e = run_edges[r]
+        hi = e + nu * (en - s)
+        # (1) upper edges, as the serial kernel (exceptions saved, recomputed after; bits kept).
+        nexc = 0
+        if has_exc:
+            nexc = _save_exceptions(exc_bits, e, hi, iou, exc_idx, exc_val)
+        if owed_stored and not first:
+            _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou)
+        elif owed_stored:
+            _upper_edges(s, en, e, upper, a0, beta, True, True, x, yhat, iou)
+        elif first:
+            _upper_edges(s, en, e, upper, a0, beta, True, False, x, yhat, iou)
+        else:
+            _upper_edges(s, en, e, upper, a0, beta, False, False, x, yhat, iou)
+        for q in range(nexc):
+            ue = _U(exc_idx[_U(q)])
+            iou[ue] = yhat[ue] + exc_val[_U(q)]
+        # (2a) the rows whose lower neighbours are all in this chunk (rows below c0 + reach are not).
+        cut = min(en, max(s, c0 + reach))
+        mv, found, run_big = _run_transfers(s, cut, en, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf,
+                                            short_edge, found)
+        moved += mv
+        biggest = _largest(run_big, iou, e + nu * (cut - s), hi, biggest)
+        e = hi
+        prev = en
+    return moved, found - c0, biggest
+
+
+@numba.njit(cache=True, nogil=True)
+def _chunk_left_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, upper, edge_delta, reach, bounds,
+                     chunk_runs, iou, loads, out, owe, shortbuf, short_edge, found):
+    """Phase 2 of :func:`sos_iou_stencil_par` for chunk ``c``: the rows phase 1 left. Returns ``(moved, found, biggest)``."""
+    c0 = bounds[c]
+    c1 = bounds[c + 1]
+    r0 = chunk_runs[c]
+    r1 = chunk_runs[c + 1]
+    nu = len(upper)
+    moved = 0
+    found += c0
+    biggest = 0.0
+    prev = c0
+    for r in range(r0, r1 + 1):
+        stop = starts[r] if r < r1 else c1
+        for i in range(prev, stop):
+            k0 = indptr[_U(i)]
+            if k0 < indptr[_U(i + 1)] and indices[_U(k0)] < c0:
+                mv, is_short = _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe)
+                moved += mv
+                if is_short:
+                    shortbuf[_U(found)] = i
+                    short_edge[_U(found)] = -1
+                    found += 1
+        if r == r1:
+            break
+        s = starts[r]
+        en = ends[r]
+        cut = min(en, max(s, c0 + reach))
+        if cut > s:
+            e = run_edges[r]
+            mv, found, run_big = _run_transfers(s, s, cut, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf,
+                                                short_edge, found)
+            moved += mv
+            biggest = _largest(run_big, iou, e, e + nu * (cut - s), biggest)
+        prev = en
+    return moved, found - c0, biggest
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _iou_settle_read(i, k0, end, indices, csr_edges, held, owed, iou, exc_bits, out, units, exc_big):
+    """A short CSR row's payments when every receiver has read its transfer ``t`` already.
+
+    :func:`._heterogeneous_kernels._iou_settle`, line for line, but an upper receiver is
+    corrected by ``paid - t`` (it read ``t``), not ``paid - trunc(r)``. Returns ``(paid_sum,
+    delta, moved, units, exc_big)``.
+    """
+    paid_sum = 0.0
+    delta = 0
+    moved = 0
+    for kk in range(k0, end):
+        jn = indices[_U(kk)]
+        lower = jn < i
+        le = np.int64(csr_edges[_U(kk)])
+        o = iou[_U(le)]
+        t = np.trunc(o)
+        if (t >= 0.0) if lower else (t <= 0.0):
+            continue  # i does not send on this edge
+        paid, r, units, exc_big = _iou_pay(o, t, held, owed, le, iou, exc_bits, units, exc_big)
+        paid_sum += np.abs(paid)
+        back = np.int64(t) - np.int64(paid)
+        moved -= abs(back)
+        if lower:
+            delta -= back
+            out[_U(jn)] += back
+        else:
+            delta += back
+            out[_U(jn)] += np.int64(paid) - np.int64(t)
+    return paid_sum, delta, moved, units, exc_big
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _pay(i, eb, indptr, indices, csr_edges, lower, upper, edge_delta, loads, owe, iou, exc_bits, out, units,
+         exc_big):
+    """Short row ``i`` pays (a run row when ``eb >= 0``, its first upper edge). Returns ``(moved, units, exc_big)``."""
+    ui = _U(i)
+    n = loads.shape[0]
+    if eb >= 0:
+        paid, dd, dm, units, exc_big = _iou_settle_run(i, eb, lower, upper, edge_delta, loads[ui], owe[ui], iou,
+                                                       exc_bits, out, units, exc_big, n)
+    else:
+        paid, dd, dm, units, exc_big = _iou_settle_read(i, indptr[ui], indptr[ui + _U(1)], indices, csr_edges,
+                                                        loads[ui], owe[ui], iou, exc_bits, out, units, exc_big)
+    owe[ui] = paid
+    out[ui] += dd
+    return dm, units, exc_big
+
+
+@numba.njit(cache=True, nogil=True)
+def _chunk_pay(c, indptr, indices, csr_edges, lower, upper, edge_delta, reach, up_reach, edge_low, bounds,
+               chunk_edges, m, loads, owe,
+               iou, exc_bits, out, shortbuf, short_edge, found):
+    """Phase 3 of :func:`sos_iou_stencil_par` for chunk ``c``: the short rows that touch nothing outside it pay.
+
+    The others are moved to the front of the chunk's part of ``shortbuf`` / ``short_edge``.
+    Returns ``(moved, units, exc_big, left)``.
+    """
+    c0 = bounds[c]
+    c1 = bounds[c + 1]
+    nc = bounds.shape[0] - 1
+    # Edges whose exception bit is in a byte of this chunk's edges alone.
+    s0 = 0 if c == 0 else ((chunk_edges[c] + 7) >> 3) << 3
+    s1 = m if c == nc - 1 else (chunk_edges[c + 1] >> 3) << 3
+    nu = len(upper)
+    moved = 0
+    units = 0.0
+    exc_big = 0.0
+    left = 0
+    for q in range(found):
+        i = shortbuf[_U(c0 + q)]
+        eb = short_edge[_U(c0 + q)]
+        if eb >= 0:
+            inside = (i - reach >= c0 and i + up_reach < c1 and eb + edge_low >= s0 and eb + nu <= s1)
+        else:
+            k0 = indptr[_U(i)]
+            k1 = indptr[_U(i + 1)] - 1
+            inside = (indices[_U(k0)] >= c0 and indices[_U(k1)] < c1 and csr_edges[_U(k0)] >= s0
+                      and csr_edges[_U(k1)] < s1)
+        if inside:
+            dm, units, exc_big = _pay(i, eb, indptr, indices, csr_edges, lower, upper, edge_delta, loads, owe, iou,
+                                      exc_bits, out, units, exc_big)
+            moved += dm
+        else:
+            shortbuf[_U(c0 + left)] = i
+            short_edge[_U(c0 + left)] = eb
+            left += 1
+    return moved, units, exc_big, left
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def sos_iou_stencil_par(indptr, indices, csr_edges, starts, ends, run_edges, lower, upper, edge_delta, reach,
+                        up_reach, edge_low, bounds, chunk_runs, chunk_edges, a0, beta, first, owed_stored, has_exc,
+                        exc_bits, pay_iou, x, loads, yhat, iou, out, owe):
+    """:func:`._heterogeneous_kernels.sos_iou_stencil` in three parallel phases over node ranges; the same results.
+
+    The graph arguments come from :func:`stencil_chunks`; the others are the serial kernel's.
+    ``out`` is written, not added to (the serial kernel adds into zeros: the same values).
+    Returns ``(moved, short, units, largest, any_exception)`` as the serial kernel.
+    """
+    n = loads.shape[0]
+    m = yhat.shape[0]
+    nc = bounds.shape[0] - 1
+    # Only the pranges run in parallel: array expressions would each become a parallel region of
+    # their own (see _heterogeneous_parallel.sos_iou_step_par), so this function has none.
+    shortbuf = np.empty(n, np.int64)  # chunk c's short rows from bounds[c] on
+    short_edge = np.empty(n, np.int64)  # their first upper edge (a run row), or -1 (a CSR row)
+    mv = np.empty(nc, np.int64)
+    fd = np.empty(nc, np.int64)
+    bg = np.empty(nc)
+    for c in numba.prange(nc):
+        mv[c], fd[c], bg[c] = _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, upper,
+                                          edge_delta, reach, bounds, chunk_runs, chunk_edges, a0, beta, first,
+                                          owed_stored, has_exc, exc_bits, x, loads, yhat, iou, out, owe, shortbuf,
+                                          short_edge)
+    if has_exc:  # every old bit was consumed in phase 1 (each edge is one row's upper edge)
+        _clear_bits(exc_bits, 0, m)
+    mv2 = np.empty(nc, np.int64)
+    fd2 = np.empty(nc, np.int64)
+    bg2 = np.empty(nc)
+    for c in numba.prange(nc):
+        mv2[c], fd2[c], bg2[c] = _chunk_left_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower,
+                                                  upper, edge_delta, reach, bounds, chunk_runs, iou, loads, out,
+                                                  owe, shortbuf, short_edge, fd[c])
+    moved = 0
+    short = 0
+    biggest = 0.0
+    for c in range(nc):
+        moved += mv[c] + mv2[c]
+        short += fd2[c]
+        if bg[c] > biggest:
+            biggest = bg[c]
+        if bg2[c] > biggest:
+            biggest = bg2[c]
+    if not (pay_iou and short > 0):
+        return moved, short, 0.0, biggest, False
+    un = np.empty(nc)
+    eb = np.empty(nc)
+    for c in numba.prange(nc):
+        mv[c], un[c], eb[c], fd[c] = _chunk_pay(c, indptr, indices, csr_edges, lower, upper, edge_delta, reach,
+                                                up_reach, edge_low, bounds, chunk_edges, m, loads, owe, iou, exc_bits, out, shortbuf,
+                                                short_edge, fd2[c])
+    units = 0.0
+    exc_big = 0.0
+    for c in range(nc):
+        moved += mv[c]
+        units += un[c]
+        exc_big = max(exc_big, eb[c])
+    for c in range(nc):  # the rows that touch another chunk, serially
+        for q in range(fd[c]):
+            dm, units, exc_big = _pay(shortbuf[bounds[c] + q], short_edge[bounds[c] + q], indptr, indices,
+                                      csr_edges, lower, upper, edge_delta, loads, owe, iou, exc_bits, out, units,
+                                      exc_big)
+            moved += dm
+    return moved, short, units, exc_big, True
