@@ -40,6 +40,7 @@ from ._heterogeneous_sos_cube import (SOS_CUBE_MIN_DIMENSION, flows_from_cube, f
 from ._heterogeneous_parallel import (SOS_BLOCK, THREADS_PARAM, block_edge_starts, check_threads, fos_floor_step_par,
                                       fos_real_step_par, run_blocks, run_rows, sos_iou_step_par, sos_real_step_par,
                                       use_threads)
+from ._heterogeneous_stencil_parallel import STENCIL_CHUNKS_PER_THREAD, sos_iou_stencil_par, stencil_chunks
 from ._heterogeneous_node import fos_node_flows, node_publish, sos_iou_node_sends, sos_node_flows
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
@@ -102,6 +103,8 @@ class HeterogeneousDiffusion(Protocol):
         self._flowbuf = None
         self._stencil_graph = None
         self._stencil_val = None
+        self._chunks_graph = None  # sos-iou's threaded stencil kernel (see SOSIOU._stencil_chunks)
+        self._chunks_val = None
 
     def _base_deg(self) -> np.ndarray:
         if self._base_deg_arr is None:
@@ -581,6 +584,25 @@ class SOSIOU(_SecondOrder):
         if getattr(self, "_exc_bits", None) is not None:
             self._exc_bits[:] = 0
 
+    def _stencil_chunks(self, graph, mode):
+        """The arguments of :func:`sos_iou_stencil_par` (``threads=k > 1`` on a stencil graph), else None.
+
+        Scalar coefficients and ``graph.stencil`` as for the serial stencil kernel; the nodes cut
+        into :data:`STENCIL_CHUNKS_PER_THREAD` ``* k`` ranges (cached per graph object).
+        """
+        threads = self.options["threads"]
+        if mode != COEF_SCALAR or not use_threads(self.name, threads) or graph.stencil is None:
+            return None
+        if self._chunks_graph is not graph:
+            st = graph.stencil
+            starts, ends, edge_delta = lower_edge_runs(st, graph.csr_edges)
+            val = None
+            if starts.shape[0]:
+                val = stencil_chunks(starts, ends, st.lower, st.upper, edge_delta, graph.indptr, graph.indices, graph.u,
+                                     STENCIL_CHUNKS_PER_THREAD * threads)
+            self._chunks_graph, self._chunks_val = graph, val
+        return self._chunks_val
+
     def _fast_step(self, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         mode, a0, inv, alpha = self._kernel_coefs(graph)
@@ -606,10 +628,13 @@ class SOSIOU(_SecondOrder):
         if bits is None or bits.shape[0] != (graph.m + 7) // 8:
             bits = self._exc_bits = np.zeros((graph.m + 7) // 8, np.uint8)  # m / 8 bytes
         runs = self._stencil_runs(graph, mode, edges=True)
+        chunks = self._stencil_chunks(graph, mode)
         tail = (self.beta, first, self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou",
                 self._x(loads), loads, yhat, iou, out, outflow)
         if d is not None:  # same results bit for bit, the state by dimension
             res = sos_iou_cube(d, a0, *tail)
+        elif chunks is not None:  # threads=k on a torus or ring: same results bit for bit
+            res = run_blocks(sos_iou_stencil_par, graph.indptr, graph.indices, graph.csr_edges, *chunks, a0, *tail)
         elif runs is not None:
             res = sos_iou_stencil(graph.indptr, graph.indices, graph.csr_edges, *runs, a0, *tail)
         else:

@@ -46,47 +46,52 @@ __all__ = ["STENCIL_CHUNKS_PER_THREAD", "stencil_chunks", "sos_iou_stencil_par"]
 STENCIL_CHUNKS_PER_THREAD = 4
 
 
-def stencil_chunks(starts, ends, lower, upper, edge_delta, u, n: int, chunks: int):
+def stencil_chunks(starts, ends, lower, upper, edge_delta, indptr, indices, u, chunks: int):
     """The arguments of :func:`sos_iou_stencil_par` that describe the graph cut into ``chunks`` node ranges.
 
     Parameters
     ----------
     starts, ends, lower, upper, edge_delta
         The runs of :func:`tokendist.graphs._stencil.lower_edge_runs` and the stencil's offsets.
-    u : ndarray
-        The lower endpoint of every edge (sorted, as :attr:`Graph.u`).
-    n, chunks : int
-        Nodes; node ranges wanted (at least 1).
+    indptr, indices, u : ndarray
+        The graph's CSR rows and the lower endpoint of every edge (sorted, as :attr:`Graph.u`).
+    chunks : int
+        Node ranges wanted (at least 1).
 
     Returns
     -------
     tuple
         ``(starts, ends, run_edges, lower, upper, edge_delta, reach, up_reach, edge_low, bounds,
-        chunk_runs, chunk_edges)``: the runs split at the chunk bounds (a run split in two is two
+        chunk_runs, chunk_edges, far)``: the runs split at the chunk bounds (a run split in two is two
         runs of the same offsets: the kernels need nothing else), each run's first upper edge,
         the offsets, ``reach = -min(lower)`` (a run row below ``bounds[c] + reach`` has a lower
         neighbour before chunk ``c``), ``up_reach = max(upper)``, ``edge_low = min(edge_delta)``
         (a run row's edges lie in ``eb + edge_low .. eb + len(upper) - 1``), the ``chunks + 1``
         node bounds, each chunk's first run and first edge (the edges whose lower endpoint is
-        below the chunk).
+        below the chunk), and ``far[c]``: the first row of chunk ``c`` from ``bounds[c] + reach``
+        on that has a neighbour before the chunk (a CSR row: the torus's wrap-around row), or
+        ``bounds[c + 1]``.
 
     Examples
     --------
-    >>> import numpy as np
+    ``ring:8``: one run, rows 2 .. 6 (row 1's lower edge ids differ), cut at node 4; the wrap-around
+    row 7 has its neighbour 0 before chunk 1.
+
     >>> from tokendist.graphs import make_graph
     >>> from tokendist.graphs._stencil import lower_edge_runs
     >>> g = make_graph("ring:8")
     >>> s, e, d = lower_edge_runs(g.stencil, g.csr_edges)
-    >>> c = stencil_chunks(s, e, g.stencil.lower, g.stencil.upper, d, g.u, g.n, 2)
-    >>> [x.tolist() for x in c[:3]], c[7].tolist()
-    ([[1, 4], [4, 7]], [[4, 7], [7, 13]], [0, 4, 8])
+    >>> c = stencil_chunks(s, e, g.stencil.lower, g.stencil.upper, d, g.indptr, g.indices, g.u, 2)
+    >>> [x.tolist() for x in c[:3]], c[9].tolist(), c[12].tolist()
+    ([[2, 4], [4, 7], [3, 5]], [0, 4, 8], [4, 7])
     """
+    n = indptr.shape[0] - 1
     chunks = max(1, int(chunks))
     bounds = (np.arange(chunks + 1, dtype=np.int64) * n) // chunks
     cuts = bounds[1:-1]
     new_starts, new_ends = [], []
     for s, e in zip(np.asarray(starts).tolist(), np.asarray(ends).tolist()):
-        inner = cuts[(cuts > s) & (cuts < e)].tolist()
+        inner = np.unique(cuts[(cuts > s) & (cuts < e)]).tolist()  # a bound twice: an empty chunk
         points = [s, *inner, e]
         new_starts.extend(points[:-1])
         new_ends.extend(points[1:])
@@ -99,8 +104,21 @@ def stencil_chunks(starts, ends, lower, upper, edge_delta, u, n: int, chunks: in
     reach = -min(lower) if len(lower) else 0
     up_reach = max(upper) if len(upper) else 0
     edge_low = min(edge_delta) if len(edge_delta) else 0
+    # far: rows outside the runs, at or above their chunk's bound + reach, whose smallest
+    # neighbour (the first of the sorted CSR row) lies before the chunk.
+    in_run = np.zeros(n + 1, np.int64)
+    np.add.at(in_run, starts, 1)
+    np.add.at(in_run, ends, -1)
+    in_run = np.cumsum(in_run[:n]) > 0
+    nodes = np.arange(n)
+    chunk_of = np.searchsorted(bounds, nodes, side="right") - 1
+    has_nb = indptr[1:] > indptr[:-1]
+    smallest = np.where(has_nb, np.asarray(indices)[np.minimum(indptr[:-1], max(len(indices) - 1, 0))], n)
+    wraps = ~in_run & has_nb & (nodes >= bounds[chunk_of] + reach) & (smallest < bounds[chunk_of])
+    far = bounds[1:].copy()
+    np.minimum.at(far, chunk_of[wraps], nodes[wraps])
     return (starts, ends, run_edges, lower, upper, edge_delta, int(reach), int(up_reach), int(edge_low), bounds,
-            chunk_runs, chunk_edges)
+            chunk_runs, chunk_edges, far)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -124,7 +142,7 @@ def _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe):
             delta -= np.int64(t)
     held = loads[ui]
     owe[ui] = owed
-    out[ui] = held + delta
+    out[ui] += held + delta
     return np.int64(owed), owed > held
 
 
@@ -158,7 +176,7 @@ def _run_transfers(s, a, b, e, nu, lower, edge_delta, iou, loads, out, owe, shor
         held = loads[ui]
         moved += np.int64(owed)
         owe[ui] = owed
-        out[ui] = held + np.int64(delta)
+        out[ui] += held + np.int64(delta)
     for i in range(a, b):
         shortbuf[_U(found)] = i  # kept only if short: no branch to mispredict
         short_edge[_U(found)] = e + nu * (i - s)
@@ -180,13 +198,27 @@ def _largest(run_big, iou, lo, hi, biggest):
     return biggest
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _own_edges(c, chunk_edges, m):
+    """``(s0, s1)``: chunk ``c``'s edges whose exception bits are in bytes no other chunk's edges share."""
+    nc = chunk_edges.shape[0] - 1
+    s0 = 0 if c == 0 else ((chunk_edges[c] + 7) >> 3) << 3
+    s1 = m if c == nc - 1 else (chunk_edges[c + 1] >> 3) << 3
+    return s0, s1
+
+
 @numba.njit(cache=True, nogil=True)
-def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, upper, edge_delta, reach, bounds,
-                chunk_runs, chunk_edges, a0, beta, first, owed_stored, has_exc, exc_bits, x, loads, yhat, iou, out,
-                owe, shortbuf, short_edge):
-    """Phase 1 of :func:`sos_iou_stencil_par` for chunk ``c``. Returns ``(moved, found, biggest)``."""
+def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, upper, edge_delta, reach, up_reach,
+                edge_low, bounds, chunk_runs, chunk_edges, far, a0, beta, first, owed_stored, has_exc, exc_bits,
+                pay_iou, x, loads, yhat, iou, out, owe, shortbuf, short_edge):
+    """Phase 1 of :func:`sos_iou_stencil_par` for chunk ``c``.
+
+    Returns ``(moved, short, left, biggest, units, exc_big)``: ``left`` short rows are listed
+    from ``shortbuf[bounds[c]]`` on for phase 3 (the others paid here).
+    """
     c0 = bounds[c]
     c1 = bounds[c + 1]
+    s0, s1 = _own_edges(c, chunk_edges, yhat.shape[0])
     r0 = chunk_runs[c]
     r1 = chunk_runs[c + 1]
     nu = len(upper)
@@ -197,13 +229,16 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
     exc_idx = np.empty(longest * nu, np.int64)  # a run's old exceptions: edge ids and IOUs
     exc_val = np.empty(longest * nu)
     moved = 0
-    found = c0  # short rows go to shortbuf[c0 ...]
+    short = 0
+    found = c0  # short rows left to phase 3 go to shortbuf[c0 ...]
     biggest = 0.0
+    units = 0.0
+    exc_big = 0.0
     e = chunk_edges[c]
     prev = c0
     for r in range(r0, r1 + 1):
         stop = starts[r] if r < r1 else c1
-        for i in range(prev, stop):  # CSR rows: the upper slots of _sos_iou_pass, no bit cleared
+        for i in range(prev, stop):  # CSR rows: the upper slots of _sos_iou_pass
             ui = _U(i)
             xi = np.float64(x[ui])
             k0 = indptr[ui]
@@ -218,7 +253,10 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
                 yhat[ue] = y
                 p = iou[ue]
                 if has_exc and (exc_bits[_U(e >> 3)] >> (e & 7)) & 1:
-                    pass  # an exception keeps its IOU
+                    # An exception keeps its IOU; its bit is consumed (in a byte another chunk
+                    # shares, after phase 1: see sos_iou_stencil_par).
+                    if s0 <= e < s1:
+                        exc_bits[_U(e >> 3)] &= np.uint8(255 - (1 << (e & 7)))
                 elif owed_stored:
                     p = p - np.trunc(p)
                 o = y + p
@@ -231,7 +269,8 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
                 continue  # a lower neighbour in an earlier chunk: phase 2
             mv, is_short = _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe)
             moved += mv
-            if is_short:
+            if is_short:  # pays in phase 3
+                short += 1
                 shortbuf[_U(found)] = i
                 short_edge[_U(found)] = -1
                 found += 1
@@ -256,21 +295,48 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
         for q in range(nexc):
             ue = _U(exc_idx[_U(q)])
             iou[ue] = yhat[ue] + exc_val[_U(q)]
+        if has_exc:  # the run's old bits, consumed; those in bytes another chunk shares after phase 1
+            _clear_bits(exc_bits, max(e, s0), min(hi, s1))
         # (2a) the rows whose lower neighbours are all in this chunk (rows below c0 + reach are not).
         cut = min(en, max(s, c0 + reach))
-        mv, found, run_big = _run_transfers(s, cut, en, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf,
-                                            short_edge, found)
+        mv, listed, run_big = _run_transfers(s, cut, en, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf,
+                                             short_edge, found)
         moved += mv
+        short += listed - found
         biggest = _largest(run_big, iou, e + nu * (cut - s), hi, biggest)
+        # (2b) Short rows pay now, while the run is in cache (corrections as in the serial kernel:
+        # every row of the run has read its transfers, rows after it read them later), if no row
+        # they pay reads in phase 2 (all lower neighbours at or above c0 + reach and below
+        # far[c], the first row from c0 + reach on with a neighbour before the chunk), nothing
+        # they touch is in another chunk, and their edges' bits are in bytes of this chunk alone.
+        # The others are kept for phase 3.
+        for q in range(found, listed):
+            i = shortbuf[_U(q)]
+            eb = short_edge[_U(q)]
+            if (pay_iou and i - 2 * reach >= c0 and i < far[c] and i + up_reach < c1 and eb + edge_low >= s0
+                    and eb + nu <= s1):
+                paid, dd, dm, units, exc_big = _iou_settle_run(i, eb, lower, upper, edge_delta, loads[_U(i)],
+                                                               owe[_U(i)], iou, exc_bits, out, units, exc_big, en)
+                owe[_U(i)] = paid
+                out[_U(i)] += dd
+                moved += dm
+            else:
+                shortbuf[_U(found)] = i
+                short_edge[_U(found)] = eb
+                found += 1
         e = hi
         prev = en
-    return moved, found - c0, biggest
+    return moved, short, found - c0, biggest, units, exc_big
 
 
 @numba.njit(cache=True, nogil=True)
 def _chunk_left_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, upper, edge_delta, reach, bounds,
                      chunk_runs, iou, loads, out, owe, shortbuf, short_edge, found):
-    """Phase 2 of :func:`sos_iou_stencil_par` for chunk ``c``: the rows phase 1 left. Returns ``(moved, found, biggest)``."""
+    """Phase 2 of :func:`sos_iou_stencil_par` for chunk ``c``: the rows phase 1 left.
+
+    Their short rows are listed after the ``found`` that phase 1 left. Returns ``(moved, found,
+    biggest)``.
+    """
     c0 = bounds[c]
     c1 = bounds[c + 1]
     r0 = chunk_runs[c]
@@ -366,10 +432,7 @@ def _chunk_pay(c, indptr, indices, csr_edges, lower, upper, edge_delta, reach, u
     """
     c0 = bounds[c]
     c1 = bounds[c + 1]
-    nc = bounds.shape[0] - 1
-    # Edges whose exception bit is in a byte of this chunk's edges alone.
-    s0 = 0 if c == 0 else ((chunk_edges[c] + 7) >> 3) << 3
-    s1 = m if c == nc - 1 else (chunk_edges[c + 1] >> 3) << 3
+    s0, s1 = _own_edges(c, chunk_edges, m)
     nu = len(upper)
     moved = 0
     units = 0.0
@@ -398,58 +461,66 @@ def _chunk_pay(c, indptr, indices, csr_edges, lower, upper, edge_delta, reach, u
 
 @numba.njit(parallel=True, cache=True, nogil=True)
 def sos_iou_stencil_par(indptr, indices, csr_edges, starts, ends, run_edges, lower, upper, edge_delta, reach,
-                        up_reach, edge_low, bounds, chunk_runs, chunk_edges, a0, beta, first, owed_stored, has_exc,
-                        exc_bits, pay_iou, x, loads, yhat, iou, out, owe):
+                        up_reach, edge_low, bounds, chunk_runs, chunk_edges, far, a0, beta, first, owed_stored,
+                        has_exc, exc_bits, pay_iou, x, loads, yhat, iou, out, owe):
     """:func:`._heterogeneous_kernels.sos_iou_stencil` in three parallel phases over node ranges; the same results.
 
-    The graph arguments come from :func:`stencil_chunks`; the others are the serial kernel's.
-    ``out`` is written, not added to (the serial kernel adds into zeros: the same values).
-    Returns ``(moved, short, units, largest, any_exception)`` as the serial kernel.
+    The graph arguments come from :func:`stencil_chunks`; the others are the serial kernel's
+    (``out`` holds zeros: the kernel adds into it). Returns ``(moved, short, units, largest,
+    any_exception)`` as the serial kernel.
     """
     n = loads.shape[0]
     m = yhat.shape[0]
     nc = bounds.shape[0] - 1
     # Only the pranges run in parallel: array expressions would each become a parallel region of
     # their own (see _heterogeneous_parallel.sos_iou_step_par), so this function has none.
-    shortbuf = np.empty(n, np.int64)  # chunk c's short rows from bounds[c] on
+    shortbuf = np.empty(n, np.int64)  # chunk c's short rows left to phase 3, from bounds[c] on
     short_edge = np.empty(n, np.int64)  # their first upper edge (a run row), or -1 (a CSR row)
     mv = np.empty(nc, np.int64)
+    sh = np.empty(nc, np.int64)
     fd = np.empty(nc, np.int64)
     bg = np.empty(nc)
-    for c in numba.prange(nc):
-        mv[c], fd[c], bg[c] = _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, upper,
-                                          edge_delta, reach, bounds, chunk_runs, chunk_edges, a0, beta, first,
-                                          owed_stored, has_exc, exc_bits, x, loads, yhat, iou, out, owe, shortbuf,
-                                          short_edge)
-    if has_exc:  # every old bit was consumed in phase 1 (each edge is one row's upper edge)
-        _clear_bits(exc_bits, 0, m)
-    mv2 = np.empty(nc, np.int64)
-    fd2 = np.empty(nc, np.int64)
-    bg2 = np.empty(nc)
-    for c in numba.prange(nc):
-        mv2[c], fd2[c], bg2[c] = _chunk_left_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower,
-                                                  upper, edge_delta, reach, bounds, chunk_runs, iou, loads, out,
-                                                  owe, shortbuf, short_edge, fd[c])
-    moved = 0
-    short = 0
-    biggest = 0.0
-    for c in range(nc):
-        moved += mv[c] + mv2[c]
-        short += fd2[c]
-        if bg[c] > biggest:
-            biggest = bg[c]
-        if bg2[c] > biggest:
-            biggest = bg2[c]
-    if not (pay_iou and short > 0):
-        return moved, short, 0.0, biggest, False
     un = np.empty(nc)
     eb = np.empty(nc)
     for c in numba.prange(nc):
-        mv[c], un[c], eb[c], fd[c] = _chunk_pay(c, indptr, indices, csr_edges, lower, upper, edge_delta, reach,
-                                                up_reach, edge_low, bounds, chunk_edges, m, loads, owe, iou, exc_bits, out, shortbuf,
-                                                short_edge, fd2[c])
+        mv[c], sh[c], fd[c], bg[c], un[c], eb[c] = _chunk_rows(
+            c, indptr, indices, csr_edges, starts, ends, run_edges, lower, upper, edge_delta, reach, up_reach,
+            edge_low, bounds, chunk_runs, chunk_edges, far, a0, beta, first, owed_stored, has_exc, exc_bits, pay_iou,
+            x, loads, yhat, iou, out, owe, shortbuf, short_edge)
+    if has_exc:
+        # The old bits in bytes two chunks share (phase 1 left them: a read-modify-write of one
+        # byte from two threads loses one); no new bit is set there before phase 3.
+        for c in range(1, nc):
+            ce = chunk_edges[c]
+            _clear_bits(exc_bits, (ce >> 3) << 3, min(m, ((ce + 7) >> 3) << 3))
+    moved = 0
+    short = 0
+    biggest = 0.0
     units = 0.0
     exc_big = 0.0
+    for c in range(nc):
+        moved += mv[c]
+        short += sh[c]
+        if bg[c] > biggest:
+            biggest = bg[c]
+        units += un[c]
+        exc_big = max(exc_big, eb[c])
+    fd2 = np.empty(nc, np.int64)
+    for c in numba.prange(nc):
+        mv[c], fd2[c], bg[c] = _chunk_left_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower,
+                                                upper, edge_delta, reach, bounds, chunk_runs, iou, loads, out, owe,
+                                                shortbuf, short_edge, fd[c])
+    for c in range(nc):
+        moved += mv[c]
+        short += fd2[c] - fd[c]
+        if bg[c] > biggest:
+            biggest = bg[c]
+    if not (pay_iou and short > 0):
+        return moved, short, 0.0, biggest, False
+    for c in numba.prange(nc):
+        mv[c], un[c], eb[c], fd[c] = _chunk_pay(c, indptr, indices, csr_edges, lower, upper, edge_delta, reach,
+                                                up_reach, edge_low, bounds, chunk_edges, m, loads, owe, iou, exc_bits,
+                                                out, shortbuf, short_edge, fd2[c])
     for c in range(nc):
         moved += mv[c]
         units += un[c]
