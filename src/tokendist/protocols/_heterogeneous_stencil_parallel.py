@@ -147,11 +147,11 @@ def _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _run_transfers(s, a, b, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf, short_edge, found):
+def _run_transfers(s, a, b, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf, found):
     """Loop (2a) and the short-row scan of :func:`._heterogeneous_kernels.sos_iou_stencil` for the rows ``a .. b - 1``.
 
     ``s`` and ``e`` are the run's first row and first upper edge. Short rows are appended to
-    ``shortbuf`` / ``short_edge`` (their first upper edge) from ``found`` on. Returns ``(moved,
+    ``shortbuf`` from ``found`` on. Returns ``(moved,
     found, run_big)``, ``run_big`` the largest ``|o - trunc(o)|`` of the rows' upper edges as a
     bit pattern (a NaN shows as a pattern at or above :data:`_INF_BITS`).
     """
@@ -179,7 +179,6 @@ def _run_transfers(s, a, b, e, nu, lower, edge_delta, iou, loads, out, owe, shor
         out[ui] += held + np.int64(delta)
     for i in range(a, b):
         shortbuf[_U(found)] = i  # kept only if short: no branch to mispredict
-        short_edge[_U(found)] = e + nu * (i - s)
         found += owe[_U(i)] > loads[_U(i)]
     return moved, found, run_big
 
@@ -210,7 +209,7 @@ def _own_edges(c, chunk_edges, m):
 @numba.njit(cache=True, nogil=True)
 def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, upper, edge_delta, reach, up_reach,
                 edge_low, bounds, chunk_runs, chunk_edges, far, a0, beta, first, owed_stored, has_exc, exc_bits,
-                pay_iou, x, loads, yhat, iou, out, owe, shortbuf, short_edge):
+                pay_iou, x, loads, yhat, iou, out, owe, shortbuf):
     """Phase 1 of :func:`sos_iou_stencil_par` for chunk ``c``.
 
     Returns ``(moved, short, left, biggest, units, exc_big)``: ``left`` short rows are listed
@@ -272,7 +271,6 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
             if is_short:  # pays in phase 3
                 short += 1
                 shortbuf[_U(found)] = i
-                short_edge[_U(found)] = -1
                 found += 1
         if r == r1:
             break
@@ -300,7 +298,7 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
         # (2a) the rows whose lower neighbours are all in this chunk (rows below c0 + reach are not).
         cut = min(en, max(s, c0 + reach))
         mv, listed, run_big = _run_transfers(s, cut, en, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf,
-                                             short_edge, found)
+                                             found)
         moved += mv
         short += listed - found
         biggest = _largest(run_big, iou, e + nu * (cut - s), hi, biggest)
@@ -311,8 +309,8 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
         # they touch is in another chunk, and their edges' bits are in bytes of this chunk alone.
         # The others are kept for phase 3.
         for q in range(found, listed):
-            i = shortbuf[_U(q)]
-            eb = short_edge[_U(q)]
+            i = np.int64(shortbuf[_U(q)])
+            eb = e + nu * (i - s)
             if (pay_iou and i - 2 * reach >= c0 and i < far[c] and i + up_reach < c1 and eb + edge_low >= s0
                     and eb + nu <= s1):
                 paid, dd, dm, units, exc_big = _iou_settle_run(i, eb, lower, upper, edge_delta, loads[_U(i)],
@@ -322,7 +320,6 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
                 moved += dm
             else:
                 shortbuf[_U(found)] = i
-                short_edge[_U(found)] = eb
                 found += 1
         e = hi
         prev = en
@@ -331,7 +328,7 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
 
 @numba.njit(cache=True, nogil=True)
 def _chunk_left_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, upper, edge_delta, reach, bounds,
-                     chunk_runs, iou, loads, out, owe, shortbuf, short_edge, found):
+                     chunk_runs, iou, loads, out, owe, shortbuf, found):
     """Phase 2 of :func:`sos_iou_stencil_par` for chunk ``c``: the rows phase 1 left.
 
     Their short rows are listed after the ``found`` that phase 1 left. Returns ``(moved, found,
@@ -355,7 +352,6 @@ def _chunk_left_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, low
                 moved += mv
                 if is_short:
                     shortbuf[_U(found)] = i
-                    short_edge[_U(found)] = -1
                     found += 1
         if r == r1:
             break
@@ -365,7 +361,7 @@ def _chunk_left_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, low
         if cut > s:
             e = run_edges[r]
             mv, found, run_big = _run_transfers(s, s, cut, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf,
-                                                short_edge, found)
+                                                found)
             moved += mv
             biggest = _largest(run_big, iou, e, e + nu * (cut - s), biggest)
         prev = en
@@ -405,6 +401,15 @@ def _iou_settle_read(i, k0, end, indices, csr_edges, held, owed, iou, exc_bits, 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _first_upper_edge(i, starts, ends, run_edges, nu):
+    """Row ``i``'s first upper edge if it is a run row, else -1 (a CSR row): the run found by bisection."""
+    r = np.searchsorted(starts, i, side="right") - 1
+    if r >= 0 and i < ends[r]:
+        return run_edges[r] + nu * (i - starts[r])
+    return -1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _pay(i, eb, indptr, indices, csr_edges, lower, upper, edge_delta, loads, owe, iou, exc_bits, out, units,
          exc_big):
     """Short row ``i`` pays (a run row when ``eb >= 0``, its first upper edge). Returns ``(moved, units, exc_big)``."""
@@ -422,13 +427,12 @@ def _pay(i, eb, indptr, indices, csr_edges, lower, upper, edge_delta, loads, owe
 
 
 @numba.njit(cache=True, nogil=True)
-def _chunk_pay(c, indptr, indices, csr_edges, lower, upper, edge_delta, reach, up_reach, edge_low, bounds,
-               chunk_edges, m, loads, owe,
-               iou, exc_bits, out, shortbuf, short_edge, found):
+def _chunk_pay(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, upper, edge_delta, reach, up_reach,
+               edge_low, bounds, chunk_edges, m, loads, owe, iou, exc_bits, out, shortbuf, found):
     """Phase 3 of :func:`sos_iou_stencil_par` for chunk ``c``: the short rows that touch nothing outside it pay.
 
-    The others are moved to the front of the chunk's part of ``shortbuf`` / ``short_edge``.
-    Returns ``(moved, units, exc_big, left)``.
+    The others are moved to the front of the chunk's part of ``shortbuf``. Returns ``(moved,
+    units, exc_big, left)``.
     """
     c0 = bounds[c]
     c1 = bounds[c + 1]
@@ -439,8 +443,8 @@ def _chunk_pay(c, indptr, indices, csr_edges, lower, upper, edge_delta, reach, u
     exc_big = 0.0
     left = 0
     for q in range(found):
-        i = shortbuf[_U(c0 + q)]
-        eb = short_edge[_U(c0 + q)]
+        i = np.int64(shortbuf[_U(c0 + q)])
+        eb = _first_upper_edge(i, starts, ends, run_edges, nu)
         if eb >= 0:
             inside = (i - reach >= c0 and i + up_reach < c1 and eb + edge_low >= s0 and eb + nu <= s1)
         else:
@@ -454,7 +458,6 @@ def _chunk_pay(c, indptr, indices, csr_edges, lower, upper, edge_delta, reach, u
             moved += dm
         else:
             shortbuf[_U(c0 + left)] = i
-            short_edge[_U(c0 + left)] = eb
             left += 1
     return moved, units, exc_big, left
 
@@ -474,8 +477,10 @@ def sos_iou_stencil_par(indptr, indices, csr_edges, starts, ends, run_edges, low
     nc = bounds.shape[0] - 1
     # Only the pranges run in parallel: array expressions would each become a parallel region of
     # their own (see _heterogeneous_parallel.sos_iou_step_par), so this function has none.
-    shortbuf = np.empty(n, np.int64)  # chunk c's short rows left to phase 3, from bounds[c] on
-    short_edge = np.empty(n, np.int64)  # their first upper edge (a run row), or -1 (a CSR row)
+    # Chunk c's short rows left to phase 3, from bounds[c] on (node ids: the graph's index type,
+    # int32 up to 2^31 nodes; 2 bytes per edge on a torus, allocated per step as the serial
+    # kernels' scratch).
+    shortbuf = np.empty(n, indices.dtype)
     mv = np.empty(nc, np.int64)
     sh = np.empty(nc, np.int64)
     fd = np.empty(nc, np.int64)
@@ -486,7 +491,7 @@ def sos_iou_stencil_par(indptr, indices, csr_edges, starts, ends, run_edges, low
         mv[c], sh[c], fd[c], bg[c], un[c], eb[c] = _chunk_rows(
             c, indptr, indices, csr_edges, starts, ends, run_edges, lower, upper, edge_delta, reach, up_reach,
             edge_low, bounds, chunk_runs, chunk_edges, far, a0, beta, first, owed_stored, has_exc, exc_bits, pay_iou,
-            x, loads, yhat, iou, out, owe, shortbuf, short_edge)
+            x, loads, yhat, iou, out, owe, shortbuf)
     if has_exc:
         # The old bits in bytes two chunks share (phase 1 left them: a read-modify-write of one
         # byte from two threads loses one); no new bit is set there before phase 3.
@@ -509,7 +514,7 @@ def sos_iou_stencil_par(indptr, indices, csr_edges, starts, ends, run_edges, low
     for c in numba.prange(nc):
         mv[c], fd2[c], bg[c] = _chunk_left_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower,
                                                 upper, edge_delta, reach, bounds, chunk_runs, iou, loads, out, owe,
-                                                shortbuf, short_edge, fd[c])
+                                                shortbuf, fd[c])
     for c in range(nc):
         moved += mv[c]
         short += fd2[c] - fd[c]
@@ -518,16 +523,17 @@ def sos_iou_stencil_par(indptr, indices, csr_edges, starts, ends, run_edges, low
     if not (pay_iou and short > 0):
         return moved, short, 0.0, biggest, False
     for c in numba.prange(nc):
-        mv[c], un[c], eb[c], fd[c] = _chunk_pay(c, indptr, indices, csr_edges, lower, upper, edge_delta, reach,
-                                                up_reach, edge_low, bounds, chunk_edges, m, loads, owe, iou, exc_bits,
-                                                out, shortbuf, short_edge, fd2[c])
+        mv[c], un[c], eb[c], fd[c] = _chunk_pay(c, indptr, indices, csr_edges, starts, ends, run_edges, lower,
+                                                upper, edge_delta, reach, up_reach, edge_low, bounds, chunk_edges, m,
+                                                loads, owe, iou, exc_bits, out, shortbuf, fd2[c])
     for c in range(nc):
         moved += mv[c]
         units += un[c]
         exc_big = max(exc_big, eb[c])
     for c in range(nc):  # the rows that touch another chunk, serially
         for q in range(fd[c]):
-            dm, units, exc_big = _pay(shortbuf[bounds[c] + q], short_edge[bounds[c] + q], indptr, indices,
+            i = np.int64(shortbuf[bounds[c] + q])
+            dm, units, exc_big = _pay(i, _first_upper_edge(i, starts, ends, run_edges, len(upper)), indptr, indices,
                                       csr_edges, lower, upper, edge_delta, loads, owe, iou, exc_bits, out, units,
                                       exc_big)
             moved += dm
