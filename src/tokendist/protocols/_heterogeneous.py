@@ -18,7 +18,8 @@ default 2, which with speeds ``>= 1`` gives ``M_ii >= 1/2``, so ``gamma = mu_2``
 ``d_i`` on every step's graph, as Section 4 does on dynamic networks; default true);
 ``allow_invalid`` (run even when M has a negative diagonal; default false: refuse with an error).
 ``fos``, ``fos-floor``, ``sos`` and ``sos-iou`` also take ``threads`` (default 1; k > 1 runs the
-numba step on k threads, same results: :mod:`._heterogeneous_parallel`).
+numba step on k threads, same results: :mod:`._heterogeneous_parallel`; ``sos-iou`` on a torus or
+ring: :mod:`._heterogeneous_stencil_parallel`).
 
 All schemes accept a different graph every step (``dynamic = True``): edge failures keep the base
 graph's nodes and speeds; mobility builds a new disc graph. Per-edge state (SOS flows, IOUs) is
