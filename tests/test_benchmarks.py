@@ -71,6 +71,14 @@ def test_sos_iou_torus(capsys):
     assert out[2].split() == ["csr", "rows", "stencil", "csr", "/", "stencil"]
 
 
+def test_sos_iou_torus_threads(capsys):
+    # The third chain: the threaded stencil kernel, checked against the other two after every step.
+    _load("sos_iou_torus").main(["--side", "40", "--steps", "3", "--warm", "1", "--beta", "1.9", "--threads", "2"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[2].split() == ["csr", "rows", "stencil", "csr", "/", "stencil", "stencil", "x2", "stencil", "/", "x2"]
+    assert len(re.findall(r"\d+\.\d+", out[3])) == 8  # three medians, three minima, two ratios
+
+
 def test_single_port_torus(capsys):
     # The script itself checks that both kernels agree after every step.
     _load("single_port_torus").main(["--side", "30", "--steps", "3", "--warm", "1"])
