@@ -797,6 +797,84 @@ def _upper_edges(s, en, e, upper, a0, beta, first, owed_stored, x, yhat, iou):
             iou[ue] = y + p
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _run_upper(s, en, e, upper, a0, beta, first, owed_stored, has_exc, exc_bits, x, yhat, iou, exc_idx, exc_val):
+    """Loop (1) of :func:`sos_iou_stencil` over the rows ``s .. en - 1`` of a run (first upper edge ``e``).
+
+    An exception keeps its IOU as it is: saved first (``exc_idx``, ``exc_val``: scratch of the
+    run's length times ``len(upper)``), its ``o`` recomputed after the loop, so that the loop
+    tests no bit (it then vectorises). The loop is compiled once per value of the flags
+    (constant arguments of an inlined function): with the flags tested in the loop the step was
+    13-18% slower (alternated chains of protocol steps on torus:1000x1000). The bits are left
+    as they are: the caller clears the run's (every old bit of its upper edges is consumed).
+    """
+    nexc = 0
+    if has_exc:
+        nexc = _save_exceptions(exc_bits, e, e + len(upper) * (en - s), iou, exc_idx, exc_val)
+    if owed_stored and not first:  # every step after the first
+        _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou)
+    elif owed_stored:
+        _upper_edges(s, en, e, upper, a0, beta, True, True, x, yhat, iou)
+    elif first:
+        _upper_edges(s, en, e, upper, a0, beta, True, False, x, yhat, iou)
+    else:
+        _upper_edges(s, en, e, upper, a0, beta, False, False, x, yhat, iou)
+    for q in range(nexc):
+        ue = _U(exc_idx[_U(q)])
+        iou[ue] = yhat[ue] + exc_val[_U(q)]  # o = y + p, as the loop computes it
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _run_transfers(s, a, b, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf, found):
+    """Loop (2a) and the short-row scan of :func:`sos_iou_stencil` for the rows ``a .. b - 1`` of a run.
+
+    ``s`` and ``e`` are the run's first row and first upper edge. Short rows are appended to
+    ``shortbuf`` from ``found`` on. Returns ``(moved,
+    found, run_big)``, ``run_big`` the largest ``|o - trunc(o)|`` of the rows' upper edges as a
+    bit pattern (a NaN shows as a pattern at or above :data:`_INF_BITS`).
+    """
+    nl = len(lower)
+    moved = 0
+    run_big = 0
+    for i in range(a, b):
+        ui = _U(i)
+        eb = e + nu * (i - s)
+        owed = 0.0
+        delta = 0.0
+        for k in range(nl):
+            t = np.trunc(iou[_U(eb + edge_delta[k])])
+            owed += max(-t, 0.0)
+            delta += t
+        for k in range(nu):
+            o = iou[_U(eb + k)]
+            t = np.trunc(o)
+            owed += max(t, 0.0)
+            delta -= t
+            run_big = max(run_big, _float_bits(abs(o - t)))
+        held = loads[ui]
+        moved += np.int64(owed)
+        owe[ui] = owed
+        out[ui] += held + np.int64(delta)
+    for i in range(a, b):
+        shortbuf[_U(found)] = i  # kept only if short: no branch to mispredict
+        found += owe[_U(i)] > loads[_U(i)]
+    return moved, found, run_big
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _largest(run_big, iou, lo, hi, biggest):
+    """``biggest`` raised to the run's largest ``|o - trunc(o)|`` (edges ``lo .. hi - 1``), NaNs never picked."""
+    if run_big >= _INF_BITS:
+        for ee in range(lo, hi):
+            o = iou[_U(ee)]
+            rr = abs(o - np.trunc(o))
+            if rr > biggest:
+                biggest = rr
+    elif _bits_float(run_big) > biggest:
+        biggest = _bits_float(run_big)
+    return biggest
+
+
 @numba.njit(cache=True, nogil=True)
 def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge_delta, a0, beta, first, owed_stored,
                     has_exc, exc_bits, pay_iou, x, loads, yhat, iou, out, owe):
@@ -831,7 +909,6 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
     any_exc = False
     e = 0
     nr = starts.shape[0]
-    nl = len(lower)
     nu = len(upper)
     longest = 0
     for r in range(nr):
@@ -896,71 +973,25 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
         s = starts[r]
         en = ends[r]
         # (1) Upper edges: yhat, the amount owed o (kept in iou), old exception bits consumed.
-        # An exception keeps its IOU as it is: saved first, its o recomputed after the loop, so
-        # that the loop tests no bit (it then vectorises). The loop is compiled once per value
-        # of the flags (constant arguments of an inlined function): with the flags tested in
-        # the loop the step was 13-18% slower (alternated chains of protocol steps on
-        # torus:1000x1000).
-        nexc = 0
-        if has_exc:
-            nexc = _save_exceptions(exc_bits, e, e + nu * (en - s), iou, exc_idx, exc_val)
-        if owed_stored and not first:  # every step after the first
-            _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou)
-        elif owed_stored:
-            _upper_edges(s, en, e, upper, a0, beta, True, True, x, yhat, iou)
-        elif first:
-            _upper_edges(s, en, e, upper, a0, beta, True, False, x, yhat, iou)
-        else:
-            _upper_edges(s, en, e, upper, a0, beta, False, False, x, yhat, iou)
-        for q in range(nexc):
-            ue = _U(exc_idx[_U(q)])
-            iou[ue] = yhat[ue] + exc_val[_U(q)]  # o = y + p, as the loop computes it
+        hi = e + nu * (en - s)
+        _run_upper(s, en, e, upper, a0, beta, first, owed_stored, has_exc, exc_bits, x, yhat, iou, exc_idx, exc_val)
         if has_exc:
             # Every old bit of the run's upper edges is consumed (each edge is read once, above,
             # and no row has set a new bit on them yet): clear the range a byte at a time instead
             # of a read-modify-write per edge in the loop above (which then vectorises). Bits of
             # other edges in the two end bytes are kept.
-            _clear_bits(exc_bits, e, e + nu * (en - s))
+            _clear_bits(exc_bits, e, hi)
         # (2a) Every row's transfers, what it owes, its load before payments (integer-valued
         # float sums: exact, as ``owed``; converting each transfer to int64 was slower). The
         # largest |o - trunc(o)| of the upper edges as an integer max of the bit patterns: for
         # floats >= 0 the same order as the float comparisons, and an integer max vectorises (a
-        # float max does not; in loop (1) it made that loop 1.7x slower).
-        run_big = 0
-        for i in range(s, en):
-            ui = _U(i)
-            eb = e + nu * (i - s)
-            owed = 0.0
-            delta = 0.0
-            for k in range(nl):
-                t = np.trunc(iou[_U(eb + edge_delta[k])])
-                owed += max(-t, 0.0)
-                delta += t
-            for k in range(nu):
-                o = iou[_U(eb + k)]
-                t = np.trunc(o)
-                owed += max(t, 0.0)
-                delta -= t
-                run_big = max(run_big, _float_bits(abs(o - t)))
-            held = loads[ui]
-            moved += np.int64(owed)
-            owe[ui] = owed
-            out[ui] += held + np.int64(delta)
-        if run_big >= _INF_BITS:
-            # A NaN (o infinite or NaN): the float comparisons, which never pick a NaN.
-            for ee in range(e, e + nu * (en - s)):
-                o = iou[_U(ee)]
-                rr = abs(o - np.trunc(o))
-                if rr > biggest:
-                    biggest = rr
-        elif _bits_float(run_big) > biggest:
-            biggest = _bits_float(run_big)
-        # (2b) Short rows pay, in node order. Found by a scan first: a call inside the scan loop
-        # made the whole run 1.5-2x slower (measured), outside it only short rows pay for it.
-        found = 0
-        for i in range(s, en):
-            shortbuf[_U(found)] = i  # kept only if short: no branch to mispredict
-            found += owe[_U(i)] > loads[_U(i)]
+        # float max does not; in loop (1) it made that loop 1.7x slower). Then the short rows,
+        # found by a scan: a call inside the scan loop made the whole run 1.5-2x slower
+        # (measured), outside it only short rows pay for it.
+        mv, found, run_big = _run_transfers(s, s, en, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf, 0)
+        moved += mv
+        biggest = _largest(run_big, iou, e, hi, biggest)
+        # (2b) Short rows pay, in node order.
         short += found
         if pay_iou:
             for f in range(found):

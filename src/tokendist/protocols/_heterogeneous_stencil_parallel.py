@@ -37,8 +37,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._heterogeneous_kernels import (_INF_BITS, _U, _bits_float, _clear_bits, _float_bits, _iou_pay,
-                                     _iou_settle_run, _save_exceptions, _upper_edges)
+from ._heterogeneous_kernels import (_U, _clear_bits, _iou_pay, _iou_settle_run, _largest, _run_transfers,
+                                     _run_upper)
 
 __all__ = ["STENCIL_CHUNKS_PER_THREAD", "stencil_chunks", "sos_iou_stencil_par"]
 
@@ -147,57 +147,6 @@ def _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _run_transfers(s, a, b, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf, found):
-    """Loop (2a) and the short-row scan of :func:`._heterogeneous_kernels.sos_iou_stencil` for the rows ``a .. b - 1``.
-
-    ``s`` and ``e`` are the run's first row and first upper edge. Short rows are appended to
-    ``shortbuf`` from ``found`` on. Returns ``(moved,
-    found, run_big)``, ``run_big`` the largest ``|o - trunc(o)|`` of the rows' upper edges as a
-    bit pattern (a NaN shows as a pattern at or above :data:`_INF_BITS`).
-    """
-    nl = len(lower)
-    moved = 0
-    run_big = 0
-    for i in range(a, b):
-        ui = _U(i)
-        eb = e + nu * (i - s)
-        owed = 0.0
-        delta = 0.0
-        for k in range(nl):
-            t = np.trunc(iou[_U(eb + edge_delta[k])])
-            owed += max(-t, 0.0)
-            delta += t
-        for k in range(nu):
-            o = iou[_U(eb + k)]
-            t = np.trunc(o)
-            owed += max(t, 0.0)
-            delta -= t
-            run_big = max(run_big, _float_bits(abs(o - t)))
-        held = loads[ui]
-        moved += np.int64(owed)
-        owe[ui] = owed
-        out[ui] += held + np.int64(delta)
-    for i in range(a, b):
-        shortbuf[_U(found)] = i  # kept only if short: no branch to mispredict
-        found += owe[_U(i)] > loads[_U(i)]
-    return moved, found, run_big
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _largest(run_big, iou, lo, hi, biggest):
-    """``biggest`` raised to the run's largest ``|o - trunc(o)|`` (edges ``lo .. hi - 1``), NaNs never picked."""
-    if run_big >= _INF_BITS:
-        for ee in range(lo, hi):
-            o = iou[_U(ee)]
-            rr = abs(o - np.trunc(o))
-            if rr > biggest:
-                biggest = rr
-    elif _bits_float(run_big) > biggest:
-        biggest = _bits_float(run_big)
-    return biggest
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
 def _own_edges(c, chunk_edges, m):
     """``(s0, s1)``: chunk ``c``'s edges whose exception bits are in bytes no other chunk's edges share."""
     nc = chunk_edges.shape[0] - 1
@@ -278,21 +227,8 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
         en = ends[r]
         e = run_edges[r]
         hi = e + nu * (en - s)
-        # (1) upper edges, as the serial kernel (exceptions saved, recomputed after; bits kept).
-        nexc = 0
-        if has_exc:
-            nexc = _save_exceptions(exc_bits, e, hi, iou, exc_idx, exc_val)
-        if owed_stored and not first:
-            _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou)
-        elif owed_stored:
-            _upper_edges(s, en, e, upper, a0, beta, True, True, x, yhat, iou)
-        elif first:
-            _upper_edges(s, en, e, upper, a0, beta, True, False, x, yhat, iou)
-        else:
-            _upper_edges(s, en, e, upper, a0, beta, False, False, x, yhat, iou)
-        for q in range(nexc):
-            ue = _U(exc_idx[_U(q)])
-            iou[ue] = yhat[ue] + exc_val[_U(q)]
+        # (1) upper edges, as the serial kernel.
+        _run_upper(s, en, e, upper, a0, beta, first, owed_stored, has_exc, exc_bits, x, yhat, iou, exc_idx, exc_val)
         if has_exc:  # the run's old bits, consumed; those in bytes another chunk shares after phase 1
             _clear_bits(exc_bits, max(e, s0), min(hi, s1))
         # (2a) the rows whose lower neighbours are all in this chunk (rows below c0 + reach are not).
