@@ -9,8 +9,8 @@ floats (exact in any order), the largest IOU is a max, and each edge has one sen
 nodes are short and what each pays do not depend on the order in which rows are taken. What does
 depend on the order is one correction: a payer adds ``paid - t`` to a receiver that has already
 read the edge's transfer ``t``, and ``paid - trunc(r)`` to one that reads it later (see
-:func:`._heterogeneous_kernels._iou_settle_run`). Here every row reads its transfers before any
-row pays, so every correction is ``paid - t``.
+:func:`._heterogeneous_kernels._iou_settle_run`). So a row pays early only where it knows which
+of its receivers have read.
 
 The nodes are cut into ``chunks`` ranges (:func:`stencil_chunks` splits the stencil's runs at
 their bounds, once per graph); each chunk walks its rows in node order as the serial kernel does.
@@ -19,13 +19,20 @@ Phases, each a ``prange`` over the chunks:
 1. every row's upper edges: ``yhat`` and the amount owed ``o`` (stored in ``iou``); then, for the
    rows whose lower neighbours all lie in the chunk (computed just before, in this chunk's
    order), the transfers, what the row owes (``owe``), its load before payments and whether it
-   is short, while the run is in cache. The old exception bits are only read here (every edge
-   is the upper edge of one row, so after this phase they are all consumed: the bit array is
-   cleared at once, serially);
+   is short, while the run is in cache. A short run row pays there and then, with the serial
+   kernel's corrections, when none of its receivers reads in phase 2, all it touches lies in
+   the chunk and its edges' exception bits are in bytes no other chunk shares (see
+   :func:`_chunk_rows`). Each run's old bits are cleared on the chunk's own bytes; the bytes two
+   chunks share are cleared after the phase, serially (no row sets a bit there before phase 3);
 2. the rows left out (a lower neighbour in another chunk: about one torus row per chunk, and the
    torus's wrap-around row), once every chunk has done phase 1;
-3. the short rows pay, each in its own chunk when all its neighbours are in the chunk and all its
-   edges in bytes of the bit array no other chunk touches; the others then pay serially.
+3. the short rows not paid yet: each in its own chunk when all its neighbours are in the chunk
+   and all its edges in bytes of the bit array no other chunk touches, the others then
+   serially. Every row has read its transfers by now, so every correction is ``paid - t``.
+
+Paying every short row in phase 3 (a first version) cost about 200 ns per short node on
+torus:1000x1000: its IOUs and its neighbours' loads were cold by then (docs/elsasser-monien-
+schamberger.md, "Ninth pass").
 
 ``chunks`` is more than the thread count (blocks are handed out one at a time, see
 :func:`._heterogeneous_parallel.run_blocks`): a thread that the OS deschedules (this machine's
@@ -415,7 +422,7 @@ def sos_iou_stencil_par(indptr, indices, csr_edges, starts, ends, run_edges, low
     # their own (see _heterogeneous_parallel.sos_iou_step_par), so this function has none.
     # Chunk c's short rows left to phase 3, from bounds[c] on (node ids: the graph's index type,
     # int32 up to 2^31 nodes; 2 bytes per edge on a torus, allocated per step as the serial
-    # kernels' scratch).
+    # kernel's scratch, which is one run long).
     shortbuf = np.empty(n, indices.dtype)
     mv = np.empty(nc, np.int64)
     sh = np.empty(nc, np.int64)
