@@ -74,7 +74,7 @@ def _compare(g, s, seed, chunks, speeds, first, owed_stored, has_exc, pay_iou):
 
 
 # Integer loads as the weighted loads x (unit speeds), as in the protocol tests below: each further
-# type signature compiles the parallel kernel again (about 35 s with a cold numba cache). With
+# type signature compiles the parallel kernel again (about 30-40 s with a cold numba cache). With
 # speeds x is a float array; the code is the same generic code (the serial stencil kernel, which
 # shares its loops, is tested with both in test_heterogeneous_stencil.py).
 @settings(max_examples=60, deadline=None)
