@@ -129,11 +129,12 @@ def stencil_chunks(starts, ends, lower, upper, edge_delta, indptr, indices, u, c
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe):
+def _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe, shortbuf, found):
     """A CSR row's transfers ``trunc(o)``: what it owes (into ``owe``), its load before payments (into ``out``).
 
-    Returns ``(moved, short)``: the tokens the row sends if it pays in full, and whether it owes
-    more than it holds. The sums are those of :func:`._heterogeneous_kernels._sos_iou_pass`'s row
+    A short row (it owes more than it holds) is listed at ``shortbuf[found]``; it pays in phase 3.
+    Returns ``(moved, found)``: the tokens the row sends if it pays in full, and the list's new
+    length. The sums are those of :func:`._heterogeneous_kernels._sos_iou_pass`'s row
     (integer-valued: exact in any order).
     """
     ui = _U(i)
@@ -150,7 +151,10 @@ def _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe):
     held = loads[ui]
     owe[ui] = owed
     out[ui] += held + delta
-    return np.int64(owed), owed > held
+    if owed > held:
+        shortbuf[_U(found)] = i
+        found += 1
+    return np.int64(owed), found
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -222,12 +226,10 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
                 e += 1
             if k0 < end and indices[_U(k0)] < c0:
                 continue  # a lower neighbour in an earlier chunk: phase 2
-            mv, is_short = _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe)
+            mv, listed = _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe, shortbuf, found)
             moved += mv
-            if is_short:  # pays in phase 3
-                short += 1
-                shortbuf[_U(found)] = i
-                found += 1
+            short += listed - found
+            found = listed
         if r == r1:
             break
         s = starts[r]
@@ -291,11 +293,8 @@ def _chunk_left_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, low
         for i in range(prev, stop):
             k0 = indptr[_U(i)]
             if k0 < indptr[_U(i + 1)] and indices[_U(k0)] < c0:
-                mv, is_short = _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe)
+                mv, found = _csr_transfers(i, indptr, indices, csr_edges, iou, loads, out, owe, shortbuf, found)
                 moved += mv
-                if is_short:
-                    shortbuf[_U(found)] = i
-                    found += 1
         if r == r1:
             break
         s = starts[r]
