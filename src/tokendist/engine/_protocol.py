@@ -249,6 +249,10 @@ def register_protocol(cls: type[Protocol]) -> type[Protocol]:
 
 
 def parse_param_value(algo: str, p: Param, text: str):
+    """``text`` as a value of parameter ``p`` of protocol ``algo``; a one-line error if it is not one.
+
+    A parser function may say what it expects in a ``description`` attribute (else its name is used).
+    """
     if p.type is bool:
         low = text.strip().lower()
         if low in ("1", "true", "yes", "on"):
@@ -259,7 +263,8 @@ def parse_param_value(algo: str, p: Param, text: str):
     try:
         return p.type(text)
     except (TypeError, ValueError):
-        raise TokendistError(f"{algo}: parameter {p.name} expects {getattr(p.type, '__name__', 'a value')}, got {text!r}") from None
+        expects = getattr(p.type, "description", getattr(p.type, "__name__", "a value"))
+        raise TokendistError(f"{algo}: parameter {p.name} expects {expects}, got {text!r}") from None
 
 
 def make_protocol(algo, params: dict | None = None) -> Protocol:

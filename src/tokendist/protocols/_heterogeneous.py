@@ -19,7 +19,10 @@ default 2, which with speeds ``>= 1`` gives ``M_ii >= 1/2``, so ``gamma = mu_2``
 ``allow_invalid`` (run even when M has a negative diagonal; default false: refuse with an error).
 ``fos``, ``fos-floor``, ``sos`` and ``sos-iou`` also take ``threads`` (default 1; k > 1 runs the
 numba step on k threads, same results: :mod:`._heterogeneous_parallel`; ``sos-iou`` on a torus or
-ring: :mod:`._heterogeneous_stencil_parallel`).
+ring: :mod:`._heterogeneous_stencil_parallel`). ``sos-iou``'s default is ``auto``: on a torus or
+ring of at least :data:`AUTO_MIN_NODES` nodes it times its serial and threaded stencil kernels,
+which give the same bits, on the run's own steps and runs the faster
+(:mod:`._measured_choice`); the serial kernel elsewhere.
 
 All schemes accept a different graph every step (``dynamic = True``): edge failures keep the base
 graph's nodes and speeds; mobility builds a new disc graph. Per-edge state (SOS flows, IOUs) is
@@ -28,6 +31,7 @@ carried by node pair; an edge that disappears drops its state (counted in ``repo
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from ..engine import Param, Protocol, Step, register_protocol
@@ -38,9 +42,10 @@ from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floo
                                      sos_real_stencil, sos_real_step)
 from ._heterogeneous_sos_cube import (SOS_CUBE_MIN_DIMENSION, flows_from_cube, flows_to_cube, sos_iou_cube,
                                       sos_real_cube)
-from ._heterogeneous_parallel import (SOS_BLOCK, THREADS_PARAM, block_edge_starts, check_threads, fos_floor_step_par,
-                                      fos_real_step_par, run_blocks, run_rows, sos_iou_step_par, sos_real_step_par,
-                                      use_threads)
+from ._heterogeneous_parallel import (AUTO, AUTO_MIN_NODES, AUTO_THREADS_PARAM, SOS_BLOCK, THREADS_PARAM,
+                                      block_edge_starts, check_threads, fos_floor_step_par, fos_real_step_par,
+                                      run_blocks, run_rows, sos_iou_step_par, sos_real_step_par, use_threads)
+from ._measured_choice import MeasuredChoice
 from ._heterogeneous_stencil_parallel import STENCIL_CHUNKS_PER_THREAD, sos_iou_stencil_par, stencil_chunks
 from ._heterogeneous_node import fos_node_flows, node_publish, sos_iou_node_sends, sos_node_flows
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
@@ -547,7 +552,7 @@ class SOSIOU(_SecondOrder):
     name = "sos-iou"
     title = "Integer Second Order Scheme with IOUs"
     paper = f"{PAPER}, Sec. 3"
-    params = _SecondOrder.params + (
+    params = tuple(AUTO_THREADS_PARAM if p is THREADS_PARAM else p for p in _SecondOrder.params) + (
         Param("overdraw", str, "iou", "iou: pay at most the tokens held, owe the rest; allow: pay in full",
               ("iou", "allow")),
     )
@@ -560,6 +565,8 @@ class SOSIOU(_SecondOrder):
         self.event_steps = 0
         self.iou_series: list[float] = []
         self.iou_max = 0.0
+        #: threads=auto on a large torus or ring: serial against threaded stencil kernel, timed.
+        self.kernel_choice = MeasuredChoice()
 
     # The fast kernel may keep the amounts owed o (all paid in full) instead of the IOUs
     # o - trunc(o), to save a pass (see sos_iou_step); ``_iou`` always gives the IOUs.
@@ -585,14 +592,13 @@ class SOSIOU(_SecondOrder):
         if getattr(self, "_exc_bits", None) is not None:
             self._exc_bits[:] = 0
 
-    def _stencil_chunks(self, graph, mode):
-        """The arguments of :func:`sos_iou_stencil_par` (``threads=k > 1`` on a stencil graph), else None.
+    def _stencil_chunks(self, graph, mode, threads):
+        """The arguments of :func:`sos_iou_stencil_par` on ``threads`` threads, or None.
 
         Scalar coefficients and ``graph.stencil`` as for the serial stencil kernel; the nodes cut
-        into :data:`STENCIL_CHUNKS_PER_THREAD` ``* k`` ranges (cached per graph object).
+        into :data:`STENCIL_CHUNKS_PER_THREAD` ``* threads`` ranges (cached per graph object).
         """
-        threads = self.options["threads"]
-        if mode != COEF_SCALAR or not use_threads(self.name, threads) or graph.stencil is None:
+        if mode != COEF_SCALAR or graph.stencil is None:
             return None
         if self._chunks_graph is not graph:
             st = graph.stencil
@@ -629,7 +635,8 @@ class SOSIOU(_SecondOrder):
         if bits is None or bits.shape[0] != (graph.m + 7) // 8:
             bits = self._exc_bits = np.zeros((graph.m + 7) // 8, np.uint8)  # m / 8 bytes
         runs = self._stencil_runs(graph, mode, edges=True)
-        chunks = self._stencil_chunks(graph, mode)
+        threads = self.options["threads"]
+        chunks = self._stencil_chunks(graph, mode, threads) if use_threads(self.name, threads) else None
         tail = (self.beta, first, self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou",
                 self._x(loads), loads, yhat, iou, out, outflow)
         if d is not None:  # same results bit for bit, the state by dimension
@@ -637,7 +644,21 @@ class SOSIOU(_SecondOrder):
         elif chunks is not None:  # threads=k on a torus or ring: same results bit for bit
             res = run_blocks(sos_iou_stencil_par, graph.indptr, graph.indices, graph.csr_edges, *chunks, a0, *tail)
         elif runs is not None:
-            res = sos_iou_stencil(graph.indptr, graph.indices, graph.csr_edges, *runs, a0, *tail)
+            def serial():
+                return sos_iou_stencil(graph.indptr, graph.indices, graph.csr_edges, *runs, a0, *tail)
+
+            k = numba.config.NUMBA_NUM_THREADS
+            race = (self._stencil_chunks(graph, mode, k)
+                    if threads == AUTO and k > 1 and graph.n >= AUTO_MIN_NODES else None)
+            if race is None:
+                res = serial()
+            else:  # threads=auto: whichever of the two is faster now (the same bits)
+                def threaded():
+                    numba.set_num_threads(k)
+                    return run_blocks(sos_iou_stencil_par, graph.indptr, graph.indices, graph.csr_edges, *race,
+                                      a0, *tail)
+
+                res = self.kernel_choice.run(serial, threaded)
         else:
             args = (graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, *tail)
             par = self._parallel(graph)

@@ -1,0 +1,96 @@
+"""The faster of two kernels that give the same results, chosen by timing the run's own steps.
+
+../shared/PERFORMANCE.md: "make parallel kernels opt-in (or chosen by a measured check), since
+this machine's second core is often busy". :class:`MeasuredChoice` is that check. A protocol
+hands it a serial and a threaded kernel that give the same results bit for bit; it runs one or
+the other, times every call and settles on the faster. The choice changes what a step costs,
+never what it computes, so a run stays reproducible from its seed whatever the machine is doing.
+The timings stay inside the object: they never reach a trace, a report or a cycle key.
+
+The schedule of calls:
+
+1. a trial: the two kernels alternate, serial first, until each has run ``1 + window`` times.
+   The first call of each compiles it (numba) and fills its caches, so its time is not counted;
+2. then the kernel with the smaller median of its last ``window`` timings runs, except that every
+   ``explore_every``-th call runs the other one, whose timings would otherwise go stale. When
+   another process takes the second core, the threaded kernel's timings grow, and the choice
+   moves back to the serial kernel within a few explorations (and returns when the core is free).
+
+The trial runs whole steps of the run itself, so it costs only the difference between the two
+kernels on ``window`` steps, plus the compilation of both.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import deque
+
+__all__ = ["MeasuredChoice", "SERIAL", "THREADED"]
+
+SERIAL, THREADED = 0, 1
+
+
+class MeasuredChoice:
+    """Chooses between a serial and a threaded kernel of the same step by their measured times.
+
+    Parameters
+    ----------
+    window : int
+        Timings kept per kernel, the latest ones; a kernel's cost is their median.
+    explore_every : int
+        After the trial, every ``explore_every``-th call runs the kernel not chosen.
+    clock : callable
+        Seconds as a float (``time.perf_counter``; tests pass a fake clock).
+
+    Examples
+    --------
+    >>> ticks = iter([0.0, 1.0, 1.0, 1.5] * 20)   # each serial call takes 1 s, each threaded 0.5 s
+    >>> choice = MeasuredChoice(window=2, explore_every=4, clock=lambda: next(ticks))
+    >>> [choice.run(lambda: "serial", lambda: "threaded") for _ in range(9)]
+    ['serial', 'threaded', 'serial', 'threaded', 'serial', 'threaded', 'threaded', 'threaded', 'threaded']
+    >>> choice.calls
+    [3, 6]
+    """
+
+    def __init__(self, window: int = 3, explore_every: int = 16, clock=time.perf_counter):
+        if window < 1 or explore_every < 2:
+            raise ValueError("window must be at least 1 and explore_every at least 2")
+        self.window = window
+        self.explore_every = explore_every
+        self._clock = clock
+        self.timings = (deque(maxlen=window), deque(maxlen=window))
+        #: Calls of each kernel so far, ``[serial, threaded]``.
+        self.calls = [0, 0]
+        self._after_trial = 0
+
+    def in_trial(self) -> bool:
+        """True while a kernel still lacks its warm-up call or ``window`` timings."""
+        return min(self.calls) <= self.window
+
+    def faster(self) -> int:
+        """:data:`SERIAL` or :data:`THREADED`: the smaller median of the kept timings (ties: serial)."""
+        serial, threaded = (statistics.median(t) if t else float("inf") for t in self.timings)
+        return THREADED if threaded < serial else SERIAL
+
+    def pick(self) -> int:
+        """Which kernel the next call runs (see the module's schedule)."""
+        if self.in_trial():
+            return SERIAL if self.calls[SERIAL] <= self.calls[THREADED] else THREADED
+        self._after_trial += 1
+        best = self.faster()
+        return 1 - best if self._after_trial % self.explore_every == 0 else best
+
+    def record(self, which: int, seconds: float) -> None:
+        """Count a call of kernel ``which`` that took ``seconds``; the first call of each is not timed."""
+        self.calls[which] += 1
+        if self.calls[which] > 1:
+            self.timings[which].append(seconds)
+
+    def run(self, serial, threaded):
+        """Call ``serial()`` or ``threaded()`` as :meth:`pick` says, time it, and return its result."""
+        which = self.pick()
+        start = self._clock()
+        result = (threaded if which == THREADED else serial)()
+        self.record(which, self._clock() - start)
+        return result

@@ -1,0 +1,159 @@
+"""The measured choice between a serial and a threaded kernel (``threads=auto``), with a fake clock.
+
+* :class:`MeasuredChoice` alone: the trial's order, the warm-up call left out, the faster kernel
+  chosen after the trial, the other one explored every ``explore_every`` calls, the choice moving
+  when the timings change; under Hypothesis, any durations: each call returns what the kernel it
+  ran returned, the trial is the same whatever the durations, and after the trial the kernel not
+  chosen runs exactly on the exploring calls.
+* ``sos-iou`` with ``threads=auto`` on a torus and a ring (the size threshold lowered): the trace,
+  the reports and the state are those of ``threads=1`` step by step, with both kernels run.
+* The ``threads`` parameter's values and errors.
+"""
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import tokendist.protocols._heterogeneous as heterogeneous
+from tokendist.engine import make_protocol
+from tokendist.errors import TokendistError
+from tokendist.graphs import make_graph
+from tokendist.protocols._measured_choice import SERIAL, THREADED, MeasuredChoice
+
+
+class FakeClock:
+    """A clock that each kernel advances by the duration the test gives it."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def kernel(self, name, durations):
+        """A kernel returning ``name`` that takes ``durations[k]`` seconds on its k-th call."""
+        calls = iter(durations)
+
+        def run():
+            self.now += next(calls)
+            return name
+        return run
+
+
+def _run(choice, clock, serial_times, threaded_times, calls):
+    serial, threaded = clock.kernel("S", serial_times), clock.kernel("T", threaded_times)
+    return "".join(choice.run(serial, threaded) for _ in range(calls))
+
+
+def test_trial_alternates_from_serial_and_ignores_each_first_call():
+    clock = FakeClock()
+    choice = MeasuredChoice(window=3, explore_every=5, clock=clock)
+    # The threaded kernel's first call (its compilation) takes 100 s; it is faster afterwards.
+    ran = _run(choice, clock, [2.0] * 40, [100.0] + [1.0] * 40, 8)
+    assert ran == "STSTSTST"
+    assert not choice.in_trial()
+    assert list(choice.timings[SERIAL]) == [2.0, 2.0, 2.0] and list(choice.timings[THREADED]) == [1.0, 1.0, 1.0]
+    assert choice.faster() == THREADED
+
+
+@pytest.mark.parametrize("serial_time,threaded_time,chosen", [(2.0, 1.0, "T"), (1.0, 2.0, "S"), (1.0, 1.0, "S")])
+def test_after_the_trial_the_faster_runs_and_the_other_every_explore_every_calls(serial_time, threaded_time, chosen):
+    clock = FakeClock()
+    choice = MeasuredChoice(window=2, explore_every=4, clock=clock)
+    ran = _run(choice, clock, [serial_time] * 40, [threaded_time] * 40, 6 + 12)
+    other = "S" if chosen == "T" else "T"
+    assert ran[:6] == "STSTST"
+    assert ran[6:] == (chosen * 3 + other) * 3
+
+
+def test_the_choice_moves_back_when_the_threaded_kernel_slows_down():
+    # The second core gets busy after the trial: the threaded kernel's calls take 3 s instead of 1.
+    clock = FakeClock()
+    choice = MeasuredChoice(window=1, explore_every=3, clock=clock)
+    ran = _run(choice, clock, [2.0] * 40, [1.0, 1.0] + [3.0] * 40, 4 + 6)
+    assert ran[:4] == "STST"
+    # T runs (3 s, now its only timing), so S is chosen; every third call after the trial
+    # explores T again (3 s): S stays chosen.
+    assert ran[4:] == "TS" + "TSS" + "T"
+    assert choice.faster() == SERIAL
+
+
+@settings(max_examples=200, deadline=None)
+@given(window=st.integers(1, 4), explore_every=st.integers(2, 6),
+       serial_times=st.lists(st.floats(0.0, 10.0), min_size=60, max_size=60),
+       threaded_times=st.lists(st.floats(0.0, 10.0), min_size=60, max_size=60), calls=st.integers(0, 40))
+def test_any_durations_the_trial_is_fixed_and_the_other_kernel_runs_only_when_exploring(
+        window, explore_every, serial_times, threaded_times, calls):
+    clock = FakeClock()
+    choice = MeasuredChoice(window=window, explore_every=explore_every, clock=clock)
+    serial, threaded = clock.kernel("S", serial_times), clock.kernel("T", threaded_times)
+    trial = 2 * (window + 1)
+    for k in range(calls):
+        faster = None if choice.in_trial() else ("T" if choice.faster() == THREADED else "S")
+        ran = choice.run(serial, threaded)
+        if k < trial:
+            assert faster is None and ran == "ST"[k % 2]
+        else:
+            exploring = (k - trial + 1) % explore_every == 0
+            assert (ran != faster) == exploring
+    assert sum(choice.calls) == calls
+    for which in (SERIAL, THREADED):
+        assert len(choice.timings[which]) == min(window, max(choice.calls[which] - 1, 0))
+
+
+def test_window_and_explore_every_are_checked():
+    with pytest.raises(ValueError):
+        MeasuredChoice(window=0)
+    with pytest.raises(ValueError):
+        MeasuredChoice(explore_every=1)
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="the race needs two numba threads")
+@pytest.mark.parametrize("spec", ["torus:40x30", "ring:50"])
+def test_theorem1_sos_iou_threads_auto_gives_the_serial_trace(spec, monkeypatch):
+    monkeypatch.setattr(heterogeneous, "AUTO_MIN_NODES", 0)
+    g = make_graph(spec)
+    rng = np.random.default_rng(3)
+    loads = rng.integers(0, 5, g.n)
+    loads[7] += 4000
+    serial = make_protocol("sos-iou", {"kernel": "numba", "threads": 1})
+    auto = make_protocol("sos-iou", {"kernel": "numba"})
+    assert auto.options["threads"] == "auto"
+    serial.reset(g, loads.copy(), np.random.default_rng(0))
+    auto.reset(g, loads.copy(), np.random.default_rng(0))
+    wa, wb = loads.copy(), loads.copy()
+    for t in range(40):
+        a, b = serial.step(t, g, wa), auto.step(t, g, wb)
+        assert np.array_equal(a.loads, b.loads) and np.array_equal(a.outflow, b.outflow)
+        assert a.moved == b.moved and a.info == b.info
+        assert serial.state_key() == auto.state_key()
+        wa, wb = a.loads, b.loads
+    # The trial alone runs each kernel 1 + window times, whatever the timings.
+    assert min(auto.kernel_choice.calls) >= 1 + auto.kernel_choice.window
+    assert sum(auto.kernel_choice.calls) == 40 and serial.kernel_choice.calls == [0, 0]
+    assert serial.events > 0 and serial.report() == auto.report()
+
+
+def test_sos_iou_threads_auto_stays_serial_below_the_size_threshold():
+    g = make_graph("torus:40x30")
+    assert g.n < heterogeneous.AUTO_MIN_NODES
+    proto = make_protocol("sos-iou", {"kernel": "numba"})
+    w = np.random.default_rng(0).integers(0, 50, g.n)
+    proto.reset(g, w.copy(), np.random.default_rng(0))
+    for t in range(5):
+        w = proto.step(t, g, w).loads
+    assert proto.kernel_choice.calls == [0, 0] and proto._stencil_val is not None
+
+
+@pytest.mark.parametrize("text,value", [("auto", "auto"), ("AUTO", "auto"), (" auto ", "auto"), ("1", 1), ("3", 3)])
+def test_threads_parameter_values(text, value):
+    assert make_protocol("sos-iou", {"threads": text}).options["threads"] == value
+
+
+@pytest.mark.parametrize("text,message", [("abc", "expects a positive integer or auto, got 'abc'"),
+                                          ("2.5", "expects a positive integer or auto"),
+                                          ("0", "threads must be at least 1")])
+def test_threads_parameter_errors(text, message):
+    with pytest.raises(TokendistError, match=message):
+        make_protocol("sos-iou", {"threads": text})
