@@ -5,8 +5,10 @@
   when the timings change; under Hypothesis, any durations: each call returns what the kernel it
   ran returned, the trial is the same whatever the durations, and after the trial the kernel not
   chosen runs exactly on the exploring calls.
-* ``sos-iou`` with ``threads=auto`` on a torus and a ring (the size threshold lowered): the trace,
-  the reports and the state are those of ``threads=1`` step by step, with both kernels run.
+* ``sos-iou`` with ``threads=auto`` on a torus and a ring, and the rounded diffusion schemes on
+  graphs without a stencil (the size threshold lowered): the trace, the reports and the state are
+  those of ``threads=1`` step by step, with both kernels run; on a torus the rounded schemes keep
+  their serial stencil kernel.
 * The ``threads`` parameter's values and errors.
 """
 
@@ -15,7 +17,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import tokendist.protocols._diffusion as diffusion
 import tokendist.protocols._heterogeneous as heterogeneous
+from tokendist import simulate
 from tokendist.engine import make_protocol
 from tokendist.errors import TokendistError
 from tokendist.graphs import make_graph
@@ -157,3 +161,35 @@ def test_threads_parameter_values(text, value):
 def test_threads_parameter_errors(text, message):
     with pytest.raises(TokendistError, match=message):
         make_protocol("sos-iou", {"threads": text})
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="the race needs two numba threads")
+@pytest.mark.parametrize("algo,spec,init", [
+    ("diffusion-floor", "hypercube:7", "random:0..400"),
+    ("diffusion-ceil", "random-regular:150,4", "random:0..400"),
+    ("diffusion-random", "hypercube:7", "random:0..400"),
+    ("diffusion-random", "gnp:120,0.05", "point:9000"),      # the general path (degrees differ)
+    ("diffusion-oriented", "kary:3,4", "point:5000"),        # a tree: Case 2's relayed edges
+])
+def test_diffusion_rounded_threads_auto_gives_the_serial_trace(algo, spec, init, monkeypatch):
+    monkeypatch.setattr(diffusion, "AUTO_MIN_NODES", 0)
+    serial = simulate(spec, algo, init, seed=5, max_steps=30, keep_loads_every=1, detect_cycles=False,
+                      allow_infeasible=True, params={"threads": 1})
+    proto = make_protocol(algo)
+    assert proto.options["threads"] == "auto"
+    auto = simulate(spec, proto, init, seed=5, max_steps=30, keep_loads_every=1, detect_cycles=False,
+                    allow_infeasible=True)
+    assert np.array_equal(serial.load_history, auto.load_history)
+    assert serial.final == auto.final and serial.report == auto.report
+    assert (serial.tokens_moved, serial.messages, serial.infeasible_steps) == (auto.tokens_moved, auto.messages,
+                                                                               auto.infeasible_steps)
+    assert serial.trace.keys() == auto.trace.keys()
+    assert all(np.array_equal(serial.trace[k], auto.trace[k]) for k in serial.trace)
+    assert min(proto.kernel_choice.calls) >= 1 + proto.kernel_choice.window
+
+
+def test_diffusion_rounded_threads_auto_keeps_the_stencil_kernel_on_a_torus(monkeypatch):
+    monkeypatch.setattr(diffusion, "AUTO_MIN_NODES", 0)
+    proto = make_protocol("diffusion-random")
+    simulate("torus:16x16", proto, "random:0..100", seed=1, max_steps=5)
+    assert proto._stencil_runs is not None and proto.kernel_choice.calls == [0, 0]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 
@@ -39,6 +40,7 @@ from ..graphs._stencil import affine_edge_runs
 from ._diffusion_kernels import (COIN_BLOCK, RANDOM_FRACTION, SNAP, counter_uniform_nb, diffuse_stencil_step,
                                  diffuse_step, reciprocal, rounded_stencil_step, rounded_step)
 from ._diffusion_parallel import diffuse_step_parallel, rounded_step_parallel, run_parallel
+from ._measured_choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_param
 from ._diffusivity import MATRIX_SPECS, default_diffusivity, diagonal, diffusion_matrix, diffusivity
 
 __all__ = ["Diffusion", "DiffusionFloor", "DiffusionCeil", "DiffusionRandom", "DiffusionOriented",
@@ -69,9 +71,19 @@ _THREADS_PARAM = Param("threads", int, 1, "numba threads of the kernel=numba ste
                        "cores are busy)")
 
 
+#: ``threads`` of the rounded schemes, whose threaded kernel gives the serial kernel's bits (the
+#: continuous scheme's ``moved`` may differ in the last bits: it keeps ``threads=1`` by default).
+_AUTO_THREADS_PARAM = auto_threads_param("on a graph of at least 2^18 nodes without an offset stencil, time the "
+                                         "serial and the threaded kernel on the run's own steps and run the "
+                                         "faster; serial elsewhere (a torus's serial stencil kernel beats the "
+                                         "threaded row blocks)")
+
+
 def _threads(options, name: str) -> int:
-    """The validated ``threads`` option (>= 1)."""
+    """The validated ``threads`` option (>= 1); ``auto`` gives 1 (the protocol may race the kernels)."""
     k = options["threads"]
+    if k == AUTO:
+        return 1
     if k < 1:
         raise TokendistError(f"{name}: threads={k}: need at least 1")
     return k
@@ -297,11 +309,13 @@ class _RoundedDiffusion(_DiffusionBase):
     rounding = "floor"
     params = _MATRIX_PARAMS + (
         Param("kernel", str, "numba", "numba (per-node CSR loop) or numpy (edge-wise reference)", ("numba", "numpy")),
-        _THREADS_PARAM,
+        _AUTO_THREADS_PARAM,
     )
 
     def reset(self, graph, loads, rng):
         self._threads = _threads(self.options, self.name)
+        #: threads=auto on a large graph without a stencil: serial against threaded kernel, timed.
+        self.kernel_choice = MeasuredChoice()
         self._setup(graph, rng)
         g = self.h
         fast = self.options["kernel"] == "numba"
@@ -346,6 +360,11 @@ class _RoundedDiffusion(_DiffusionBase):
             else:
                 starts, ends, ebase = st.starts, st.ends, np.zeros((1, self._degree), dtype=np.int64)
             self._stencil_runs = (starts, ends, st.lower, st.upper, ebase)
+        # threads=auto races the serial and the threaded CSR kernels where no stencil kernel runs.
+        self._race_threads = 0
+        if self.options["threads"] == AUTO and self._stencil_runs is None and h.n >= AUTO_MIN_NODES:
+            k = numba.config.NUMBA_NUM_THREADS
+            self._race_threads = k if k > 1 else 0
 
     def _setup(self, graph, rng) -> None:
         # relay[e]: the relay vertex of edge e of H (Case 2), -1 for a real edge; empty when H = G.
@@ -390,10 +409,11 @@ class _RoundedDiffusion(_DiffusionBase):
         if mode == _RANDOM and self.options.get("coin", "pij") == "fraction":
             mode = RANDOM_FRACTION
         if self._threads > 1:
-            return run_parallel(rounded_step_parallel, self._threads, h.indptr, unsigned_view(h.indices),
-                                unsigned_view(h.csr_edges), self._coef, self._along_slot, self._heads, loads, mode,
-                                np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._degree, self._q,
-                                out, outflow)
+            return self._threaded_kernel(self._threads, mode, t, loads, out, outflow)
+        if self._race_threads:  # threads=auto: whichever of the two is faster now (the same bits)
+            return self.kernel_choice.run(lambda: self._serial_kernel(self._q, mode, t, loads, out, outflow),
+                                          lambda: self._threaded_kernel(self._race_threads, mode, t, loads, out,
+                                                                        outflow))
         q = self._q
         if self._stencil_runs is not None:
             moved, low, narrow = rounded_stencil_step(unsigned_view(h.indices), unsigned_view(h.csr_edges),
@@ -403,10 +423,21 @@ class _RoundedDiffusion(_DiffusionBase):
             if narrow:
                 return moved, low
             q = 0  # the loads span 2**29 or more: the general path (as rounded_step would do)
+        return self._serial_kernel(q, mode, t, loads, out, outflow)
+
+    def _serial_kernel(self, q, mode, t, loads, out, outflow):
+        h = self.h
         return rounded_step(h.indptr, unsigned_view(h.indices), unsigned_view(h.csr_edges), self._coef, self._along_slot,
                             self._heads, loads, mode,
                             np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._coin_buf,
                             self._degree, q, out, outflow)
+
+    def _threaded_kernel(self, threads, mode, t, loads, out, outflow):
+        h = self.h
+        return run_parallel(rounded_step_parallel, threads, h.indptr, unsigned_view(h.indices),
+                            unsigned_view(h.csr_edges), self._coef, self._along_slot, self._heads, loads, mode,
+                            np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._degree, self._q,
+                            out, outflow)
 
     def _real_flows(self, graph, fh):
         return fh

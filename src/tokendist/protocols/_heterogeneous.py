@@ -42,10 +42,10 @@ from ._heterogeneous_kernels import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floo
                                      sos_real_stencil, sos_real_step)
 from ._heterogeneous_sos_cube import (SOS_CUBE_MIN_DIMENSION, flows_from_cube, flows_to_cube, sos_iou_cube,
                                       sos_real_cube)
-from ._heterogeneous_parallel import (AUTO, AUTO_MIN_NODES, AUTO_THREADS_PARAM, SOS_BLOCK, THREADS_PARAM,
-                                      block_edge_starts, check_threads, fos_floor_step_par, fos_real_step_par,
-                                      run_blocks, run_rows, sos_iou_step_par, sos_real_step_par, use_threads)
-from ._measured_choice import MeasuredChoice
+from ._heterogeneous_parallel import (AUTO_THREADS_PARAM, SOS_BLOCK, THREADS_PARAM, block_edge_starts, check_threads,
+                                      fos_floor_step_par, fos_real_step_par, run_blocks, run_rows, sos_iou_step_par,
+                                      sos_real_step_par, use_threads)
+from ._measured_choice import AUTO, AUTO_MIN_NODES, MeasuredChoice
 from ._heterogeneous_stencil_parallel import STENCIL_CHUNKS_PER_THREAD, sos_iou_stencil_par, stencil_chunks
 from ._heterogeneous_node import fos_node_flows, node_publish, sos_iou_node_sends, sos_node_flows
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,

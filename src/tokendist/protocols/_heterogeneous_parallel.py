@@ -42,11 +42,12 @@ import numba
 import numpy as np
 
 from ._heterogeneous_kernels import _U
+from ._measured_choice import AUTO, auto_threads_param
 
 from ..engine import Param
 from ..errors import TokendistError
 
-__all__ = ["THREADS_PARAM", "AUTO_THREADS_PARAM", "AUTO", "AUTO_MIN_NODES", "threads_or_auto", "CHUNK_ROWS", "SOS_BLOCK", "check_threads", "use_threads", "run_rows", "run_blocks",
+__all__ = ["THREADS_PARAM", "AUTO_THREADS_PARAM", "CHUNK_ROWS", "SOS_BLOCK", "check_threads", "use_threads", "run_rows", "run_blocks",
            "block_edge_starts", "fos_real_step_par", "fos_floor_step_par", "sos_real_step_par", "sos_iou_step_par"]
 
 #: Opt-in threads of the numba kernel (the machine's second core is often busy: serial by default).
@@ -54,32 +55,10 @@ THREADS_PARAM = Param("threads", int, 1, "threads of the numba kernel: 1 runs th
                       "numba parallel kernel on min(k, NUMBA_NUM_THREADS) threads (same results)")
 
 
-#: ``threads=auto``: time the serial and the threaded kernel on the run's own steps and run the
-#: faster (:class:`._measured_choice.MeasuredChoice`), where both exist and give the same bits.
-AUTO = "auto"
-
-#: Below this many nodes ``threads=auto`` runs the serial kernel without a trial: a step is then
-#: well under a millisecond, and the threaded kernel's first compilation (about 30 s with a cold
-#: numba cache) would outweigh anything the run could gain.
-AUTO_MIN_NODES = 1 << 18
-
-
-def threads_or_auto(text) -> int | str:
-    """A ``threads`` value: a positive integer, or ``auto``."""
-    if isinstance(text, str) and text.strip().lower() == AUTO:
-        return AUTO
-    return int(text)
-
-
-threads_or_auto.description = "a positive integer or auto"  # (parse_param_value's error message)
-
-
 #: ``threads`` of sos-iou, whose threaded kernel on tori and rings gives the serial kernel's bits.
-AUTO_THREADS_PARAM = Param("threads", threads_or_auto, AUTO,
-                           "auto: on a torus or ring of at least 2^18 nodes, time the serial and the threaded "
-                           "stencil kernel on the run's own steps and run the faster (same results), serial "
-                           "elsewhere; 1: the serial kernel; k > 1: a numba parallel kernel on "
-                           "min(k, NUMBA_NUM_THREADS) threads")
+AUTO_THREADS_PARAM = auto_threads_param("on a torus or ring of at least 2^18 nodes, time the serial and the threaded "
+                                        "stencil kernel on the run's own steps and run the faster (same results), "
+                                        "serial elsewhere")
 
 
 def check_threads(name: str, k) -> None:

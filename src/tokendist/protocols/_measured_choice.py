@@ -26,9 +26,35 @@ import statistics
 import time
 from collections import deque
 
-__all__ = ["MeasuredChoice", "SERIAL", "THREADED"]
+from ..engine import Param
+
+__all__ = ["MeasuredChoice", "SERIAL", "THREADED", "AUTO", "AUTO_MIN_NODES", "threads_or_auto", "auto_threads_param"]
 
 SERIAL, THREADED = 0, 1
+
+#: The ``threads`` value that asks for a measured choice.
+AUTO = "auto"
+
+#: Below this many nodes ``threads=auto`` runs the serial kernel without a trial: a step is then
+#: well under a millisecond, and the threaded kernel's first compilation (about 30 s with a cold
+#: numba cache) would outweigh anything the run could gain.
+AUTO_MIN_NODES = 1 << 18
+
+
+def threads_or_auto(text) -> int | str:
+    """A ``threads`` value: ``auto``, or an integer (checked to be positive by the protocol)."""
+    if isinstance(text, str) and text.strip().lower() == AUTO:
+        return AUTO
+    return int(text)
+
+
+threads_or_auto.description = "a positive integer or auto"  # (parse_param_value's error message)
+
+
+def auto_threads_param(where: str) -> Param:
+    """The ``threads`` parameter, default ``auto``; ``where`` says what ``auto`` does for the protocol."""
+    return Param("threads", threads_or_auto, AUTO, f"auto: {where}; 1: the serial kernel; k > 1: a numba "
+                 "parallel kernel on min(k, NUMBA_NUM_THREADS) threads (same results)")
 
 
 class MeasuredChoice:
