@@ -20,6 +20,7 @@ from .graphs import Graph, make_graph
 from .engine import PROTOCOLS, RunResult, make_loads, make_protocol, simulate, run_node_rules
 from . import protocols  # noqa: F401  (registers every protocol)
 from .errors import TokendistError
+from .protocols._measured_choice import allow_auto_threads
 
 __all__ = ["Graph", "make_graph", "simulate", "run_node_rules", "make_loads", "make_protocol", "PROTOCOLS",
-           "RunResult", "TokendistError", "__version__"]
+           "RunResult", "TokendistError", "allow_auto_threads", "__version__"]

@@ -9,8 +9,16 @@
   graphs without a stencil (the size threshold lowered): the trace, the reports and the state are
   those of ``threads=1`` step by step, with both kernels run; on a torus the rounded schemes keep
   their serial stencil kernel.
+* Who may race: a library run with ``threads=auto`` stays serial (no OpenMP in the process, which
+  can then fork workers that run protocols); the ``tokendist`` command allows threads for its
+  own length only.
 * The ``threads`` parameter's values and errors.
 """
+
+import os
+import subprocess
+import sys
+import textwrap
 
 import numba
 import numpy as np
@@ -19,6 +27,7 @@ from hypothesis import given, settings, strategies as st
 
 import tokendist.protocols._diffusion as diffusion
 import tokendist.protocols._heterogeneous as heterogeneous
+import tokendist.protocols._measured_choice as measured_choice
 from tokendist import simulate
 from tokendist.engine import make_protocol
 from tokendist.errors import TokendistError
@@ -117,6 +126,7 @@ def test_window_and_explore_every_are_checked():
 @pytest.mark.parametrize("spec", ["torus:40x30", "ring:50"])
 def test_theorem1_sos_iou_threads_auto_gives_the_serial_trace(spec, monkeypatch):
     monkeypatch.setattr(heterogeneous, "AUTO_MIN_NODES", 0)
+    monkeypatch.setattr(measured_choice, "_auto_allowed", True)
     g = make_graph(spec)
     rng = np.random.default_rng(3)
     loads = rng.integers(0, 5, g.n)
@@ -173,6 +183,7 @@ def test_threads_parameter_errors(text, message):
 ])
 def test_diffusion_rounded_threads_auto_gives_the_serial_trace(algo, spec, init, monkeypatch):
     monkeypatch.setattr(diffusion, "AUTO_MIN_NODES", 0)
+    monkeypatch.setattr(measured_choice, "_auto_allowed", True)
     serial = simulate(spec, algo, init, seed=5, max_steps=30, keep_loads_every=1, detect_cycles=False,
                       allow_infeasible=True, params={"threads": 1})
     proto = make_protocol(algo)
@@ -190,6 +201,59 @@ def test_diffusion_rounded_threads_auto_gives_the_serial_trace(algo, spec, init,
 
 def test_diffusion_rounded_threads_auto_keeps_the_stencil_kernel_on_a_torus(monkeypatch):
     monkeypatch.setattr(diffusion, "AUTO_MIN_NODES", 0)
+    monkeypatch.setattr(measured_choice, "_auto_allowed", True)
     proto = make_protocol("diffusion-random")
     simulate("torus:16x16", proto, "random:0..100", seed=1, max_steps=5)
     assert proto._stencil_runs is not None and proto.kernel_choice.calls == [0, 0]
+
+
+@pytest.mark.parametrize("algo,spec", [("sos-iou", "torus:40x30"), ("diffusion-random", "hypercube:7")])
+def test_threads_auto_runs_serial_where_threads_are_not_allowed(algo, spec, monkeypatch):
+    monkeypatch.setattr(heterogeneous, "AUTO_MIN_NODES", 0)
+    monkeypatch.setattr(diffusion, "AUTO_MIN_NODES", 0)
+    assert not measured_choice.auto_threads_allowed()  # a library's default
+    proto = make_protocol(algo)
+    simulate(spec, proto, "random:0..100", seed=1, max_steps=12, detect_cycles=False)
+    assert proto.kernel_choice.calls == [0, 0]
+
+
+def test_the_command_allows_threads_for_its_length_only(monkeypatch):
+    from tokendist.cli import main
+    monkeypatch.setattr(heterogeneous, "AUTO_MIN_NODES", 0)
+    seen = []
+    original = MeasuredChoice.run
+
+    def spy(self, serial, threaded):
+        seen.append(measured_choice.auto_threads_allowed())
+        return original(self, serial, threaded)
+    monkeypatch.setattr(MeasuredChoice, "run", spy)
+    assert main(["run", "--graph", "torus:40x30", "--algo", "sos-iou", "--init", "random:0..100", "--max-steps", "12",
+                 "--json"]) == 0
+    assert len(seen) == 12 and all(seen)
+    assert not measured_choice.auto_threads_allowed()
+
+
+def test_a_library_run_with_threads_auto_leaves_the_process_able_to_fork():
+    # In a fresh process (GNU OpenMP kills the children of a process that used it, and this test
+    # process may have): a default run above the (lowered) threshold, then a fork.
+    script = textwrap.dedent("""
+        import os, numba
+        import tokendist as td, tokendist.protocols._heterogeneous as h
+        h.AUTO_MIN_NODES = 0
+        td.simulate("torus:40x30", "sos-iou", "random:0..100", seed=1, max_steps=12)
+        try:
+            numba.threading_layer()
+            print("threads ran")
+        except ValueError:  # "no threading layer has been initialised": no parallel kernel ran
+            pass
+        pid = os.fork()
+        if pid == 0:  # a forked worker runs a protocol too (a child that ran a parallel kernel after
+            # its parent had would be terminated)
+            td.simulate("torus:40x30", "sos-iou", "random:0..100", seed=2, max_steps=12)
+            os._exit(7)
+        print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONHASHSEED": "0"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["7"]

@@ -11,6 +11,7 @@ import sys
 from typing import ClassVar
 
 from ..errors import TokendistError
+from ..protocols._measured_choice import allow_auto_threads
 
 __all__ = ["Command", "COMMANDS", "command", "build_parser", "main", "UsageError"]
 
@@ -83,7 +84,13 @@ def main(argv=None) -> int:
         if cmd is None:
             (getattr(args, "_group", None) or parser).print_help()
             return 2
-        return int(cmd.run(args) or 0)
+        # threads=auto may race threaded kernels: this process forks (tokendist bench) only
+        # before any kernel runs (protocols/_measured_choice.py, "Who may race threads").
+        previous = allow_auto_threads()
+        try:
+            return int(cmd.run(args) or 0)
+        finally:
+            allow_auto_threads(previous)
     except TokendistError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -40,7 +40,7 @@ from ..graphs._stencil import affine_edge_runs
 from ._diffusion_kernels import (COIN_BLOCK, RANDOM_FRACTION, SNAP, counter_uniform_nb, diffuse_stencil_step,
                                  diffuse_step, reciprocal, rounded_stencil_step, rounded_step)
 from ._diffusion_parallel import diffuse_step_parallel, rounded_step_parallel, run_parallel
-from ._measured_choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_param
+from ._measured_choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_allowed, auto_threads_param
 from ._diffusivity import MATRIX_SPECS, default_diffusivity, diagonal, diffusion_matrix, diffusivity
 
 __all__ = ["Diffusion", "DiffusionFloor", "DiffusionCeil", "DiffusionRandom", "DiffusionOriented",
@@ -73,10 +73,9 @@ _THREADS_PARAM = Param("threads", int, 1, "numba threads of the kernel=numba ste
 
 #: ``threads`` of the rounded schemes, whose threaded kernel gives the serial kernel's bits (the
 #: continuous scheme's ``moved`` may differ in the last bits: it keeps ``threads=1`` by default).
-_AUTO_THREADS_PARAM = auto_threads_param("on a graph of at least 2^18 nodes without an offset stencil, time the "
-                                         "serial and the threaded kernel on the run's own steps and run the "
-                                         "faster; serial elsewhere (a torus's serial stencil kernel beats the "
-                                         "threaded row blocks)")
+_AUTO_THREADS_PARAM = auto_threads_param("on a graph of at least 2^18 nodes without an offset stencil (a torus's serial "
+                                         "stencil kernel beats the threaded row blocks), time the serial and the "
+                                         "threaded kernels on the run's own steps and run the faster")
 
 
 def _threads(options, name: str) -> int:
@@ -410,7 +409,7 @@ class _RoundedDiffusion(_DiffusionBase):
             mode = RANDOM_FRACTION
         if self._threads > 1:
             return self._threaded_kernel(self._threads, mode, t, loads, out, outflow)
-        if self._race_threads:  # threads=auto: whichever of the two is faster now (the same bits)
+        if self._race_threads and auto_threads_allowed():  # threads=auto: the faster now (the same bits)
             return self.kernel_choice.run(lambda: self._serial_kernel(self._q, mode, t, loads, out, outflow),
                                           lambda: self._threaded_kernel(self._race_threads, mode, t, loads, out,
                                                                         outflow))

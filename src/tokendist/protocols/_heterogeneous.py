@@ -45,7 +45,7 @@ from ._heterogeneous_sos_cube import (SOS_CUBE_MIN_DIMENSION, flows_from_cube, f
 from ._heterogeneous_parallel import (AUTO_THREADS_PARAM, SOS_BLOCK, THREADS_PARAM, block_edge_starts, check_threads,
                                       fos_floor_step_par, fos_real_step_par, run_blocks, run_rows, sos_iou_step_par,
                                       sos_real_step_par, use_threads)
-from ._measured_choice import AUTO, AUTO_MIN_NODES, MeasuredChoice
+from ._measured_choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_allowed
 from ._heterogeneous_stencil_parallel import STENCIL_CHUNKS_PER_THREAD, sos_iou_stencil_par, stencil_chunks
 from ._heterogeneous_node import fos_node_flows, node_publish, sos_iou_node_sends, sos_node_flows
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
@@ -649,7 +649,7 @@ class SOSIOU(_SecondOrder):
 
             k = numba.config.NUMBA_NUM_THREADS
             race = (self._stencil_chunks(graph, mode, k)
-                    if threads == AUTO and k > 1 and graph.n >= AUTO_MIN_NODES else None)
+                    if threads == AUTO and k > 1 and graph.n >= AUTO_MIN_NODES and auto_threads_allowed() else None)
             if race is None:
                 res = serial()
             else:  # threads=auto: whichever of the two is faster now (the same bits)

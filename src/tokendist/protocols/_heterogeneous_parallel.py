@@ -57,8 +57,7 @@ THREADS_PARAM = Param("threads", int, 1, "threads of the numba kernel: 1 runs th
 
 #: ``threads`` of sos-iou, whose threaded kernel on tori and rings gives the serial kernel's bits.
 AUTO_THREADS_PARAM = auto_threads_param("on a torus or ring of at least 2^18 nodes, time the serial and the threaded "
-                                        "stencil kernel on the run's own steps and run the faster (same results), "
-                                        "serial elsewhere")
+                                        "stencil kernels on the run's own steps and run the faster")
 
 
 def check_threads(name: str, k) -> None:

@@ -18,6 +18,16 @@ The schedule of calls:
 
 The trial runs whole steps of the run itself, so it costs only the difference between the two
 kernels on ``window`` steps, plus the compilation of both.
+
+Who may race threads. Numba's threading layer on this Linux machine is GNU OpenMP, which is not
+fork-safe: once a process has run a parallel kernel, a child it forks afterwards is terminated
+as soon as the child runs one ("fork() called from a process already using GNU OpenMP"; numba's
+threading-layer docs). A pool of workers forked after a large run, each running protocols,
+would die. A library must not set that trap in its host program unasked. So ``threads=auto`` races kernels only in a process that
+allows it (:func:`allow_auto_threads`): the ``tokendist`` command does, for the length of the
+command (it forks, for ``tokendist bench``, only before a kernel runs); a program using the
+library calls ``tokendist.allow_auto_threads()`` when it will not fork afterwards. Everywhere
+else ``auto`` runs the serial kernel, as ``threads=1`` does.
 """
 
 from __future__ import annotations
@@ -28,7 +38,8 @@ from collections import deque
 
 from ..engine import Param
 
-__all__ = ["MeasuredChoice", "SERIAL", "THREADED", "AUTO", "AUTO_MIN_NODES", "threads_or_auto", "auto_threads_param"]
+__all__ = ["MeasuredChoice", "SERIAL", "THREADED", "AUTO", "AUTO_MIN_NODES", "threads_or_auto", "auto_threads_param",
+           "allow_auto_threads", "auto_threads_allowed"]
 
 SERIAL, THREADED = 0, 1
 
@@ -39,6 +50,36 @@ AUTO = "auto"
 #: well under a millisecond, and the threaded kernel's first compilation (about 30 s with a cold
 #: numba cache) would outweigh anything the run could gain.
 AUTO_MIN_NODES = 1 << 18
+
+
+_auto_allowed = False
+
+
+def allow_auto_threads(allowed: bool = True) -> bool:
+    """Let ``threads=auto`` run threaded kernels in this process (or stop it); returns the previous setting.
+
+    Call it in a program that will not fork workers after running a protocol: once numba's GNU
+    OpenMP layer has run a parallel kernel, a child forked by the process is terminated when it
+    runs one too (later pools: the ``spawn`` or ``forkserver`` start method of
+    :mod:`multiprocessing`). Results
+    do not depend on it: the raced kernels give the same bits.
+
+    Examples
+    --------
+    >>> import tokendist as td
+    >>> previous = td.allow_auto_threads()
+    >>> r = td.simulate("torus:8x8", "sos-iou", "point:1000", seed=1)   # small: serial anyway
+    >>> td.allow_auto_threads(previous)
+    True
+    """
+    global _auto_allowed
+    previous, _auto_allowed = _auto_allowed, bool(allowed)
+    return previous
+
+
+def auto_threads_allowed() -> bool:
+    """Whether ``threads=auto`` may run threaded kernels in this process (:func:`allow_auto_threads`)."""
+    return _auto_allowed
 
 
 def threads_or_auto(text) -> int | str:
@@ -53,8 +94,9 @@ threads_or_auto.description = "a positive integer or auto"  # (parse_param_value
 
 def auto_threads_param(where: str) -> Param:
     """The ``threads`` parameter, default ``auto``; ``where`` says what ``auto`` does for the protocol."""
-    return Param("threads", threads_or_auto, AUTO, f"auto: {where}; 1: the serial kernel; k > 1: a numba "
-                 "parallel kernel on min(k, NUMBA_NUM_THREADS) threads (same results)")
+    return Param("threads", threads_or_auto, AUTO, f"auto: {where}, where threads are allowed (the tokendist "
+                 "command, or a program after tokendist.allow_auto_threads()), else serial; 1: the serial kernel; "
+                 "k > 1: a numba parallel kernel on min(k, NUMBA_NUM_THREADS) threads; the same results in all cases")
 
 
 class MeasuredChoice:
