@@ -1,7 +1,9 @@
 """Opt-in multi-threaded kernels of the diffusion protocols (Subramanian and Scherson 1994, Sec. 2, Sec. 4).
 
-The protocols run these with ``threads=k`` for k > 1 (``threads=1``, the default, runs the serial
-kernels of :mod:`._diffusion_kernels` unchanged). Every step is cut into fixed blocks of whole rows;
+The protocols run these with ``threads=k`` for k > 1 (``threads=1`` runs the serial kernels of
+:mod:`._diffusion_kernels` unchanged). The rounded schemes' default, ``threads=auto``, races
+:func:`rounded_step_parallel` against the serial ``rounded_step`` on large graphs without an
+offset stencil and runs the faster (:mod:`._measured_choice`); the two give the same bits. Every step is cut into fixed blocks of whole rows;
 ``numba.prange`` hands the blocks to the threads and each block runs the *same* row loop as the
 serial kernel (``_regular_rows``, ``_general_rows``, ``_diffuse_regular``, ``_diffuse_general``),
 which writes only its own rows' ``out`` and ``outflow`` entries: no races, and each row's
