@@ -11,11 +11,13 @@
   their serial stencil kernel.
 * Who may race: a library run with ``threads=auto`` stays serial (no OpenMP in the process, which
   can then fork workers that run protocols); the ``tokendist`` command allows threads for its
-  own length only.
+  own length only; ``tokendist bench`` notes how often ``auto`` ran the threaded kernel.
 * The ``threads`` parameter's values and errors.
 """
 
+import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -257,3 +259,22 @@ def test_a_library_run_with_threads_auto_leaves_the_process_able_to_fork():
                          env={**os.environ, "PYTHONHASHSEED": "0"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["7"]
+
+
+def test_the_bench_notes_how_often_auto_ran_the_threaded_kernel():
+    # A fresh process: the bench forks its cases, and a child that runs a parallel kernel must
+    # come from a parent that has not (GNU OpenMP).
+    script = textwrap.dedent("""
+        import tokendist.protocols._heterogeneous as h
+        h.AUTO_MIN_NODES = 0
+        from tokendist.cli import main
+        raise SystemExit(main(["bench", "--graphs", "torus:40x30", "--algos", "sos-iou,multi-port", "--steps", "12",
+                               "--naive-graph", "ring:8", "--json"]))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    rows = {r["algorithm"]: r for r in json.loads(out.stdout)["rows"]}
+    # 13 steps: the warm-up and 12 timed; the trial alone runs the threaded kernel four times.
+    k = int(re.fullmatch(r"auto: threaded in (\d+) of 13 steps", rows["sos-iou"]["note"]).group(1))
+    assert 4 <= k <= 13
+    assert "auto" not in rows["multi-port"]["note"]

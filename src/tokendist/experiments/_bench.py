@@ -276,6 +276,9 @@ def _measure_case(name, g, loads, steps, seed, conn, params=None):
             cpu_times.append(time.process_time() - c1)
             times.append(time.perf_counter() - t1)
             w = out.loads.copy() if out.loads is w else out.loads
+        choice = getattr(proto, "kernel_choice", None)  # threads=auto: which kernel ran the steps
+        if choice is not None and choice.calls[1]:
+            note = ", ".join(filter(None, [note, f"auto: threaded in {choice.calls[1]} of {sum(choice.calls)} steps"]))
         # One more step measures what a step allocates. Memory = graph + the input and output
         # load arrays + the protocol's arrays (ping-pong load buffers not counted twice) + the
         # step's transient peak (a freshly allocated output not counted twice).
