@@ -645,21 +645,7 @@ class SOSIOU(_SecondOrder):
         elif chunks is not None:  # threads=k on a torus or ring: same results bit for bit
             res = run_blocks(sos_iou_stencil_par, graph.indptr, graph.indices, graph.csr_edges, *chunks, a0, *tail)
         elif runs is not None:
-            def serial():
-                return sos_iou_stencil(graph.indptr, graph.indices, graph.csr_edges, *runs, a0, *tail)
-
-            k = numba.config.NUMBA_NUM_THREADS
-            race = (self._stencil_chunks(graph, mode, k)
-                    if threads == AUTO and k > 1 and graph.n >= AUTO_MIN_NODES and auto_threads_allowed() else None)
-            if race is None:
-                res = serial()
-            else:  # threads=auto: whichever of the two is faster now (the same bits)
-                def threaded():
-                    numba.set_num_threads(k)
-                    return run_blocks(sos_iou_stencil_par, graph.indptr, graph.indices, graph.csr_edges, *race,
-                                      a0, *tail)
-
-                res = self.kernel_choice.run(serial, threaded)
+            res = self._stencil_step(graph, mode, runs, a0, tail)
         else:
             args = (graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, *tail)
             par = self._parallel(graph)
@@ -677,6 +663,25 @@ class SOSIOU(_SecondOrder):
         if graph.m:
             self.iou_max = max(self.iou_max, float(biggest))
         return Step(out, moved=int(moved), messages=2 * graph.m, outflow=outflow, info={"iou_units": units})
+
+    def _stencil_step(self, graph, mode, runs, a0, tail):
+        """The serial stencil kernel; with ``threads=auto`` on a large graph, where threads are
+        allowed, the faster now of it and the threaded stencil kernel (the same bits)."""
+        def serial():
+            return sos_iou_stencil(graph.indptr, graph.indices, graph.csr_edges, *runs, a0, *tail)
+
+        k = numba.config.NUMBA_NUM_THREADS
+        if not (self.options["threads"] == AUTO and k > 1 and graph.n >= AUTO_MIN_NODES and auto_threads_allowed()):
+            return serial()
+        chunks = self._stencil_chunks(graph, mode, k)
+        if chunks is None:
+            return serial()
+
+        def threaded():
+            numba.set_num_threads(k)
+            return run_blocks(sos_iou_stencil_par, graph.indptr, graph.indices, graph.csr_edges, *chunks, a0, *tail)
+
+        return self.kernel_choice.run(serial, threaded)
 
     def step(self, t, graph, loads):
         if self._fast():
