@@ -73,9 +73,9 @@ _THREADS_PARAM = Param("threads", int, 1, "numba threads of the kernel=numba ste
 
 #: ``threads`` of the rounded schemes, whose threaded kernel gives the serial kernel's bits (the
 #: continuous scheme's ``moved`` may differ in the last bits: it keeps ``threads=1`` by default).
-_AUTO_THREADS_PARAM = auto_threads_param("on a graph of at least 2^18 nodes without an offset stencil (a torus's serial "
-                                         "stencil kernel beats the threaded row blocks), time the serial and the "
-                                         "threaded kernels on the run's own steps and run the faster")
+_AUTO_THREADS_PARAM = auto_threads_param(
+    "on a graph of at least 2^18 nodes without an offset stencil (a torus's serial stencil kernel beats the threaded "
+    "row blocks), time the serial and the threaded kernels on the run's own steps and run the faster")
 
 
 def _threads(options, name: str) -> int:

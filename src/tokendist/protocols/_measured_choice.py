@@ -13,8 +13,9 @@ The schedule of calls:
    The first call of each compiles it (numba) and fills its caches, so its time is not counted;
 2. then the kernel with the smaller median of its last ``window`` timings runs, except that every
    ``explore_every``-th call runs the other one, whose timings would otherwise go stale. When
-   another process takes the second core, the threaded kernel's timings grow, and the choice
-   moves back to the serial kernel within a few explorations (and returns when the core is free).
+   another process takes the second core while the threaded kernel is chosen, its own timings
+   grow and the choice moves to the serial kernel; when the core is free again, an exploring
+   call finds the threaded kernel faster and the choice moves back.
 
 The trial runs whole steps of the run itself, so it costs only the difference between the two
 kernels on ``window`` steps, plus the compilation of both.
@@ -23,11 +24,11 @@ Who may race threads. Numba's threading layer on this Linux machine is GNU OpenM
 fork-safe: once a process has run a parallel kernel, a child it forks afterwards is terminated
 as soon as the child runs one ("fork() called from a process already using GNU OpenMP"; numba's
 threading-layer docs). A pool of workers forked after a large run, each running protocols,
-would die. A library must not set that trap in its host program unasked. So ``threads=auto`` races kernels only in a process that
-allows it (:func:`allow_auto_threads`): the ``tokendist`` command does, for the length of the
-command (it forks, for ``tokendist bench``, only before a kernel runs); a program using the
-library calls ``tokendist.allow_auto_threads()`` when it will not fork afterwards. Everywhere
-else ``auto`` runs the serial kernel, as ``threads=1`` does.
+would die. A library must not set that trap in its host program unasked. So ``threads=auto``
+races kernels only in a process that allows it (:func:`allow_auto_threads`): the ``tokendist``
+command does, for the length of the command (it forks, for ``tokendist bench``, only before a
+kernel runs); a program using the library calls ``tokendist.allow_auto_threads()`` when it
+will not fork afterwards. Everywhere else ``auto`` runs the serial kernel, as ``threads=1`` does.
 """
 
 from __future__ import annotations
@@ -61,8 +62,7 @@ def allow_auto_threads(allowed: bool = True) -> bool:
     Call it in a program that will not fork workers after running a protocol: once numba's GNU
     OpenMP layer has run a parallel kernel, a child forked by the process is terminated when it
     runs one too (later pools: the ``spawn`` or ``forkserver`` start method of
-    :mod:`multiprocessing`). Results
-    do not depend on it: the raced kernels give the same bits.
+    :mod:`multiprocessing`). Results do not depend on it: the raced kernels give the same bits.
 
     Examples
     --------
