@@ -5,10 +5,10 @@
   when the timings change; under Hypothesis, any durations: each call returns what the kernel it
   ran returned, the trial is the same whatever the durations, and after the trial the kernel not
   chosen runs exactly on the exploring calls.
-* ``sos-iou`` with ``threads=auto`` on a torus and a ring, and the rounded diffusion schemes on
-  graphs without a stencil (the size threshold lowered): the trace, the reports and the state are
-  those of ``threads=1`` step by step, with both kernels run; on a torus the rounded schemes keep
-  their serial stencil kernel.
+* ``sos-iou`` with ``threads=auto`` on a torus and a ring, and ``sos-iou``, ``fos-floor`` and the
+  rounded diffusion schemes on graphs without a stencil (the size threshold lowered): the trace,
+  the reports and the state are those of ``threads=1`` step by step, with both kernels run; on a
+  torus the rounded schemes keep their serial stencil kernel.
 * Who may race: a library run with ``threads=auto`` stays serial (no OpenMP in the process, which
   can then fork workers that run protocols); the ``tokendist`` command allows threads for its
   own length only; ``tokendist bench`` notes how often ``auto`` ran the threaded kernel.
@@ -176,22 +176,28 @@ def test_threads_parameter_errors(text, message):
 
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="the race needs two numba threads")
-@pytest.mark.parametrize("algo,spec,init", [
-    ("diffusion-floor", "hypercube:7", "random:0..400"),
-    ("diffusion-ceil", "random-regular:150,4", "random:0..400"),
-    ("diffusion-random", "hypercube:7", "random:0..400"),
-    ("diffusion-random", "gnp:120,0.05", "point:9000"),      # the general path (degrees differ)
-    ("diffusion-oriented", "kary:3,4", "point:5000"),        # a tree: Case 2's relayed edges
+@pytest.mark.parametrize("algo,spec,init,speeds", [
+    ("diffusion-floor", "hypercube:7", "random:0..400", None),
+    ("diffusion-ceil", "random-regular:150,4", "random:0..400", None),
+    ("diffusion-random", "hypercube:7", "random:0..400", None),
+    ("diffusion-random", "gnp:120,0.05", "point:9000", None),      # the general path (degrees differ)
+    ("diffusion-oriented", "kary:3,4", "point:5000", None),        # a tree: Case 2's relayed edges
+    ("fos-floor", "random-regular:150,4", "random:0..400", None),
+    ("fos-floor", "gnp:120,0.05", "point:9000", "uniform:0.8..1.2"),  # per-node coefficients, speeds
+    ("sos-iou", "hypercube:7", "random:0..20", None),              # the CSR path (no cube kernel below 12)
+    ("sos-iou", "gnp:120,0.05", "point:9000", "uniform:0.8..1.2"),
 ])
-def test_diffusion_rounded_threads_auto_gives_the_serial_trace(algo, spec, init, monkeypatch):
+def test_threads_auto_gives_the_serial_trace_on_the_csr_paths(algo, spec, init, speeds, monkeypatch):
     monkeypatch.setattr(diffusion, "AUTO_MIN_NODES", 0)
+    monkeypatch.setattr(heterogeneous, "AUTO_MIN_NODES", 0)
+    monkeypatch.setattr(heterogeneous, "SOS_BLOCK", 16)  # sos-iou's row blocks: these small graphs cut in many
     monkeypatch.setattr(measured_choice, "_auto_allowed", True)
     serial = simulate(spec, algo, init, seed=5, max_steps=30, keep_loads_every=1, detect_cycles=False,
-                      allow_infeasible=True, params={"threads": 1})
+                      allow_infeasible=True, params={"threads": 1}, speeds=speeds)
     proto = make_protocol(algo)
     assert proto.options["threads"] == "auto"
     auto = simulate(spec, proto, init, seed=5, max_steps=30, keep_loads_every=1, detect_cycles=False,
-                    allow_infeasible=True)
+                    allow_infeasible=True, speeds=speeds)
     assert np.array_equal(serial.load_history, auto.load_history)
     assert serial.final == auto.final and serial.report == auto.report
     assert (serial.tokens_moved, serial.messages, serial.infeasible_steps) == (auto.tokens_moved, auto.messages,

@@ -46,7 +46,7 @@ from ._heterogeneous_sos_cube import (SOS_CUBE_MIN_DIMENSION, flows_from_cube, f
 from ._heterogeneous_parallel import (AUTO_THREADS_PARAM, SOS_BLOCK, THREADS_PARAM, block_edge_starts, check_threads,
                                       fos_floor_step_par, fos_real_step_par, run_blocks, run_rows, sos_iou_step_par,
                                       sos_real_step_par, use_threads)
-from ._measured_choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_allowed
+from ._measured_choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_allowed, auto_threads_param
 from ._heterogeneous_stencil_parallel import STENCIL_CHUNKS_PER_THREAD, sos_iou_stencil_par, stencil_chunks
 from ._heterogeneous_node import fos_node_flows, node_publish, sos_iou_node_sends, sos_node_flows
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
@@ -112,6 +112,8 @@ class HeterogeneousDiffusion(Protocol):
         self._stencil_val = None
         self._chunks_graph = None  # sos-iou's threaded stencil kernel (see SOSIOU._stencil_chunks)
         self._chunks_val = None
+        #: threads=auto (sos-iou, fos-floor): serial against threaded kernel, timed (see _race).
+        self.kernel_choice = MeasuredChoice()
 
     def _base_deg(self) -> np.ndarray:
         if self._base_deg_arr is None:
@@ -201,6 +203,21 @@ class HeterogeneousDiffusion(Protocol):
         if b is None or b.shape[0] != n or b.dtype != dtype:
             b = self._flowbuf = np.empty(n, dtype)
         return b
+
+    def _race(self, graph, serial, threaded):
+        """``serial()``; with ``threads=auto`` on a graph of at least :data:`AUTO_MIN_NODES` nodes,
+        where threads are allowed, the faster now of ``serial()`` and ``threaded(k)`` on the
+        machine's k numba threads (:class:`._measured_choice.MeasuredChoice`). The two must give
+        the same results bit for bit."""
+        k = numba.config.NUMBA_NUM_THREADS
+        if not (self.options.get("threads") == AUTO and k > 1 and graph.n >= AUTO_MIN_NODES and auto_threads_allowed()):
+            return serial()
+
+        def run_threaded():
+            numba.set_num_threads(k)
+            return threaded(k)
+
+        return self.kernel_choice.run(serial, run_threaded)
 
     def _kernel_args(self, graph):
         mode, a0, inv, alpha = self._kernel_coefs(graph)
@@ -315,7 +332,9 @@ class FOSFloor(HeterogeneousDiffusion):
     paper = f"{PAPER}, Sec. 1 and 4"
     exchange_rounds = 1
 
-    params = COMMON_PARAMS + (KERNEL_PARAM, THREADS_PARAM)
+    params = COMMON_PARAMS + (KERNEL_PARAM, auto_threads_param(
+        "on a graph of at least 2^18 nodes without an offset stencil (a torus's serial stencil kernel stays), time "
+        "the serial and the threaded kernels on the run's own steps and run the faster"))
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -333,8 +352,9 @@ class FOSFloor(HeterogeneousDiffusion):
                 args = (ip, ind, graph.csr_edges, mode, a0, inv, alpha, self._x(loads), loads, out, outflow)
                 if use_threads(self.name, self.options["threads"]):
                     moved = run_rows(fos_floor_step_par, *args)
-                else:
-                    moved = fos_floor_step(*args)
+                else:  # threads=auto may race the threaded kernel: integers, the same bits
+                    moved = self._race(graph, lambda: fos_floor_step(*args),
+                                       lambda k: run_rows(fos_floor_step_par, *args))
             return Step(out, moved=int(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
         y = np.trunc(fos_flows(graph, alpha, self._s, loads))
@@ -371,6 +391,10 @@ class _SecondOrder(HeterogeneousDiffusion):
         """``(SOS_BLOCK, first edge of each block)`` when ``threads > 1`` (cached per graph), else None."""
         if not use_threads(self.name, self.options["threads"]):
             return None
+        return self._blocks(graph)
+
+    def _blocks(self, graph):
+        """``(SOS_BLOCK, first edge of each block)`` of ``graph`` for the threaded kernels (cached per graph)."""
         if self._eblock_graph is not graph:
             self._eblock = block_edge_starts(graph.u, graph.n, SOS_BLOCK)
             self._eblock_graph = graph
@@ -566,8 +590,6 @@ class SOSIOU(_SecondOrder):
         self.event_steps = 0
         self.iou_series: list[float] = []
         self.iou_max = 0.0
-        #: threads=auto on a large torus or ring: serial against threaded stencil kernel, timed.
-        self.kernel_choice = MeasuredChoice()
 
     # The fast kernel may keep the amounts owed o (all paid in full) instead of the IOUs
     # o - trunc(o), to save a pass (see sos_iou_step); ``_iou`` always gives the IOUs.
@@ -649,7 +671,11 @@ class SOSIOU(_SecondOrder):
         else:
             args = (graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, *tail)
             par = self._parallel(graph)
-            res = sos_iou_step(*args) if par is None else run_blocks(sos_iou_step_par, *args, *par)
+            if par is not None:
+                res = run_blocks(sos_iou_step_par, *args, *par)
+            else:  # threads=auto may race the threaded row blocks: the same bits
+                res = self._race(graph, lambda: sos_iou_step(*args),
+                                 lambda k: run_blocks(sos_iou_step_par, *args, *self._blocks(graph)))
         moved, short, units, biggest, self._has_exc = res
         self._owed_stored = True
         self._k += 1
@@ -670,18 +696,11 @@ class SOSIOU(_SecondOrder):
         def serial():
             return sos_iou_stencil(graph.indptr, graph.indices, graph.csr_edges, *runs, a0, *tail)
 
-        k = numba.config.NUMBA_NUM_THREADS
-        if not (self.options["threads"] == AUTO and k > 1 and graph.n >= AUTO_MIN_NODES and auto_threads_allowed()):
-            return serial()
-        chunks = self._stencil_chunks(graph, mode, k)
-        if chunks is None:
-            return serial()
-
-        def threaded():
-            numba.set_num_threads(k)
+        def threaded(k):
+            chunks = self._stencil_chunks(graph, mode, k)  # not None: the graph has runs
             return run_blocks(sos_iou_stencil_par, graph.indptr, graph.indices, graph.csr_edges, *chunks, a0, *tail)
 
-        return self.kernel_choice.run(serial, threaded)
+        return self._race(graph, serial, threaded)
 
     def step(self, t, graph, loads):
         if self._fast():

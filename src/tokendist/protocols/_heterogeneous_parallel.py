@@ -55,9 +55,11 @@ THREADS_PARAM = Param("threads", int, 1, "threads of the numba kernel: 1 runs th
                       "numba parallel kernel on min(k, NUMBA_NUM_THREADS) threads (same results)")
 
 
-#: ``threads`` of sos-iou, whose threaded kernel on tori and rings gives the serial kernel's bits.
-AUTO_THREADS_PARAM = auto_threads_param("on a torus or ring of at least 2^18 nodes, time the serial and the threaded "
-                                        "stencil kernels on the run's own steps and run the faster")
+#: ``threads`` of sos-iou, whose threaded kernels give the serial kernels' bits.
+AUTO_THREADS_PARAM = auto_threads_param(
+    "on a graph of at least 2^18 nodes, time the serial and the threaded kernels on the run's own steps and run the "
+    "faster: on tori and rings the stencil kernels, on hypercubes none (the serial cube kernel stays), elsewhere "
+    "the CSR kernels")
 
 
 def check_threads(name: str, k) -> None:
