@@ -19,11 +19,13 @@ default 2, which with speeds ``>= 1`` gives ``M_ii >= 1/2``, so ``gamma = mu_2``
 ``allow_invalid`` (run even when M has a negative diagonal; default false: refuse with an error).
 ``fos``, ``fos-floor``, ``sos`` and ``sos-iou`` also take ``threads`` (default 1; k > 1 runs the
 numba step on k threads, same results: :mod:`._heterogeneous_parallel`; ``sos-iou`` on a torus or
-ring: :mod:`._heterogeneous_stencil_parallel`). ``sos-iou``'s default is ``auto``: on a torus or
-ring of at least :data:`AUTO_MIN_NODES` nodes, in a process that allows threads (the ``tokendist``
-command; a program after ``tokendist.allow_auto_threads()``), it times its serial and threaded
-stencil kernels, which give the same bits, on the run's own steps and runs the faster
-(:mod:`._measured_choice`); the serial kernel elsewhere.
+ring: :mod:`._heterogeneous_stencil_parallel`). ``sos-iou`` and ``fos-floor`` default to ``auto``:
+on a graph of at least :data:`AUTO_MIN_NODES` nodes, in a process that allows threads (the
+``tokendist`` command; a program after ``tokendist.allow_auto_threads()``), they time their serial
+and threaded kernels, which give the same bits, on the run's own steps and run the faster
+(:mod:`._measured_choice`): ``sos-iou`` its stencil kernels on tori and rings and its CSR kernels
+on graphs other than hypercubes (whose serial cube kernel stays), ``fos-floor`` its CSR kernels
+on graphs without a stencil. The serial kernel elsewhere.
 
 All schemes accept a different graph every step (``dynamic = True``): edge failures keep the base
 graph's nodes and speeds; mobility builds a new disc graph. Per-edge state (SOS flows, IOUs) is
