@@ -225,7 +225,7 @@ def test_threads_auto_runs_serial_where_threads_are_not_allowed(algo, spec, monk
     assert proto.kernel_choice.calls == [0, 0]
 
 
-def test_the_command_allows_threads_for_its_length_only(monkeypatch):
+def test_the_command_allows_threads_for_its_length_only(monkeypatch, capsys):
     from tokendist.cli import main
     monkeypatch.setattr(heterogeneous, "AUTO_MIN_NODES", 0)
     seen = []
@@ -235,10 +235,12 @@ def test_the_command_allows_threads_for_its_length_only(monkeypatch):
         seen.append(measured_choice.auto_threads_allowed())
         return original(self, serial, threaded)
     monkeypatch.setattr(MeasuredChoice, "run", spy)
-    assert main(["run", "--graph", "torus:40x30", "--algo", "sos-iou", "--init", "random:0..100", "--max-steps", "12",
-                 "--json"]) == 0
+    assert main(["run", "--graph", "torus:40x30", "--algo", "sos-iou", "--init", "random:0..100", "--max-steps", "12"]) == 0
     assert len(seen) == 12 and all(seen)
     assert not measured_choice.auto_threads_allowed()
+    # The summary says which kernel ran (the trial alone runs the threaded one four times).
+    k = int(re.search(r"threaded kernel in (\d+) of 12 steps", capsys.readouterr().out).group(1))
+    assert 4 <= k <= 12
 
 
 def test_a_library_run_with_threads_auto_leaves_the_process_able_to_fork():

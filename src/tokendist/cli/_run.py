@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engine import PROTOCOLS, simulate
+from ..engine import PROTOCOLS, make_protocol, simulate
 from ..engine._simulate import DEFAULT_MAX_STEPS
 from ._app import Command, command
 from ._common import add_run_arguments, check_outputs, dynamics_from_args
@@ -48,9 +48,10 @@ class RunCommand(Command):
     def run(self, args):
         max_steps = args.max_steps if args.max_steps is not None else DEFAULT_MAX_STEPS
         check_outputs(args.out, args.save_loads)
+        protocol = make_protocol(args.algo, parse_key_values(args.param))
         with progress_bar(f"{args.algo} on {args.graph}", max_steps, enabled=not args.json) as update:
             result = simulate(
-                args.graph, args.algo, args.init, seed=args.seed, params=parse_key_values(args.param),
+                args.graph, protocol, args.init, seed=args.seed,
                 max_steps=max_steps, until_discrepancy=args.until_discrepancy,
                 until_local_discrepancy=args.until_local_discrepancy, record_every=args.record_every,
                 allow_infeasible=args.allow_infeasible, check=args.check, dynamics=dynamics_from_args(args),
@@ -76,6 +77,9 @@ class RunCommand(Command):
                 ["infeasible steps", result.infeasible_steps], ["seconds", round(result.seconds, 3)]]
         if result.cycle_length:
             rows.append(["cycle length", result.cycle_length])
+        choice = getattr(protocol, "kernel_choice", None)  # threads=auto: which kernel ran (same results)
+        if choice is not None and sum(choice.calls):
+            rows.append(["threads=auto", f"threaded kernel in {choice.calls[1]} of {sum(choice.calls)} steps"])
         for k, v in result.report.items():
             if isinstance(v, (int, float, str, bool, np.generic)):
                 rows.append([k, v])
