@@ -235,7 +235,8 @@ def test_the_command_allows_threads_for_its_length_only(monkeypatch, capsys):
         seen.append(measured_choice.auto_threads_allowed())
         return original(self, serial, threaded)
     monkeypatch.setattr(MeasuredChoice, "run", spy)
-    assert main(["run", "--graph", "torus:40x30", "--algo", "sos-iou", "--init", "random:0..100", "--max-steps", "12"]) == 0
+    argv = ["run", "--graph", "torus:40x30", "--algo", "sos-iou", "--init", "random:0..100", "--max-steps", "12"]
+    assert main(argv) == 0
     assert len(seen) == 12 and all(seen)
     assert not measured_choice.auto_threads_allowed()
     # The summary says which kernel ran (the trial alone runs the threaded one four times).
