@@ -20,6 +20,8 @@ from tokendist.protocols._heterogeneous_kernels import (fos_floor_stencil, fos_f
                                                         fos_real_step, sos_iou_stencil, sos_iou_step,
                                                         sos_real_stencil, sos_real_step)
 
+from .lockstep import assert_same_steps
+
 # Two offset shapes, (2, 2) and (1, 1): each further shape compiles the four kernels again
 # (about 8 s with a cold numba cache).
 SPECS = ["torus:6x6", "torus:5x7", "torus:8x8", "torus:12x12", "ring:7", "ring:16"]
@@ -126,15 +128,7 @@ def test_eq3_eq4_protocol_stencil_path_equals_csr_path(name, spec, speeds):
     loads = rng.integers(0, 5, g.n)
     loads[3] += 5000
     w0 = loads.astype(np.float64) if fast.divisible else loads.astype(np.int64)
-    fast.reset(g, w0.copy(), np.random.default_rng(0))
-    ref.reset(h, w0.copy(), np.random.default_rng(0))
-    wf, wr = w0.copy(), w0.copy()
-    for t in range(30):
-        a, b = fast.step(t, g, wf), ref.step(t, h, wr)
-        assert np.array_equal(a.loads, b.loads) and np.array_equal(a.outflow, b.outflow)
-        assert a.moved == b.moved and a.info == b.info
-        assert fast.state_key() == ref.state_key()
-        wf, wr = a.loads, b.loads
+    assert_same_steps(fast, ref, w0, 30, g, h)
     assert fast._stencil_val is not None and ref._stencil_val is None  # both paths were taken
     if name == "sos-iou":
         assert fast.report() == ref.report()

@@ -36,6 +36,8 @@ from tokendist.errors import TokendistError
 from tokendist.graphs import make_graph
 from tokendist.protocols._measured_choice import SERIAL, THREADED, MeasuredChoice
 
+from .lockstep import assert_same_steps
+
 
 class FakeClock:
     """A clock that each kernel advances by the duration the test gives it."""
@@ -136,15 +138,7 @@ def test_theorem1_sos_iou_threads_auto_gives_the_serial_trace(spec, monkeypatch)
     serial = make_protocol("sos-iou", {"kernel": "numba", "threads": 1})
     auto = make_protocol("sos-iou", {"kernel": "numba"})
     assert auto.options["threads"] == "auto"
-    serial.reset(g, loads.copy(), np.random.default_rng(0))
-    auto.reset(g, loads.copy(), np.random.default_rng(0))
-    wa, wb = loads.copy(), loads.copy()
-    for t in range(40):
-        a, b = serial.step(t, g, wa), auto.step(t, g, wb)
-        assert np.array_equal(a.loads, b.loads) and np.array_equal(a.outflow, b.outflow)
-        assert a.moved == b.moved and a.info == b.info
-        assert serial.state_key() == auto.state_key()
-        wa, wb = a.loads, b.loads
+    assert_same_steps(serial, auto, loads, 40, g)
     # The trial alone runs each kernel 1 + window times, whatever the timings.
     assert min(auto.kernel_choice.calls) >= 1 + auto.kernel_choice.window
     assert sum(auto.kernel_choice.calls) == 40 and serial.kernel_choice.calls == [0, 0]

@@ -21,6 +21,8 @@ from tokendist.graphs._stencil import find_stencil, lower_edge_runs
 from tokendist.protocols._heterogeneous_kernels import sos_iou_stencil
 from tokendist.protocols._heterogeneous_stencil_parallel import sos_iou_stencil_par, stencil_chunks
 
+from .lockstep import assert_same_steps
+
 # The offset shapes of the serial stencil tests (2, 2) and (1, 1), and a torus tall enough for
 # rows that pay in their own range while their run is in cache (two torus rows from the bound).
 SPECS = ["torus:6x6", "torus:5x7", "torus:8x8", "torus:12x12", "torus:10x40", "ring:7", "ring:16", "ring:60"]
@@ -135,14 +137,6 @@ def test_theorem1_sos_iou_protocol_threads_equals_serial_on_stencil(spec):
     loads[3] += 5000
     serial = make_protocol("sos-iou", {"kernel": "numba"})
     threaded = make_protocol("sos-iou", {"kernel": "numba", "threads": 2})
-    serial.reset(g, loads.copy(), np.random.default_rng(0))
-    threaded.reset(g, loads.copy(), np.random.default_rng(0))
-    wa, wb = loads.copy(), loads.copy()
-    for t in range(40):
-        a, b = serial.step(t, g, wa), threaded.step(t, g, wb)
-        assert np.array_equal(a.loads, b.loads) and np.array_equal(a.outflow, b.outflow)
-        assert a.moved == b.moved and a.info == b.info
-        assert serial.state_key() == threaded.state_key()
-        wa, wb = a.loads, b.loads
+    assert_same_steps(serial, threaded, loads, 40, g)
     assert serial._stencil_val is not None and threaded._chunks_val is not None  # both stencil paths ran
     assert serial.events > 0 and serial.report() == threaded.report()
