@@ -86,3 +86,12 @@ def test_single_port_torus(capsys):
     assert out[0].startswith("torus:30x30, p = 1/16")
     assert out[1].split() == ["counter", "stencil", "counter", "/", "stencil"]
     assert len(re.findall(r"\d+\.\d+", out[2])) == 5  # two medians, two minima, the ratio
+
+
+def test_sos_iou_long_run(capsys):
+    _load("sos_iou_long_run").main(["--side", "40", "--steps", "7", "--every", "3"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("sos-iou on torus:40x40, threads=1, 7 steps")
+    # windows 2-3, 4-6 and 7-7 (the first step compiles and is not timed)
+    assert [line.split()[0] for line in out[1:]] == ["2-3", "4-6", "7-7"]
+    assert all(float(line.split()[-1]) > 0 for line in out[1:])

@@ -16,7 +16,8 @@ from hypothesis import given, settings, strategies as st
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
 from tokendist.graphs._stencil import find_stencil, lower_edge_runs
-from tokendist.protocols._heterogeneous_kernels import (fos_floor_stencil, fos_floor_step, fos_real_stencil,
+from tokendist.protocols._heterogeneous_kernels import (_DENSE_EXCEPTIONS, _count_bits, _run_upper,
+                                                        fos_floor_stencil, fos_floor_step, fos_real_stencil,
                                                         fos_real_step, sos_iou_stencil, sos_iou_step,
                                                         sos_real_stencil, sos_real_step)
 
@@ -37,6 +38,11 @@ def _forced(spec):
 
 def _same(a, b):
     return all(np.array_equal(p, q) for p, q in zip(a, b))
+
+
+def _bits(rng, m, density):
+    """Exception bits of ``m`` edges, each set with probability ``density``, the padding bits too."""
+    return np.packbits(rng.random(8 * ((m + 7) // 8)) < density, bitorder="little")
 
 
 @settings(max_examples=25, deadline=None)
@@ -82,9 +88,12 @@ def test_eq4_sos_stencil_kernel_equals_csr_kernel(spec, seed, speeds, first):
 
 @settings(max_examples=40, deadline=None)
 @given(spec=st.sampled_from(SPECS), seed=st.integers(0, 2**31), speeds=st.booleans(), first=st.booleans(),
-       owed_stored=st.booleans(), has_exc=st.booleans(), pay_iou=st.booleans())
-def test_theorem1_sos_iou_stencil_kernel_equals_csr_kernel(spec, seed, speeds, first, owed_stored, has_exc, pay_iou):
+       owed_stored=st.booleans(), has_exc=st.booleans(), pay_iou=st.booleans(), density=st.sampled_from([0.04, 0.5]))
+def test_theorem1_sos_iou_stencil_kernel_equals_csr_kernel(spec, seed, speeds, first, owed_stored, has_exc, pay_iou,
+                                                           density):
     # Small loads and large flows: many short nodes, so the in-row payments run on run rows too.
+    # Exception bits sparse or dense: a run saves its exceptions, or keeps them in its loop when
+    # more than one edge in _DENSE_EXCEPTIONS is one (the two paths of _run_upper).
     g, s = _forced(spec)
     n, m, rng = g.n, g.m, np.random.default_rng(seed)
     a0 = 1.0 / (2.0 * s.degree)
@@ -93,7 +102,7 @@ def test_theorem1_sos_iou_stencil_kernel_equals_csr_kernel(spec, seed, speeds, f
     x = w / rng.uniform(0.5, 3.0, n) if speeds else w
     beta = float(rng.uniform(1.0, 1.99))
     yhat, iou = rng.normal(0.0, 3.0, m), rng.normal(0.0, 2.0, m)
-    bits = rng.integers(0, 256, (m + 7) // 8).astype(np.uint8) if has_exc else np.zeros((m + 7) // 8, np.uint8)
+    bits = _bits(rng, m, density if has_exc else 0.0)
     results = []
     for stencil in (False, True):
         y, io, b = yhat.copy(), iou.copy(), bits.copy()
@@ -157,3 +166,52 @@ def test_theorem1_sos_iou_stencil_largest_iou_ignores_nan_as_csr_kernel(spec):
             r = sos_iou_step(g.indptr, g.indices, g.csr_edges, 0, 0.125, _Z, _Z, *tail)
         big.append(r[3])
     assert big[0] == big[1] and np.isfinite(big[0]) and 0.0 < big[0] < 1.0
+
+
+def _run_upper_reference(s, en, e, upper, a0, beta, first, owed_stored, has_exc, bits, x, yhat, iou):
+    """Loop (1) of sos_iou_stencil as its docstring defines it, in numpy: yhat and o = y + IOU of the run's upper edges."""
+    rows = np.repeat(np.arange(s, en), len(upper))
+    nbrs = rows + np.tile(np.asarray(upper), en - s)
+    edges = np.arange(e, e + len(upper) * (en - s))
+    f = a0 * (x[rows] - x[nbrs])
+    y = f if first else beta * f + (beta - 1.0) * yhat[edges]
+    p = iou[edges]
+    exc = np.unpackbits(bits, bitorder="little")[edges].astype(bool) & has_exc
+    keep_p = exc | (not owed_stored)
+    yhat, iou = yhat.copy(), iou.copy()
+    yhat[edges] = y
+    iou[edges] = y + np.where(keep_p, p, p - np.trunc(p))
+    return yhat, iou
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(1, 60), upper=st.sampled_from([(1,), (1, 7)]), density=st.sampled_from([0.0, 0.03, 0.3, 1.0]),
+       seed=st.integers(0, 2**31), first=st.booleans(), owed_stored=st.booleans(), has_exc=st.booleans())
+def test_theorem1_run_upper_takes_every_exception_as_stored(rows, upper, density, seed, first, owed_stored, has_exc):
+    # _run_upper's two paths (save and recompute the exceptions; or, when more than one upper
+    # edge in _DENSE_EXCEPTIONS is one, a byte per edge and a select in the loop) against the
+    # definition: an exception's IOU is used as stored, another's as p - trunc(p) when the
+    # amounts owed were stored. Edges outside the run and every bit stay as they were.
+    rng = np.random.default_rng(seed)
+    s, e = 3, 5
+    en = s + rows
+    hi = e + len(upper) * rows
+    x = rng.integers(0, 50, en + max(upper)).astype(np.float64)
+    yhat, iou = rng.normal(0.0, 3.0, hi + 9), rng.normal(0.0, 4.0, hi + 9)
+    bits = np.packbits(rng.random(8 * ((hi + 9 + 7) // 8)) < density, bitorder="little")
+    a0, beta = 0.125, float(rng.uniform(1.0, 1.99))
+    want = _run_upper_reference(s, en, e, upper, a0, beta, first, owed_stored, has_exc, bits, x, yhat, iou)
+    y, io, b = yhat.copy(), iou.copy(), bits.copy()
+    scratch_idx, scratch_val = np.empty(len(upper) * rows, np.int64), np.empty(len(upper) * rows)
+    _run_upper(s, en, e, upper, a0, beta, first, owed_stored, has_exc, b, x, y, io, scratch_idx, scratch_val)
+    assert _same((y, io, b), (*want, bits))
+
+
+@pytest.mark.parametrize("density,dense", [(0.03, False), (0.5, True)])
+def test_run_upper_takes_the_dense_path_above_its_threshold(density, dense):
+    # The path _run_upper takes for a run of 2000 upper edges, by the threshold it documents
+    # (the results are the same either way: the test above).
+    rng = np.random.default_rng(1)
+    bits = np.packbits(rng.random(2048) < density, bitorder="little")
+    assert (_DENSE_EXCEPTIONS * _count_bits(bits, 5, 2005) > 2000) == dense
+    assert _count_bits(bits, 5, 2005) == np.unpackbits(bits, bitorder="little")[5:2005].sum()

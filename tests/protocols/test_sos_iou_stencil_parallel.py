@@ -56,8 +56,10 @@ def _compare(g, s, seed, chunks, speeds, first, owed_stored, has_exc, pay_iou):
     x = w / rng.uniform(0.5, 3.0, n) if speeds else w
     beta = float(rng.uniform(1.0, 1.99))
     yhat, iou = rng.normal(0.0, 3.0, m), rng.normal(0.0, 2.0, m)
-    # Random bits everywhere, the padding bits after edge m - 1 included (both kernels keep them).
-    bits = rng.integers(0, 256, (m + 7) // 8).astype(np.uint8) if has_exc else np.zeros((m + 7) // 8, np.uint8)
+    # Random bits everywhere, the padding bits after edge m - 1 included (both kernels keep them);
+    # sparse or dense, so that runs take both paths of _run_upper.
+    density = (0.04, 0.5)[(seed >> 1) % 2] if has_exc else 0.0
+    bits = np.packbits(rng.random(8 * ((m + 7) // 8)) < density, bitorder="little")
     cut = stencil_chunks(starts, ends, s.lower, s.upper, delta, g.indptr, g.indices, g.u, chunks)
     results = []
     for threaded in (False, True):

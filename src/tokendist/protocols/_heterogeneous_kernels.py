@@ -702,6 +702,23 @@ def _iou_pay(o, t, held, owed, le, iou, exc_bits, units, exc_big):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _iou_pay_if(send, o, t, held, owed, le, iou, exc_bits, units, exc_big):
+    """:func:`_iou_pay` where ``send``; returns ``(paid, tt, r, units, exc_big)``, ``tt`` the transfer paid on.
+
+    Where not ``send`` it returns ``(0.0, 0.0, o, units, exc_big)`` and changes nothing. Branch-free: an edge on which the node does not send is taken with ``t = 0``, so it pays
+    ``0.0``, stores ``o - 0.0 = o`` back (the same bits, ``-0.0`` included) and ORs a zero bit.
+    """
+    tt = t if send else 0.0
+    paid = np.sign(tt) * np.floor((np.abs(tt) * np.float64(held)) / owed)
+    r = o - paid
+    iou[_U(le)] = r
+    exc_bits[_U(le >> 3)] |= np.uint8(np.uint8(send) << (le & 7))
+    units += np.floor(np.abs(r)) if send else 0.0
+    exc_big = max(exc_big, np.abs(r) if send else 0.0)
+    return paid, tt, r, units, exc_big
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _iou_settle_run(i, eb, lower, upper, edge_delta, held, owed, iou, exc_bits, out, units, exc_big, read_below):
     """:func:`_iou_settle` for a row of a stencil run: neighbours and edge ids from the offsets.
 
@@ -716,6 +733,14 @@ def _iou_settle_run(i, eb, lower, upper, edge_delta, held, owed, iou, exc_bits, 
     edges before any row of the run pays), corrected by ``paid - t``. Either way its load ends
     with ``paid``. A receiver's amount owed does not depend on which of the two it read (``t``
     and ``trunc(r)`` have the same sign), so neither does which rows are short.
+
+    Every slot is taken, those on which the row does not send with ``t = 0`` (:func:`_iou_pay_if`),
+    instead of skipping them with a branch: whether a short row sends on a slot is a coin flip to
+    the branch predictor. Eleventh pass of issue 3: 14-16% faster steps on torus:1000x1000 at step
+    150 of the bench's run, where 81% of the nodes were short (docs/elsasser-monien-schamberger.md,
+    "Eleventh pass"). The slots it does not send on are written back unchanged, so a row still
+    writes only its own edges, bits and neighbours' loads: what the threaded kernel's chunks rely
+    on (:mod:`._heterogeneous_stencil_parallel`).
     """
     paid_sum = 0.0
     delta = 0
@@ -724,11 +749,9 @@ def _iou_settle_run(i, eb, lower, upper, edge_delta, held, owed, iou, exc_bits, 
         le = eb + edge_delta[k]
         o = iou[_U(le)]
         t = np.trunc(o)
-        if t >= 0.0:
-            continue  # i does not send on this edge
-        paid, r, units, exc_big = _iou_pay(o, t, held, owed, le, iou, exc_bits, units, exc_big)
+        paid, tt, r, units, exc_big = _iou_pay_if(t < 0.0, o, t, held, owed, le, iou, exc_bits, units, exc_big)
         paid_sum += np.abs(paid)
-        back = np.int64(t) - np.int64(paid)
+        back = np.int64(tt) - np.int64(paid)  # 0 where the row does not send
         moved -= abs(back)
         delta -= back
         out[_U(i + lower[k])] += back
@@ -736,18 +759,15 @@ def _iou_settle_run(i, eb, lower, upper, edge_delta, held, owed, iou, exc_bits, 
         le = eb + k
         o = iou[_U(le)]
         t = np.trunc(o)
-        if t <= 0.0:
-            continue
-        paid, r, units, exc_big = _iou_pay(o, t, held, owed, le, iou, exc_bits, units, exc_big)
+        send = t > 0.0
+        paid, tt, r, units, exc_big = _iou_pay_if(send, o, t, held, owed, le, iou, exc_bits, units, exc_big)
         paid_sum += np.abs(paid)
-        back = np.int64(t) - np.int64(paid)
+        back = np.int64(tt) - np.int64(paid)
         moved -= abs(back)
         delta += back
         jn = i + upper[k]
-        if jn < read_below:
-            out[_U(jn)] += np.int64(paid) - np.int64(t)
-        else:
-            out[_U(jn)] += np.int64(paid) - np.int64(np.trunc(r))
+        read = np.int64(tt) if jn < read_below else np.int64(np.trunc(r))
+        out[_U(jn)] += np.int64(paid) - read if send else 0
     return paid_sum, delta, moved, units, exc_big
 
 
@@ -798,6 +818,54 @@ def _upper_edges(s, en, e, upper, a0, beta, first, owed_stored, x, yhat, iou):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _upper_edges_keeping(s, en, e, upper, a0, beta, x, yhat, iou, keep):
+    """:func:`_upper_edges` after the first step (``owed_stored``) with the exceptions kept in the loop.
+
+    ``keep[q]`` is 1 where edge ``e + q`` is an exception: its IOU is used as stored (``o = y +
+    p``), where the other edges use ``p - trunc(p)``. The same operations as the save, the loop
+    and the recomputation of :func:`_run_upper`'s sparse path, so the same bits.
+    """
+    nu = len(upper)
+    bm1 = beta - 1.0
+    for i in range(s, en):
+        ui = _U(i)
+        xi = np.float64(x[ui])
+        eb = e + nu * (i - s)
+        for k in range(nu):
+            ue = _U(eb + k)
+            f = a0 * (xi - np.float64(x[_U(i + upper[k])]))
+            y = beta * f + bm1 * yhat[ue]
+            yhat[ue] = y
+            p = iou[ue]
+            iou[ue] = y + (p if keep[_U(eb + k - e)] else p - np.trunc(p))
+
+
+#: :func:`_run_upper` keeps a run's exceptions in its loop when more than one edge in this many
+#: is one, and saves and recomputes them otherwise. Measured crossover on torus:1000x1000: 6-8%
+#: of the edges (docs/elsasser-monien-schamberger.md, "Eleventh pass").
+_DENSE_EXCEPTIONS = 12
+
+#: Set bits of every byte value.
+_POPCOUNT = np.array([bin(v).count("1") for v in range(256)], dtype=np.uint8)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _count_bits(bits, lo, hi):
+    """How many of bits ``lo .. hi - 1`` of a little-endian bit array are set."""
+    if hi <= lo:
+        return 0
+    b0 = lo >> 3
+    b1 = (hi - 1) >> 3
+    c = 0
+    for b in range(b0, b1 + 1):
+        c += _POPCOUNT[bits[_U(b)]]
+    # the bits of the end bytes outside the range
+    c -= _POPCOUNT[bits[_U(b0)] & np.uint8((1 << (lo & 7)) - 1)]
+    c -= _POPCOUNT[bits[_U(b1)] & np.uint8((255 << (((hi - 1) & 7) + 1)) & 255)]
+    return c
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _run_upper(s, en, e, upper, a0, beta, first, owed_stored, has_exc, exc_bits, x, yhat, iou, exc_idx, exc_val):
     """Loop (1) of :func:`sos_iou_stencil` over the rows ``s .. en - 1`` of a run (first upper edge ``e``).
 
@@ -807,10 +875,25 @@ def _run_upper(s, en, e, upper, a0, beta, first, owed_stored, has_exc, exc_bits,
     (constant arguments of an inlined function): with the flags tested in the loop the step was
     13-18% slower (alternated chains of protocol steps on torus:1000x1000). The bits are left
     as they are: the caller clears the run's (every old bit of its upper edges is consumed).
+
+    Saving costs about 15 ns per exception (the save is the first to touch the run's IOUs, one
+    at a time), so when more than one upper edge in :data:`_DENSE_EXCEPTIONS` is an exception
+    (long runs, where most nodes end their steps short) the bits are unpacked to a byte per edge
+    instead and the loop selects per edge (:func:`_upper_edges_keeping`): one more specialisation
+    of the loop, the same bits.
     """
+    hi = e + len(upper) * (en - s)
+    if has_exc and owed_stored and not first and _DENSE_EXCEPTIONS * _count_bits(exc_bits, e, hi) > hi - e:
+        # Many exceptions (long runs: most nodes short, most edges paid short): the bits as a
+        # byte per edge, and a select in the loop, instead of saving and recomputing each one.
+        keep = exc_idx.view(np.uint8)
+        for ee in range(e, hi):
+            keep[_U(ee - e)] = (exc_bits[_U(ee >> 3)] >> (ee & 7)) & 1
+        _upper_edges_keeping(s, en, e, upper, a0, beta, x, yhat, iou, keep)
+        return
     nexc = 0
     if has_exc:
-        nexc = _save_exceptions(exc_bits, e, e + len(upper) * (en - s), iou, exc_idx, exc_val)
+        nexc = _save_exceptions(exc_bits, e, hi, iou, exc_idx, exc_val)
     if owed_stored and not first:  # every step after the first
         _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou)
     elif owed_stored:
