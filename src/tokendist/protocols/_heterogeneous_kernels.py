@@ -26,7 +26,8 @@ payments at the end of its own row, while the row is in cache (see :func:`_sos_i
 Tried and dropped (no measurable gain): ``first`` and ``has_exc`` as types (LLVM hoists the
 tests); a branch-free payment loop in sos-iou (selects instead of ``continue`` on the slots where
 the short node does not send: 36 ns either way on hypercube:20 with beta 1.988, where half of the
-nodes were short, cold caches). Why the stencil kernels repeat the CSR row code for their seam
+nodes were short, cold caches; on a stencil run's rows, whose state is in cache, it is kept:
+:func:`_iou_settle_run`). Why the stencil kernels repeat the CSR row code for their seam
 rows instead of calling a shared row function: :func:`_sos_iou_pass`'s row as a function
 returning the row's seven running values, called from both loops, made the CSR pass 2.3x slower
 with ``inline="always"`` and 3.1x without (hypercube:20, step 8 of a run from loads uniform in
