@@ -259,3 +259,31 @@ def test_unwritable_outputs_are_one_line_errors(capsys, tmp_path, argv):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_bench_skip_times_a_later_stretch_of_the_run(monkeypatch):
+    # --skip K: K untimed steps after the warm-up step, then the timed ones, numbered on from there.
+    import multiprocessing
+
+    from tokendist.engine import PROTOCOLS
+    from tokendist.experiments._bench import _measure_case
+
+    cls = PROTOCOLS.get("multi-port")
+    seen, real_step = [], cls.step
+    monkeypatch.setattr(cls, "step", lambda self, t, graph, w: seen.append(t) or real_step(self, t, graph, w))
+    parent, child = multiprocessing.Pipe(duplex=False)
+    _measure_case("multi-port", make_graph("torus:6x6"), np.arange(36) % 7, 3, 0, child, skip=4)
+    assert parent.recv()[0] == "ok"
+    assert seen == list(range(9))  # warm-up 0, skipped 1-4, timed 5-7, one more step for the memory
+
+
+def test_bench_skip_on_the_command_line(capsys):
+    d = _json(capsys, ["bench", "--graphs", "torus:6x6", "--algos", "multi-port", "--naive-graph", "torus:4x4",
+                       "--steps", "2", "--skip", "3", "--json"])
+    assert (d["steps"], d["skip"]) == (2, 3) and d["rows"][0]["ns_per_edge_step"] > 0
+    assert main(["bench", "--graphs", "torus:6x6", "--algos", "multi-port", "--naive-graph", "torus:4x4",
+                 "--steps", "2", "--skip", "3"]) == 0
+    assert "median and best of 2: steps 4-5 of the run" in capsys.readouterr().out
+    assert main(["bench", "--graphs", "ring:6", "--skip", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1

@@ -8,7 +8,7 @@ from ..engine import PROTOCOLS
 from ..errors import TokendistError
 from ..experiments._bench import DEFAULT_BENCH_GRAPHS, bench
 from ._app import Command, command
-from ._common import parse_key_values, positive_int
+from ._common import nonneg_int, parse_key_values, positive_int
 from ._output import print_json, progress_bar, table
 
 __all__ = ["BenchCommand", "graph_list"]
@@ -45,6 +45,9 @@ class BenchCommand(Command):
                        help=f"graph specs separated by ';' (default: {';'.join(DEFAULT_BENCH_GRAPHS)})")
         p.add_argument("--algos", default=None, help="comma-separated algorithms (default: every synchronous one)")
         p.add_argument("--steps", type=positive_int, default=5, help="timed steps per case (median and best reported; default 5)")
+        p.add_argument("--skip", type=nonneg_int, default=0,
+                       help="untimed steps after the warm-up step, before the timed ones (default 0): a later "
+                            "stretch of the run, e.g. --skip 140 for sos-iou's many short nodes")
         p.add_argument("--naive-graph", default="torus:100x100", help="graph for the naive networkx reference")
         p.add_argument("--timeout", type=timeout_seconds, default=300, help="seconds allowed per case (default 300)")
         p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
@@ -58,13 +61,17 @@ class BenchCommand(Command):
             PROTOCOLS.get(name)  # an unknown name is a one-line error now, not a skipped row per graph
         with progress_bar("bench", None, enabled=not args.json) as update:
             rows, naive = bench(graphs, algos, steps=args.steps, params=parse_key_values(args.param),
-                                naive_graph=args.naive_graph,
+                                naive_graph=args.naive_graph, skip=args.skip,
                                 timeout=args.timeout, progress=update)
         if args.json:
-            print_json({"naive_ns_per_edge_step": naive, "naive_graph": args.naive_graph,
+            print_json({"naive_ns_per_edge_step": naive, "naive_graph": args.naive_graph, "steps": args.steps,
+                        "skip": args.skip,
                         "rows": [r.__dict__ for r in rows]})
             return 0
-        table(f"one synchronous step (median and best of {args.steps}); naive networkx loop on {args.naive_graph}: "
+        timed = f"median and best of {args.steps}"
+        if args.skip:
+            timed += f": steps {args.skip + 1}-{args.skip + args.steps} of the run"
+        table(f"one synchronous step ({timed}); naive networkx loop on {args.naive_graph}: "
               f"{naive:.0f} ns per edge-step",
               ["algorithm", "graph", "m", "ns / edge-step", "best ns", "CPU ns", "floor ns", "x floor",
                "x faster than naive", "bytes / edge", "of which transient", "reset s", "note"],
