@@ -793,13 +793,15 @@ def _save_exceptions(bits, lo, hi, iou, exc_idx, exc_val):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _upper_edges(s, en, e, upper, a0, beta, first, owed_stored, x, yhat, iou):
+def _upper_edges(s, en, e, upper, a0, beta, first, owed_stored, x, yhat, iou, keep):
     """Loop (1) of :func:`sos_iou_stencil` over the rows ``s .. en - 1`` of a run, whose first upper edge is ``e``.
 
     ``yhat`` of every upper edge (eq. (4) in flow form) and the amount owed ``o = yhat + IOU``,
     stored in ``iou``; an IOU kept as the amount owed last step (``owed_stored``) is ``p -
-    trunc(p)``. Called with constant ``first`` and ``owed_stored``: each pair is compiled into
-    a loop of its own, with no test in it.
+    trunc(p)``, except where ``keep[q]`` is 1 (edge ``e + q`` is an exception, its IOU stored as
+    it is). Called with constant ``first`` and ``owed_stored``, and ``keep`` either ``None`` or a
+    byte per edge: each combination is compiled into a loop of its own, with no test in it but
+    the select on ``keep``.
     """
     nu = len(upper)
     bm1 = beta - 1.0
@@ -814,31 +816,8 @@ def _upper_edges(s, en, e, upper, a0, beta, first, owed_stored, x, yhat, iou):
             yhat[ue] = y
             p = iou[ue]
             if owed_stored:
-                p = p - np.trunc(p)
+                p = p - np.trunc(p) if keep is None else (p if keep[_U(eb + k - e)] else p - np.trunc(p))
             iou[ue] = y + p
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _upper_edges_keeping(s, en, e, upper, a0, beta, x, yhat, iou, keep):
-    """:func:`_upper_edges` after the first step (``owed_stored``) with the exceptions kept in the loop.
-
-    ``keep[q]`` is 1 where edge ``e + q`` is an exception: its IOU is used as stored (``o = y +
-    p``), where the other edges use ``p - trunc(p)``. The same operations as the save, the loop
-    and the recomputation of :func:`_run_upper`'s sparse path, so the same bits.
-    """
-    nu = len(upper)
-    bm1 = beta - 1.0
-    for i in range(s, en):
-        ui = _U(i)
-        xi = np.float64(x[ui])
-        eb = e + nu * (i - s)
-        for k in range(nu):
-            ue = _U(eb + k)
-            f = a0 * (xi - np.float64(x[_U(i + upper[k])]))
-            y = beta * f + bm1 * yhat[ue]
-            yhat[ue] = y
-            p = iou[ue]
-            iou[ue] = y + (p if keep[_U(eb + k - e)] else p - np.trunc(p))
 
 
 #: :func:`_run_upper` keeps a run's exceptions in its loop when more than one edge in this many
@@ -880,7 +859,7 @@ def _run_upper(s, en, e, upper, a0, beta, first, owed_stored, has_exc, exc_bits,
     Saving costs about 15 ns per exception (the save is the first to touch the run's IOUs, one
     at a time), so when more than one upper edge in :data:`_DENSE_EXCEPTIONS` is an exception
     (long runs, where most nodes end their steps short) the bits are unpacked to a byte per edge
-    instead and the loop selects per edge (:func:`_upper_edges_keeping`): one more specialisation
+    instead and the loop selects per edge (``keep`` of :func:`_upper_edges`): one more specialisation
     of the loop, the same bits.
     """
     hi = e + len(upper) * (en - s)
@@ -890,19 +869,19 @@ def _run_upper(s, en, e, upper, a0, beta, first, owed_stored, has_exc, exc_bits,
         keep = exc_idx.view(np.uint8)
         for ee in range(e, hi):
             keep[_U(ee - e)] = (exc_bits[_U(ee >> 3)] >> (ee & 7)) & 1
-        _upper_edges_keeping(s, en, e, upper, a0, beta, x, yhat, iou, keep)
+        _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou, keep)
         return
     nexc = 0
     if has_exc:
         nexc = _save_exceptions(exc_bits, e, hi, iou, exc_idx, exc_val)
     if owed_stored and not first:  # every step after the first
-        _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou)
+        _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou, None)
     elif owed_stored:
-        _upper_edges(s, en, e, upper, a0, beta, True, True, x, yhat, iou)
+        _upper_edges(s, en, e, upper, a0, beta, True, True, x, yhat, iou, None)
     elif first:
-        _upper_edges(s, en, e, upper, a0, beta, True, False, x, yhat, iou)
+        _upper_edges(s, en, e, upper, a0, beta, True, False, x, yhat, iou, None)
     else:
-        _upper_edges(s, en, e, upper, a0, beta, False, False, x, yhat, iou)
+        _upper_edges(s, en, e, upper, a0, beta, False, False, x, yhat, iou, None)
     for q in range(nexc):
         ue = _U(exc_idx[_U(q)])
         iou[ue] = yhat[ue] + exc_val[_U(q)]  # o = y + p, as the loop computes it
