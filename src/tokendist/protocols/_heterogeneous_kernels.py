@@ -706,7 +706,8 @@ def _iou_pay(o, t, held, owed, le, iou, exc_bits, units, exc_big):
 def _iou_pay_if(send, o, t, held, owed, le, iou, exc_bits, units, exc_big):
     """:func:`_iou_pay` where ``send``; returns ``(paid, tt, r, units, exc_big)``, ``tt`` the transfer paid on.
 
-    Where not ``send`` it returns ``(0.0, 0.0, o, units, exc_big)`` and changes nothing. Branch-free: an edge on which the node does not send is taken with ``t = 0``, so it pays
+    Where not ``send`` it returns ``(0.0, 0.0, o, units, exc_big)`` and changes nothing.
+    Branch-free: an edge on which the node does not send is taken with ``t = 0``, so it pays
     ``0.0``, stores ``o - 0.0 = o`` back (the same bits, ``-0.0`` included) and ORs a zero bit.
     """
     tt = t if send else 0.0
@@ -737,9 +738,9 @@ def _iou_settle_run(i, eb, lower, upper, edge_delta, held, owed, iou, exc_bits, 
 
     Every slot is taken, those on which the row does not send with ``t = 0`` (:func:`_iou_pay_if`),
     instead of skipping them with a branch: whether a short row sends on a slot is a coin flip to
-    the branch predictor. Eleventh pass of issue 3: 14-16% faster steps on torus:1000x1000 at step
-    150 of the bench's run, where 81% of the nodes were short (docs/elsasser-monien-schamberger.md,
-    "Eleventh pass"). The slots it does not send on are written back unchanged, so a row still
+    the branch predictor. Eleventh pass of issue 3: the kernel 3-16% faster on torus:1000x1000 at
+    step 150 of the bench's run, where 81% of the nodes were short (three alternated measurements;
+    docs/elsasser-monien-schamberger.md, "Eleventh pass"). The slots it does not send on are written back unchanged, so a row still
     writes only its own edges, bits and neighbours' loads: what the threaded kernel's chunks rely
     on (:mod:`._heterogeneous_stencil_parallel`).
     """
