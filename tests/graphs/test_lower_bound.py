@@ -10,6 +10,28 @@ from tokendist.graphs import make_graph
 from tokendist.graphs._lower_bound import lower_bound_layout
 
 
+def test_sec4_construction_size_is_checked_before_building():
+    # (1 + MU)^K <= 5,000,000 still allowed 12.6 million nodes (K = 22, MU = 1), built one Python
+    # edge at a time; the size check refuses it from the level sizes, and the edge count it
+    # checks is an upper bound of the built graph's.
+    from unittest import mock
+
+    from tokendist.graphs import _specs
+
+    with mock.patch.object(_specs, "MAX_NODES", 1_000_000):
+        with pytest.raises(TokendistError, match="12,582,910 nodes is more than"):
+            make_graph("ghosh-lower-bound:22,1", seed=0)
+    import tokendist.graphs._lower_bound as lower_bound
+
+    seen = []
+    with mock.patch.object(lower_bound, "check_size", lambda spec, n, m=None: seen.append((n, m))):
+        for spec in ("ghosh-lower-bound:4,1", "ghosh-lower-bound:6,0.5,6,3", "ghosh-lower-bound:8,1,3,1",
+                     "ghosh-lower-bound:10,0.3,5,4", "ghosh-lower-bound:6,1,0,1"):
+            g = make_graph(spec, seed=1)
+            n, m = seen[-1]
+            assert n == g.n and g.m <= m, spec
+
+
 @pytest.mark.parametrize("k,mu,inner,down", [(4, 1.0, 4, 2), (6, 1.0, 3, 1), (8, 0.5, 4, 2), (6, 1 / 3, 4, 2)])
 def test_sec4_construction_sizes_and_degrees(k, mu, inner, down):
     g = make_graph(f"ghosh-lower-bound:{k},{mu},{inner},{down}", seed=1)

@@ -27,6 +27,7 @@ def _graph(n, a, b, spec, **kw) -> Graph:
 
 def path_graph(n: int) -> Graph:
     """The path 0 - 1 - ... - (n-1)."""
+    check_size(f"path:{n}", n, max(n - 1, 0))
     i = np.arange(n - 1)
     return _graph(n, i, i + 1, f"path:{n}")
 
@@ -35,12 +36,14 @@ def ring_graph(n: int) -> Graph:
     """The cycle 0 - 1 - ... - (n-1) - 0 (n >= 3)."""
     if n < 3:
         raise SpecError(f"a ring needs at least 3 nodes (got {n})")
+    check_size(f"ring:{n}", n, n)
     i = np.arange(n)
     return _graph(n, i, (i + 1) % n, f"ring:{n}")
 
 
 def star_graph(k: int) -> Graph:
     """The star with centre 0 and leaves 1..k."""
+    check_size(f"star:{k}", k + 1, k)
     i = np.arange(1, k + 1)
     return _graph(k + 1, np.zeros(k, dtype=np.int64), i, f"star:{k}")
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import SpecError, TokendistError
 from ._model import Graph
-from ._specs import topology
+from ._specs import check_size, topology
 
 __all__ = ["LowerBoundLayout", "lower_bound_layout", "lower_bound_graph", "lower_bound_loads"]
 
@@ -101,6 +101,10 @@ def _parse(arg: str) -> tuple[int, float, int, int]:
 def lower_bound_layout(k: int, mu: float, inner: int = 4, down: int = 2) -> LowerBoundLayout:
     """The level sizes and the level of every node of G' (no edges)."""
     sizes = tuple(max(1, int(round((1 + mu) ** i))) for i in range(k + 1))
+    n = 2 * sum(sizes[:k]) + sizes[k]
+    # At most: INNER / 2 expander edges per node, DOWN edges from each node to the level below
+    # (twice from the shared level L_k, once from each side), and the edge e.
+    check_size(f"ghosh-lower-bound:{k},{mu:g},{inner},{down}", n, n * inner // 2 + (n + sizes[k]) * down + 1)
     side = np.concatenate([np.zeros(sum(sizes), np.int64), np.ones(sum(sizes[:k]), np.int64)])
     level = np.concatenate([np.repeat(np.arange(k + 1), sizes), np.repeat(np.arange(k), sizes[:k])])
     return LowerBoundLayout(k, mu, inner, down, sizes, side, level)
