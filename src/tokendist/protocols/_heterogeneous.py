@@ -19,13 +19,14 @@ default 2, which with speeds ``>= 1`` gives ``M_ii >= 1/2``, so ``gamma = mu_2``
 ``allow_invalid`` (run even when M has a negative diagonal; default false: refuse with an error).
 ``fos``, ``fos-floor``, ``sos`` and ``sos-iou`` also take ``threads`` (default 1; k > 1 runs the
 numba step on k threads, same results: :mod:`._heterogeneous_parallel`; ``sos-iou`` on a torus or
-ring: :mod:`._heterogeneous_stencil_parallel`). ``sos-iou`` and ``fos-floor`` default to ``auto``:
+ring: :mod:`._heterogeneous_stencil_parallel`; on ``hypercube:d``, ``d >= 13``:
+:mod:`._heterogeneous_sos_cube_parallel`). ``sos-iou`` and ``fos-floor`` default to ``auto``:
 on a graph of at least :data:`AUTO_MIN_NODES` nodes, in a process that allows threads (the
 ``tokendist`` command; a program after ``tokendist.allow_auto_threads()``), they time their serial
 and threaded kernels, which give the same bits, on the run's own steps and run the faster
-(:mod:`._measured_choice`): ``sos-iou`` its stencil kernels on tori and rings and its CSR kernels
-on graphs other than hypercubes (whose serial cube kernel stays), ``fos-floor`` its CSR kernels
-on graphs without a stencil. The serial kernel elsewhere.
+(:mod:`._measured_choice`): ``sos-iou`` its stencil kernels on tori and rings, its cube kernels
+on hypercubes and its CSR kernels elsewhere, ``fos-floor`` its CSR kernels on graphs without a
+stencil. The serial kernel elsewhere.
 
 All schemes accept a different graph every step (``dynamic = True``): edge failures keep the base
 graph's nodes and speeds; mobility builds a new disc graph. Per-edge state (SOS flows, IOUs) is
@@ -50,6 +51,7 @@ from ._heterogeneous_parallel import (AUTO_THREADS_PARAM, SOS_BLOCK, THREADS_PAR
                                       sos_real_step_par, use_threads)
 from ._measured_choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_allowed, auto_threads_param
 from ._heterogeneous_stencil_parallel import STENCIL_CHUNKS_PER_THREAD, sos_iou_stencil_par, stencil_chunks
+from ._heterogeneous_sos_cube_parallel import cube_chunk_bits, sos_iou_cube_par
 from ._heterogeneous_node import fos_node_flows, node_publish, sos_iou_node_sends, sos_node_flows
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
@@ -617,6 +619,38 @@ class SOSIOU(_SecondOrder):
         if getattr(self, "_exc_bits", None) is not None:
             self._exc_bits[:] = 0
 
+    def _cube_dimension(self, graph, mode):
+        """``d`` when the step runs a hypercube kernel, else None.
+
+        As for ``sos``, but with ``threads=k`` too where :func:`cube_chunk_bits` can cut the cube
+        (``d`` at least 13): the threaded cube kernel (:mod:`._heterogeneous_sos_cube_parallel`)
+        keeps the state by dimension as the serial one does.
+        """
+        if mode != COEF_SCALAR:
+            return None
+        d = graph.cube_dimension
+        if d is None or d < SOS_CUBE_MIN_DIMENSION:
+            return None
+        threads = self.options["threads"]
+        if use_threads(self.name, threads) and not cube_chunk_bits(d, threads):
+            return None  # too small to cut: the threaded row blocks
+        return d
+
+    def _cube_step(self, graph, d, a0, tail):
+        """The serial cube kernel; with ``threads=k`` the threaded one; with ``threads=auto`` on a
+        large cube, where threads are allowed, the faster now of the two (the same bits)."""
+        def serial():
+            return sos_iou_cube(d, a0, *tail)
+
+        def threaded(k):
+            q = cube_chunk_bits(d, k)
+            return run_blocks(sos_iou_cube_par, d, q, a0, *tail) if q else serial()
+
+        threads = self.options["threads"]
+        if use_threads(self.name, threads):
+            return threaded(threads)
+        return self._race(graph, serial, threaded)
+
     def _stencil_chunks(self, graph, mode, threads):
         """The arguments of :func:`sos_iou_stencil_par` on ``threads`` threads, or None.
 
@@ -665,7 +699,7 @@ class SOSIOU(_SecondOrder):
         tail = (self.beta, first, self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou",
                 self._x(loads), loads, yhat, iou, out, outflow)
         if d is not None:  # same results bit for bit, the state by dimension
-            res = sos_iou_cube(d, a0, *tail)
+            res = self._cube_step(graph, d, a0, tail)
         elif chunks is not None:  # threads=k on a torus or ring: same results bit for bit
             res = run_blocks(sos_iou_stencil_par, graph.indptr, graph.indices, graph.csr_edges, *chunks, a0, *tail)
         elif runs is not None:

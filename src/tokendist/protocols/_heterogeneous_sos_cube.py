@@ -261,6 +261,16 @@ def _iou_across_upper(B, c0, io, owed, delta):
 
 
 @numba.njit(inline="always")
+def _iou_across_read(B, c0, io, owed, delta):
+    # An unset dimension k >= dl (threaded kernel): the block is the lower end of B edges to
+    # another chunk, whose o was computed before the chunks were walked.
+    for r in range(B):
+        t = np.trunc(io[c0 + _U(r)])
+        owed[r] += max(t, 0.0)
+        delta[r] -= t
+
+
+@numba.njit(inline="always")
 def _iou_inside(h, B, c0, base, a0, beta, bm1, first, owed_stored, exc_read, fx, yh, io, owed, delta, big):
     # A dimension 2^k = h < B: every edge of the dimension in the block, added to both ends.
     uh = _U(h)
@@ -330,15 +340,34 @@ def sos_iou_cube(d, a0, beta, first, owed_stored, has_exc, exc_bits, pay_iou, x,
     outflow. Returns the row loop's ``(moved, short_nodes, iou_units, iou_max, any_exception)``,
     and writes its loads and outflows, bit for bit (:func:`_sos_iou_cube_pass`).
     """
+    n = loads.shape[0]
+    no_list = np.empty(0, np.int64)
+    no_owed = np.empty(0)
     if has_exc:  # the bit test compiled in only when a bit may be set
-        return _sos_iou_cube_pass(d, a0, beta, first, owed_stored, exc_bits, exc_bits, pay_iou, x, loads, yhat, iou,
-                                  out, owe)
-    return _sos_iou_cube_pass(d, a0, beta, first, owed_stored, None, exc_bits, pay_iou, x, loads, yhat, iou, out, owe)
+        res = _sos_iou_cube_pass(d, d, 0, n, a0, beta, first, owed_stored, exc_bits, exc_bits, pay_iou, x, loads, yhat,
+                                 iou, out, owe, no_list, no_owed)
+    else:
+        res = _sos_iou_cube_pass(d, d, 0, n, a0, beta, first, owed_stored, None, exc_bits, pay_iou, x, loads, yhat,
+                                 iou, out, owe, no_list, no_owed)
+    moved, short, biggest, units, exc_big, any_exc, _ = res
+    if not any_exc:
+        # Every IOU is o - trunc(o), of size below 1: no owed unit.
+        return moved, short, 0.0, biggest, False
+    return moved, short, units, exc_big, True
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _sos_iou_cube_pass(d, a0, beta, first, owed_stored, exc_read, exc_bits, pay_iou, x, loads, yhat, iou, out, owe):
-    """Integer SOS with IOUs by dimensions: :func:`sos_iou_cube` with the bit test as a type.
+def _sos_iou_cube_pass(d, dl, n0, n1, a0, beta, first, owed_stored, exc_read, exc_bits, pay_iou, x, loads, yhat, iou,
+                       out, owe, listed, listed_owed):
+    """Integer SOS with IOUs by dimensions, nodes ``n0 .. n1 - 1``: :func:`sos_iou_cube` with the bit test as a type.
+
+    ``dl = d`` and the whole cube (``n0 = 0``, ``n1 = n``) is :func:`sos_iou_cube`'s step. The
+    threaded kernel (:mod:`._heterogeneous_sos_cube_parallel`) walks a chunk of ``2^dl`` nodes
+    with ``dl < d``: the edges of dimensions ``dl .. d - 1`` join it to other chunks; their
+    ``yhat`` and ``o`` are computed before (every end only reads them here), and a short node
+    pays on them after, listed with what it owes at ``listed[listed_count]`` and
+    ``listed_owed[...]`` (from ``n0`` on). Returns ``(moved, short, biggest, units, exc_big,
+    any_exc, listed_count)``.
 
     A block takes its dimensions in any order (every sum is exact): an edge across ``k >= b`` is
     computed by its lower block and read back by the upper one (taken later: blocks go in
@@ -349,8 +378,7 @@ def _sos_iou_cube_pass(d, a0, beta, first, owed_stored, exc_read, exc_bits, pay_
     against 19 ns per edge for the row loop on hypercube:20 with 258,000 short nodes); last,
     the outflows and the loads.
     """
-    n = loads.shape[0]
-    half = _U(n >> 1)
+    half = _U(loads.shape[0] >> 1)
     b = min(d, CUBE_BLOCK_BITS)
     B = 1 << b
     bm1 = beta - 1.0
@@ -369,7 +397,8 @@ def _sos_iou_cube_pass(d, a0, beta, first, owed_stored, exc_read, exc_bits, pay_
     units = 0.0
     exc_big = 0.0
     any_exc = False
-    for i0 in range(0, n, B):
+    n_listed = 0
+    for i0 in range(n0, n1, B):
         for r in range(B):
             fx[r] = np.float64(x[_U(i0 + r)])
             owed[r] = 0.0
@@ -382,6 +411,8 @@ def _sos_iou_cube_pass(d, a0, beta, first, owed_stored, exc_read, exc_bits, pay_
                             iou[k], owed, delta, big)
             elif i0 & h:
                 _iou_across_upper(B, _U(cube_flow_slot(i0 - h, k)), iou[k], owed, delta)
+            elif k >= dl:  # to another chunk: computed before, read here
+                _iou_across_read(B, _U(cube_flow_slot(i0, k)), iou[k], owed, delta)
             else:
                 _iou_across_lower(B, _U(cube_flow_slot(i0, k)), _U(i0 + h), _U(k) * half, a0, beta, bm1, first,
                                   owed_stored, exc_read, fx, x, yhat[k], iou[k], owed, delta, big)
@@ -398,16 +429,18 @@ def _sos_iou_cube_pass(d, a0, beta, first, owed_stored, exc_read, exc_bits, pay_
                     count += 1
         if count:
             any_exc = True
-            for k in range(d):
+            if dl < d:  # listed, with what it owes, to pay across chunks later
+                for s in range(count):
+                    listed[_U(n0 + n_listed)] = i0 + shorts[s]
+                    listed_owed[_U(n0 + n_listed)] = owed[shorts[s]]
+                    n_listed += 1
+            for k in range(dl):
                 moved, units, exc_big = _iou_pay(k, b, half, i0, shorts, count, loads, owed, delta, paid_sum, iou[k],
                                                  exc_bits, out, moved, units, exc_big)
             for s in range(count):
-                owed[shorts[s]] = paid_sum[shorts[s]]  # a short node's outflow is what it paid
+                owed[shorts[s]] = paid_sum[shorts[s]]  # a short node's outflow is what it paid (so far)
         for r in range(B):
             i = _U(i0 + r)
             owe[i] = owed[r]
             out[i] += loads[i] + np.int64(delta[r])  # out starts at 0: it may hold corrections from short neighbours
-    if not any_exc:
-        # Every IOU is o - trunc(o), of size below 1: no owed unit.
-        return moved, short, 0.0, biggest, False
-    return moved, short, units, exc_big, True
+    return moved, short, biggest, units, exc_big, any_exc, n_listed
