@@ -4,6 +4,7 @@ import importlib.util
 import pathlib
 import re
 
+import numba
 import pytest
 
 BENCHMARKS = pathlib.Path(__file__).parent.parent / "benchmarks"
@@ -58,6 +59,18 @@ def test_sos_hypercube(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[1].split() == ["case", "row", "cube", "row", "/", "cube"]
     assert [line.split(",")[0].split()[0] for line in out[2:]] == ["sos", "sos-iou", "sos-iou"]
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="the threaded chain needs two numba threads")
+def test_sos_hypercube_threaded_chain(capsys):
+    # The threaded cube kernel as a third chain of the sos-iou cases (its loads checked against
+    # the others' by the script after every step); sos has none.
+    _load("sos_hypercube").main(["--dim", "13", "--steps", "2", "--warm", "2", "--threads", "2"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split()[-6:] == ["cube,", "2", "threads", "cube", "/", "threaded"]
+    rows = [line.split() for line in out[2:]]
+    assert rows[0][-2:] == ["-", "-"]
+    assert all(float(r[-1]) > 0 for r in rows[1:])
 
 
 def test_sos_iou_torus(capsys):
