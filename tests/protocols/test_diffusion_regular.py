@@ -7,6 +7,7 @@ numpy/scipy reference (``kernel=numpy``), the rounding formula against exact int
 the fallback for load differences of 2**29 or more.
 """
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from tokendist._random import counter_uniform, stream
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
-from tokendist.protocols._diffusion_kernels import head_threshold, reciprocal
+from tokendist.protocols._diffusion_kernels import _trunc32, head_threshold, reciprocal
 
 ROUNDED = ["diffusion-floor", "diffusion-ceil", "diffusion-random", "diffusion-oriented"]
 REGULAR = ["torus:3x4", "torus:5x5", "torus:3x3x3", "hypercube:3", "hypercube:5", "ring:7", "complete:5",
@@ -70,6 +71,26 @@ def test_sec4_shifted_truncation_is_the_exact_floor_and_ceiling(q):
     # (off_c) of the signed quotient d / q.
     np.testing.assert_array_equal(np.floor(x + off_f).astype(np.int64), d // q)
     np.testing.assert_array_equal(np.floor(x + off_c).astype(np.int64), -(-d // q))
+
+
+def test_trunc32_truncates_exactly_below_2_30_and_clamps_beyond():
+    # The rounded kernels convert float64 -> int64 through int32 (AVX2 has a packed conversion to
+    # int32 only); within |v| < 2**30 that is trunc(v), beyond it clamps instead of wrapping or
+    # hitting LLVM's undefined out-of-range conversion (such steps are redone on the general path).
+    rng = np.random.default_rng(0)
+    v = np.concatenate([rng.uniform(-(2.0**30), 2.0**30, 100000), np.arange(-5, 5, 0.25),
+                        [2.0**30 - 0.5, -(2.0**30) + 0.5, -0.0, 0.5, -0.5, 2.0**30 - 1e-7]])
+    np.testing.assert_array_equal(_trunc32_all(v), np.trunc(v).astype(np.int64))
+    big = np.array([2.0**30, 2.0**31, 2.0**40, 1e300, np.inf, -(2.0**30), -(2.0**33), -np.inf])
+    np.testing.assert_array_equal(_trunc32_all(big), np.sign(big).astype(np.int64) * 2**30)
+
+
+@numba.njit
+def _trunc32_all(v):
+    out = np.empty(v.shape[0], np.int64)
+    for k in range(v.shape[0]):
+        out[k] = _trunc32(v[k])
+    return out
 
 
 def test_head_threshold_is_the_float_comparison():
@@ -133,9 +154,12 @@ def test_sec4_fallback_for_huge_differences_matches_the_reference():
 def test_sec4_load_span_at_the_fallback_bound_matches_the_reference(span):
     # The regular path runs while the loads span less than 2**29 (every |d| is then below it) and
     # hands the step to the snapping path from 2**29 on: both sides of the bound, on a torus and
-    # a hypercube, equal the numpy reference for every rounding.
-    for spec in ("torus:4x5", "hypercube:4"):
+    # a hypercube (CSR rows) and on a torus and a ring with an offset stencil, equal the numpy
+    # reference for every rounding. Just under the bound the kernels' 32-bit conversions (see
+    # _trunc32) take differences of up to 2**29 - 1.
+    for spec in ("torus:4x5", "hypercube:4", "torus:8x8", "ring:10"):
         g = make_graph(spec)
+        assert (g.stencil is not None) == (spec in ("torus:8x8", "ring:10"))
         loads = np.random.default_rng(span).integers(0, span + 1, g.n)
         loads[0], loads[1] = 0, span  # (nodes 0 and 1 are adjacent in both)
         for algo in ROUNDED:

@@ -57,7 +57,8 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["diffuse_step", "rounded_step", "diffuse_stencil_step", "rounded_stencil_step", "counter_uniform_nb", "reciprocal", "head_threshold", "SNAP", "COIN_BLOCK"]
+__all__ = ["diffuse_step", "rounded_step", "diffuse_stencil_step", "rounded_stencil_step", "counter_uniform_nb",
+           "reciprocal", "head_threshold", "SNAP", "COIN_BLOCK"]
 
 #: Loads whose products ``P_ij (load[i] - load[j])`` lie within SNAP (relative) of an integer count
 #: as that integer, so that a floating-point P such as 1/3 rounds as the exact rational would.
@@ -143,6 +144,33 @@ def _fill_heads(base, threshold, heads):
 def head_threshold(p: float) -> int:
     """``ceil(p * 2**53)``: ``counter_uniform(...) < p`` iff the draw's top 53 bits are below it."""
     return int(math.ceil(p * float(1 << 53)))
+
+
+#: :func:`_trunc32` is exact below this size (every amount of a valid regular-path step is below 2**28 + 1).
+_CLAMP = float(1 << 30)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _trunc32(v):
+    """``trunc(v)`` as int64 through int32: exact for ``|v| < 2**30``, clamped to ``+-2**30`` beyond.
+
+    Why 32 bits: AVX2 has packed conversions between float64 and int32 but none to or from
+    int64 (those are AVX-512), so with int64 LLVM converted slot by slot and the rounded row
+    loops ran 2-3x slower on this machine's AMD EPYC than on the AVX-512 machine they were tuned
+    on (docs/subramanian-scherson.md, "Issue 3, twelfth pass"). The regular paths' amounts are
+    ``(w_i - w_j) / q`` plus a shift below 1 with ``|w_i - w_j| < 2**29`` whenever their results
+    are used (the loads span less than 2**29; otherwise the step is redone on the general path),
+    and the differences themselves go through int32 the same way. The clamp keeps a discarded
+    step's out-of-range values away from LLVM's undefined float-to-int conversion.
+    """
+    return np.int64(np.int32(min(max(v, -_CLAMP), _CLAMP)))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _diff32(wi, wj):
+    """``float(wi - wj)`` through int32 (a packed conversion on AVX2): exact while ``|wi - wj| < 2**31``
+    (see :func:`_trunc32`)."""
+    return np.float64(np.int32(wi - wj))
 
 
 # ---------------------------------------------------------------------- continuous diffusion
@@ -299,27 +327,26 @@ def _regular_rows(indices, csr_edges, D, p, q, along, heads, loads, own, mode, c
         base = D * r
         for kk in range(D):
             k = base + kk
-            d = wi - loads[indices[k]]
-            x = d * p
+            x = _diff32(wi, loads[indices[k]]) * p
             # The shift picks the rounding: off_f floors, off_c ceils (one conversion per slot;
             # the random and oriented choices enter as 0/1 arithmetic, since coins do not predict).
             if mode == FLOOR:
-                a = np.int64(x + math.copysign(off_f, x))
+                a = _trunc32(x + math.copysign(off_f, x))
             elif mode == CEIL:
-                a = np.int64(x + math.copysign(off_c, x))
+                a = _trunc32(x + math.copysign(off_c, x))
             elif mode == RANDOM:
-                a = np.int64(x + math.copysign(off_f + span * np.float64(heads[csr_edges[k]]), x))
+                a = _trunc32(x + math.copysign(off_f + span * np.float64(heads[csr_edges[k]]), x))
             elif mode == ORIENTED:
                 # The sender rounds up along the orientation: the signed amount is ceil(x) when the
                 # edge points away from i (i sends the ceiling, or j sends the floor of -x) and
                 # floor(x) when it points towards i; floor(x + 1/(2q)) and floor(x + 1 - 1/(2q))
                 # are those exactly, by the argument above. No sign enters (no copysign, no xor
                 # with d < 0): 10-20% faster than the magnitude form.
-                a = np.int64(np.floor(x + (off_f + span * np.float64(along[k]))))
+                a = _trunc32(np.floor(x + (off_f + span * np.float64(along[k]))))
             else:
-                fl = np.int64(x + math.copysign(off_f, x))
+                fl = _trunc32(x + math.copysign(off_f, x))
                 # coin=fraction: HEAD below the float fraction |x| - floor, as on the general path.
-                a = np.int64(x + math.copysign(off_f + span * np.float64(coins[k] < abs(x) - abs(fl)), x))
+                a = _trunc32(x + math.copysign(off_f + span * np.float64(coins[k] < abs(x) - abs(fl)), x))
             # a, signed: what i sends (> 0) or receives (< 0).
             delta -= a
             sent += max(a, 0)
@@ -537,12 +564,12 @@ def _shifted(mode, x, off_f, off_c, span, flag):
     # The amount of _regular_rows for one slot: ``flag`` is the HEAD byte (random) or the along
     # byte (oriented), as a float 0/1; see there for why the shifted truncation is exact.
     if mode == FLOOR:
-        return np.int64(x + math.copysign(off_f, x))
+        return _trunc32(x + math.copysign(off_f, x))
     if mode == CEIL:
-        return np.int64(x + math.copysign(off_c, x))
+        return _trunc32(x + math.copysign(off_c, x))
     if mode == RANDOM:
-        return np.int64(x + math.copysign(off_f + span * flag, x))
-    return np.int64(np.floor(x + (off_f + span * flag)))  # ORIENTED
+        return _trunc32(x + math.copysign(off_f + span * flag, x))
+    return _trunc32(np.floor(x + (off_f + span * flag)))  # ORIENTED
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -625,7 +652,7 @@ def _rounded_runs(indices, csr_edges, D, p, q, along, heads, loads, mode, starts
                         flag = np.float64(heads[_U(_pick(k, e0, e1, e2, e3, e4, e5, e6, e7) + nu * i)])
                     elif mode == ORIENTED:
                         flag = np.float64(along[slot])
-                    a = _shifted(mode, (wi - loads[_U(i + lower[k])]) * p, off_f, off_c, span, flag)
+                    a = _shifted(mode, _diff32(wi, loads[_U(i + lower[k])]) * p, off_f, off_c, span, flag)
                     delta -= a
                     sent += max(a, 0)
                 for k in range(len(upper)):
@@ -634,7 +661,7 @@ def _rounded_runs(indices, csr_edges, D, p, q, along, heads, loads, mode, starts
                         flag = np.float64(heads[_U(_pick(nl + k, e0, e1, e2, e3, e4, e5, e6, e7) + nu * i)])
                     elif mode == ORIENTED:
                         flag = np.float64(along[_U(ds * i + nl + k)])
-                    a = _shifted(mode, (wi - loads[_U(i + upper[k])]) * p, off_f, off_c, span, flag)
+                    a = _shifted(mode, _diff32(wi, loads[_U(i + upper[k])]) * p, off_f, off_c, span, flag)
                     delta -= a
                     sent += max(a, 0)
                 new = wi + delta
