@@ -16,8 +16,8 @@ from hypothesis import given, settings, strategies as st
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
 from tokendist.graphs._stencil import find_stencil, lower_edge_runs
-from tokendist.protocols._heterogeneous_kernels import (_DENSE_EXCEPTIONS, _count_bits, _run_upper,
-                                                        fos_floor_stencil, fos_floor_step, fos_real_stencil,
+from tokendist.protocols._heterogeneous_kernels import (_DENSE_EXCEPTIONS, _count_bits, _iou_settle_run,
+                                                        _pay_run, _run_upper, fos_floor_stencil, fos_floor_step, fos_real_stencil,
                                                         fos_real_step, sos_iou_stencil, sos_iou_step,
                                                         sos_real_stencil, sos_real_step)
 
@@ -215,3 +215,52 @@ def test_run_upper_takes_the_dense_path_above_its_threshold(density, dense):
     bits = np.packbits(rng.random(2048) < density, bitorder="little")
     assert (_DENSE_EXCEPTIONS * _count_bits(bits, 5, 2005) > 2000) == dense
     assert _count_bits(bits, 5, 2005) == np.unpackbits(bits, bitorder="little")[5:2005].sum()
+
+
+def _settle_rows(s, en, e, lower, upper, delta, loads, owe, iou, bits, out):
+    """(2b) row by row, as sos_iou_stencil does below _DENSE_SHORT: every short row in node order."""
+    nu, moved, units, exc_big = len(upper), 0, 0.0, 0.0
+    for i in range(s, en):
+        if owe[i] > loads[i]:
+            paid, dd, dm, units, exc_big = _iou_settle_run(i, e + nu * (i - s), lower, upper, delta, loads[i], owe[i],
+                                                           iou, bits, out, units, exc_big, en)
+            owe[i], out[i], moved = paid, out[i] + dd, moved + dm
+    return moved, units, exc_big
+
+
+@settings(max_examples=40, deadline=None)
+@given(spec=st.sampled_from(["torus:8x8", "torus:12x12", "ring:16"]), seed=st.integers(0, 2**31),
+       short=st.floats(0.0, 1.0), density=st.sampled_from([0.0, 0.3]))
+def test_theorem1_pay_run_equals_the_rows_paying_one_by_one(spec, seed, short, density):
+    # _pay_run (all short rows of a run at once, by edges) against _iou_settle_run row by row on the
+    # longest run of the stencil: loads, what each row paid, IOUs, bits and tallies equal. Rows
+    # short with probability `short`; the neighbours outside the run are written too (the lower
+    # neighbours of the first rows, the upper ones past the run), and bits set before (density)
+    # are kept.
+    g, st_ = _forced(spec)
+    starts, ends, delta = lower_edge_runs(st_, g.csr_edges)
+    r = int(np.argmax(ends - starts))
+    s, en = int(starts[r]), int(ends[r])
+    e = int(np.searchsorted(g.u, s))
+    rng = np.random.default_rng(seed)
+    n, m, nu, nl = g.n, g.m, len(st_.upper), len(st_.lower)
+    loads = rng.integers(0, 20, n)
+    owe = np.where(rng.random(n) < short, loads + rng.integers(1, 30, n), rng.integers(0, 20, n) * (rng.random(n) < 0.5))
+    owe = owe.astype(np.float64)
+    iou = np.trunc(rng.normal(0.0, 6.0, m)) + rng.uniform(-0.99, 0.99, m)
+    bits = _bits(rng, m, density)
+    out = rng.integers(0, 50, n)
+    L = en - s
+    results = []
+    for dense in (False, True):
+        o, io, b, ow = out.copy(), iou.copy(), bits.copy(), owe.copy()
+        if dense:
+            res = _pay_run(s, en, e, st_.lower, st_.upper, delta, loads, ow, io, b, o, np.empty(L * nu), np.empty(L * nu),
+                           np.empty(L * nl), np.empty(L * nl))
+        else:
+            res = _settle_rows(s, en, e, st_.lower, st_.upper, delta, loads, ow, io, b, o)
+        results.append((res, o, io, b, ow))
+    (r1, *a1), (r2, *a2) = results
+    assert r1 == r2
+    assert _same(a1, a2)
+

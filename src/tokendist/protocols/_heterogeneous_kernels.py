@@ -773,6 +773,155 @@ def _iou_settle_run(i, eb, lower, upper, edge_delta, held, owed, iou, exc_bits, 
     return paid_sum, delta, moved, units, exc_big
 
 
+#: (2b) of :func:`sos_iou_stencil` pays a run's short rows with :func:`_pay_run` (passes over
+#: every row) when more than one row in this many is short, else row by row.
+_DENSE_SHORT = 2
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _paid_only(x, pay):
+    """``x`` where ``pay``, else ``+0.0``: a select on the bits (no branch)."""
+    return _bits_float(_float_bits(x) & -np.int64(pay))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _paid_tallies(e0, stride, count, backs, iou, exc_bits, moved, units, exc_big):
+    """Bits and tallies of the edges ``e0 + stride c`` (``c < count``) that were paid (``backs[c] != 0``).
+
+    Their exception bits are set (built a byte at a time in a register: a read-modify-write of
+    the byte per edge waited on the previous store), ``sum |back|``, the units and the largest
+    IOU of the paid ones updated. Returns ``(moved, units, exc_big)``.
+    """
+    byte = -1
+    acc = np.uint8(0)
+    for c in range(count):
+        le = e0 + stride * c
+        b = backs[_U(c)]
+        pay = b != 0.0
+        rr = _paid_only(np.abs(iou[_U(le)]), pay)
+        moved += abs(b)
+        units += np.floor(rr)
+        exc_big = max(exc_big, rr)
+        if le >> 3 != byte:
+            if byte >= 0:
+                exc_bits[_U(byte)] |= acc
+            byte = le >> 3
+            acc = np.uint8(0)
+        acc |= np.uint8(np.uint8(pay) << (le & 7))
+    if byte >= 0:
+        exc_bits[_U(byte)] |= acc
+    return moved, units, exc_big
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _pay_run(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out, backs, paids, backs_below,
+             paids_below):
+    """(2b) of :func:`sos_iou_stencil` for every short row of the run ``s .. en - 1`` at once; the same results.
+
+    :func:`_iou_settle_run` row by row (node order, ``read_below = en``) makes each short row pay
+    on every edge it sends on. A payment depends only on the edge's ``o``, the sender's load and
+    what it owes (``owe``, as loop (2a) left it), so the edges can be taken in any order, each
+    once, by its sender. Three passes over all the rows of the run, without a branch on the data
+    (whether a node is short, or sends on an edge, is a coin flip to the branch predictor):
+
+    (A) every upper edge of the run: its sender is its lower end (``t > 0``) or its upper end
+        (``t < 0``) if that is a row of the run; what is paid, ``o - paid`` stored (``o`` where
+        nobody pays), and per edge ``back = t - paid`` (0 where nobody pays) and ``paid``
+        (``backs``, ``paids``: scratch of ``len(upper)`` values per row);
+    (B) the edges that end at a row of the run from below it (lower slots whose edge lies before
+        the run): the row pays where it sends (``t < 0``), its lower neighbour, which has read
+        ``t``, gets ``back``; ``back`` and ``paid`` per row and slot (``backs_below``,
+        ``paids_below``: ``len(lower)`` values per row);
+    (C) per row: its load (``+back`` of each of its upper edges and ``-back`` of each of its
+        lower edges, whoever paid: each end has read ``t``, so each gets ``paid`` instead), what
+        it paid (``owe``, short rows only), the bits and tallies of every edge it paid, and
+        ``paid - trunc(o - paid)`` to an upper neighbour past the run (it reads the edge later).
+
+    Every edge a row pays on has ``|back| >= 1`` (a short row pays less than ``t``), every other
+    edge ``back = 0``. Returns ``(moved, units, exc_big)``: the change of ``moved`` (the tokens not
+    paid, negative) and the exception tallies of the payments (integer-valued float sums, exact
+    in any order, as the row loop's).
+    """
+    nu = len(upper)
+    nl = len(lower)
+    L = en - s
+    # (A) The run's upper edges paid by a row of the run.
+    for r in range(L):
+        i = s + r
+        ui = _U(i)
+        short_i = owe[ui] > loads[ui]
+        for k in range(nu):
+            q = _U(nu * r + k)
+            j = i + upper[k]
+            uj = _U(j)
+            o = iou[_U(e) + q]
+            t = np.trunc(o)
+            send_i = short_i & (t > 0.0)
+            send_j = (t < 0.0) & (j < en) & (owe[uj] > loads[uj])  # owe[j] past the run: not used
+            pay = send_i | send_j
+            tt = t if pay else 0.0
+            held = loads[ui] if send_i else loads[uj]
+            total = owe[ui] if send_i else (owe[uj] if send_j else 1.0)
+            paid = np.sign(tt) * np.floor((np.abs(tt) * np.float64(held)) / total)
+            iou[_U(e) + q] = o - paid
+            backs[q] = tt - paid
+            paids[q] = paid
+    # (B) Edges from below the run to its rows: the row, their upper end, sends where t < 0.
+    for k in range(nl):
+        below = min(L, (-edge_delta[k] + nu - 1) // nu)  # rows r with nu r + edge_delta[k] < 0
+        for r in range(below):
+            i = s + r
+            ui = _U(i)
+            le = _U(e + nu * r + edge_delta[k])
+            o = iou[le]
+            t = np.trunc(o)
+            pay = (t < 0.0) & (owe[ui] > loads[ui])
+            tt = t if pay else 0.0
+            paid = np.sign(tt) * np.floor((np.abs(tt) * np.float64(loads[ui])) / (owe[ui] if pay else 1.0))
+            iou[le] = o - paid
+            back = tt - paid
+            backs_below[_U(nl * r + k)] = back
+            paids_below[_U(nl * r + k)] = paid
+            out[_U(i + lower[k])] += np.int64(back)
+    # (C) Per row: its load, what it paid, and paid - trunc(o - paid) to an upper neighbour past
+    # the run (it reads the edge later). Every read and write is a stream at a fixed offset and
+    # no value is carried from row to row, so the loop vectorises.
+    for r in range(L):
+        i = s + r
+        ui = _U(i)
+        delta = 0.0
+        paid_sum = 0.0
+        for k in range(nl):
+            qq = nu * r + edge_delta[k]
+            if qq >= 0:  # an upper edge of the run, taken in (A)
+                b = backs[_U(qq)]
+                p = paids[_U(qq)]
+            else:
+                b = backs_below[_U(nl * r + k)]
+                p = paids_below[_U(nl * r + k)]
+            delta -= b  # the upper end: -back whoever paid
+            paid_sum -= min(p, 0.0)  # p < 0 where this row paid (t < 0), else p >= 0 or nobody paid
+        for k in range(nu):
+            q = _U(nu * r + k)
+            b = backs[q]
+            p = paids[q]
+            delta += b  # the lower end: +back whoever paid
+            paid_sum += max(p, 0.0)  # p > 0 where this row paid (t > 0), else p <= 0
+            j = i + upper[k]
+            if j >= en:  # reads the edge later, as trunc(o - paid): it gets paid - trunc(o - paid)
+                out[_U(j)] += np.int64(p - np.trunc(iou[_U(e) + q])) * np.int64(b > 0.0)
+        out[ui] += np.int64(delta)
+        total = owe[ui]
+        owe[ui] = paid_sum if total > loads[ui] else total  # a store either way: no branch
+    # (D) The bits and tallies of every edge paid: (A)'s edges in order, then (B)'s.
+    moved, units, exc_big = _paid_tallies(e, 1, L * nu, backs, iou, exc_bits, 0.0, 0.0, 0.0)
+    for k in range(nl):
+        below = min(L, (-edge_delta[k] + nu - 1) // nu)
+        moved, units, exc_big = _paid_tallies(e + edge_delta[k], nu, below, backs_below[k::nl], iou, exc_bits, moved,
+                                              units, exc_big)
+    return -np.int64(moved), units, exc_big
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _save_exceptions(bits, lo, hi, iou, exc_idx, exc_val):
     """The edges ``lo .. hi - 1`` whose exception bit is set, into ``exc_idx``, with their IOUs, into ``exc_val``.
@@ -984,7 +1133,8 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
         longest = max(longest, ends[r] - starts[r])
     shortbuf = np.empty(longest, np.int64)
     exc_idx = np.empty(longest * nu, np.int64)  # a run's old exceptions: edge ids and IOUs
-    exc_val = np.empty(longest * nu)
+    # (and _pay_run's scratch: len(upper) + 2 len(lower) values per row)
+    exc_val = np.empty(longest * (nu + 2 * len(lower)))
     prev = 0
     for r in range(nr + 1):
         stop = starts[r] if r < nr else n
@@ -1060,9 +1210,18 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
         mv, found, run_big = _run_transfers(s, s, en, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf, 0)
         moved += mv
         biggest = _largest(run_big, iou, e, hi, biggest)
-        # (2b) Short rows pay, in node order.
+        # (2b) Short rows pay: in node order, or all at once where many are short (_pay_run).
         short += found
-        if pay_iou:
+        if pay_iou and _DENSE_SHORT * found > en - s:
+            nl = len(lower)
+            dm, du, de = _pay_run(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out,
+                                  exc_idx.view(np.float64), exc_val, exc_val[longest * nu:longest * (nu + nl)],
+                                  exc_val[longest * (nu + nl):])
+            moved += dm
+            units += du
+            exc_big = max(exc_big, de)
+            any_exc = True
+        elif pay_iou:
             for f in range(found):
                 i = shortbuf[_U(f)]
                 ui = _U(i)

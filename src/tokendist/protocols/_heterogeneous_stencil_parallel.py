@@ -44,8 +44,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._heterogeneous_kernels import (_U, _clear_bits, _iou_pay, _iou_settle_run, _largest, _run_transfers,
-                                     _run_upper)
+from ._heterogeneous_kernels import (_DENSE_SHORT, _U, _clear_bits, _iou_pay, _iou_settle_run, _largest, _pay_run,
+                                     _run_transfers, _run_upper)
 
 __all__ = ["STENCIL_CHUNKS_PER_THREAD", "stencil_chunks", "sos_iou_stencil_par"]
 
@@ -185,8 +185,9 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
     longest = 0
     for r in range(r0, r1):
         longest = max(longest, ends[r] - starts[r])
+    nl = len(lower)
     exc_idx = np.empty(longest * nu, np.int64)  # a run's old exceptions: edge ids and IOUs
-    exc_val = np.empty(longest * nu)
+    exc_val = np.empty(longest * (nu + 2 * nl))  # (and _pay_run's scratch)
     moved = 0
     short = 0
     found = c0  # short rows left to phase 3 go to shortbuf[c0 ...]
@@ -252,7 +253,17 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
         # they pay reads in phase 2 (all lower neighbours at or above c0 + reach and below
         # far[c], the first row from c0 + reach on with a neighbour before the chunk), nothing
         # they touch is in another chunk, and their edges' bits are in bytes of this chunk alone.
-        # The others are kept for phase 3.
+        # The others are kept for phase 3. Where many rows are short and every row of the run
+        # meets those conditions, all at once (_pay_run, as the serial kernel).
+        if (pay_iou and _DENSE_SHORT * (listed - found) > en - s and s - 2 * reach >= c0 and en - 1 < far[c]
+                and en - 1 + up_reach < c1 and e + edge_low >= s0 and hi <= s1):
+            dm, du, de = _pay_run(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out,
+                                  exc_idx.view(np.float64), exc_val, exc_val[longest * nu:longest * (nu + nl)],
+                                  exc_val[longest * (nu + nl):])
+            moved += dm
+            units += du
+            exc_big = max(exc_big, de)
+            listed = found  # all paid
         for q in range(found, listed):
             i = np.int64(shortbuf[_U(q)])
             eb = e + nu * (i - s)
