@@ -922,6 +922,47 @@ def _pay_run(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out,
     return -np.int64(moved), units, exc_big
 
 
+@numba.njit(cache=True, nogil=True)
+def _pay_short_rows(s, en, e, found, shortbuf, lower, upper, edge_delta, loads, owe, iou, exc_bits, out, units,
+                    exc_big, exc_idx, exc_val):
+    """(2b) of :func:`sos_iou_stencil`: the run's ``found`` short rows (``shortbuf``, in node order) pay.
+
+    Row by row (:func:`_iou_settle_run`), or, when more than one row in :data:`_DENSE_SHORT` is
+    short, all at once (:func:`_pay_run`, its scratch cut from the kernels' run buffers:
+    ``exc_idx``, ``len(upper)`` int64 per row of the longest run, and ``exc_val``, ``len(upper) +
+    2 len(lower)`` floats per row). Returns ``(moved, units, exc_big)``: the change of ``moved``
+    and the updated tallies.
+    """
+    nu = len(upper)
+    if _DENSE_SHORT * found > en - s:
+        return _pay_run_scratch(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out, units, exc_big,
+                                exc_idx, exc_val)
+    moved = 0
+    for f in range(found):
+        i = shortbuf[_U(f)]
+        ui = _U(i)
+        paid, dd, dm, units, exc_big = _iou_settle_run(i, e + nu * (i - s), lower, upper, edge_delta, loads[ui],
+                                                       owe[ui], iou, exc_bits, out, units, exc_big, en)
+        owe[ui] = paid
+        out[ui] += dd
+        moved += dm
+    return moved, units, exc_big
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _pay_run_scratch(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out, units, exc_big, exc_idx,
+                     exc_val):
+    """:func:`_pay_run` with its scratch cut from the kernels' run buffers (``exc_idx``: ``len(upper)``
+    int64 per row of the longest run, ``exc_val``: ``len(upper) + 2 len(lower)`` floats per row);
+    returns ``(moved, units, exc_big)`` with the tallies updated."""
+    nu = len(upper)
+    nl = len(lower)
+    longest = exc_idx.shape[0] // nu
+    dm, du, de = _pay_run(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out, exc_idx.view(np.float64),
+                          exc_val, exc_val[longest * nu:longest * (nu + nl)], exc_val[longest * (nu + nl):])
+    return dm, units + du, max(exc_big, de)
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _save_exceptions(bits, lo, hi, iou, exc_idx, exc_val):
     """The edges ``lo .. hi - 1`` whose exception bit is set, into ``exc_idx``, with their IOUs, into ``exc_val``.
@@ -1210,28 +1251,14 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
         mv, found, run_big = _run_transfers(s, s, en, e, nu, lower, edge_delta, iou, loads, out, owe, shortbuf, 0)
         moved += mv
         biggest = _largest(run_big, iou, e, hi, biggest)
-        # (2b) Short rows pay: in node order, or all at once where many are short (_pay_run).
+        # (2b) Short rows pay (a call: inlined, the two ways of paying made the loops above about
+        # 1 ns per edge slower, even in steps that take neither).
         short += found
-        if pay_iou and _DENSE_SHORT * found > en - s:
-            nl = len(lower)
-            dm, du, de = _pay_run(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out,
-                                  exc_idx.view(np.float64), exc_val, exc_val[longest * nu:longest * (nu + nl)],
-                                  exc_val[longest * (nu + nl):])
+        if pay_iou and found:
+            dm, units, exc_big = _pay_short_rows(s, en, e, found, shortbuf, lower, upper, edge_delta, loads, owe, iou,
+                                                 exc_bits, out, units, exc_big, exc_idx, exc_val)
             moved += dm
-            units += du
-            exc_big = max(exc_big, de)
             any_exc = True
-        elif pay_iou:
-            for f in range(found):
-                i = shortbuf[_U(f)]
-                ui = _U(i)
-                paid, dd, dm, units, exc_big = _iou_settle_run(i, e + nu * (i - s), lower, upper, edge_delta,
-                                                               loads[ui], owe[ui], iou, exc_bits, out, units,
-                                                               exc_big, en)
-                owe[ui] = paid
-                out[ui] += dd
-                moved += dm
-                any_exc = True
         e += nu * (en - s)
         prev = en
     if not any_exc:

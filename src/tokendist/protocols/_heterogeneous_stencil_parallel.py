@@ -44,8 +44,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._heterogeneous_kernels import (_DENSE_SHORT, _U, _clear_bits, _iou_pay, _iou_settle_run, _largest, _pay_run,
-                                     _run_transfers, _run_upper)
+from ._heterogeneous_kernels import (_DENSE_SHORT, _U, _clear_bits, _iou_pay, _iou_settle_run, _largest,
+                                     _pay_run_scratch, _run_transfers, _run_upper)
 
 __all__ = ["STENCIL_CHUNKS_PER_THREAD", "stencil_chunks", "sos_iou_stencil_par"]
 
@@ -257,12 +257,9 @@ def _chunk_rows(c, indptr, indices, csr_edges, starts, ends, run_edges, lower, u
         # meets those conditions, all at once (_pay_run, as the serial kernel).
         if (pay_iou and _DENSE_SHORT * (listed - found) > en - s and s - 2 * reach >= c0 and en - 1 < far[c]
                 and en - 1 + up_reach < c1 and e + edge_low >= s0 and hi <= s1):
-            dm, du, de = _pay_run(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out,
-                                  exc_idx.view(np.float64), exc_val, exc_val[longest * nu:longest * (nu + nl)],
-                                  exc_val[longest * (nu + nl):])
+            dm, units, exc_big = _pay_run_scratch(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out,
+                                                  units, exc_big, exc_idx, exc_val)
             moved += dm
-            units += du
-            exc_big = max(exc_big, de)
             listed = found  # all paid
         for q in range(found, listed):
             i = np.int64(shortbuf[_U(q)])
