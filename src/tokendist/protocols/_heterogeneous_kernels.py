@@ -774,7 +774,10 @@ def _iou_settle_run(i, eb, lower, upper, edge_delta, held, owed, iou, exc_bits, 
 
 
 #: (2b) of :func:`sos_iou_stencil` pays a run's short rows with :func:`_pay_run` (passes over
-#: every row) when more than one row in this many is short, else row by row.
+#: every row) when more than one row in this many is short, else row by row. The passes cost
+#: about 9 ns per edge of the run whatever the share of short rows; row by row the cost grows
+#: with that share (about 15 ns per edge at 81%). The two were even at 45% (step 60 of the
+#: bench's run on torus:1000x1000; docs/elsasser-monien-schamberger.md, "Twelfth pass").
 _DENSE_SHORT = 2
 
 
@@ -821,8 +824,8 @@ def _pay_run(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out,
     :func:`_iou_settle_run` row by row (node order, ``read_below = en``) makes each short row pay
     on every edge it sends on. A payment depends only on the edge's ``o``, the sender's load and
     what it owes (``owe``, as loop (2a) left it), so the edges can be taken in any order, each
-    once, by its sender. Three passes over all the rows of the run, without a branch on the data
-    (whether a node is short, or sends on an edge, is a coin flip to the branch predictor):
+    once, by its sender. Four passes over all the rows of the run, with selects instead of
+    branches on whether a row is short or sends on an edge (a coin flip to the branch predictor):
 
     (A) every upper edge of the run: its sender is its lower end (``t > 0``) or its upper end
         (``t < 0``) if that is a row of the run; what is paid, ``o - paid`` stored (``o`` where
@@ -834,8 +837,11 @@ def _pay_run(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out,
         ``paids_below``: ``len(lower)`` values per row);
     (C) per row: its load (``+back`` of each of its upper edges and ``-back`` of each of its
         lower edges, whoever paid: each end has read ``t``, so each gets ``paid`` instead), what
-        it paid (``owe``, short rows only), the bits and tallies of every edge it paid, and
-        ``paid - trunc(o - paid)`` to an upper neighbour past the run (it reads the edge later).
+        it paid (``owe``, short rows only), and ``paid - trunc(o - paid)`` to an upper neighbour
+        past the run (it reads the edge later);
+    (D) the exception bits and the tallies of every edge paid (:func:`_paid_tallies`). With them
+        in (C), a read-modify-write of the bits' byte per edge, each waiting on the previous
+        store, the passes were as slow as paying row by row (twelfth pass of issue 3).
 
     Every edge a row pays on has ``|back| >= 1`` (a short row pays less than ``t``), every other
     edge ``back = 0``. Returns ``(moved, units, exc_big)``: the change of ``moved`` (the tokens not
@@ -884,8 +890,7 @@ def _pay_run(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out,
             paids_below[_U(nl * r + k)] = paid
             out[_U(i + lower[k])] += np.int64(back)
     # (C) Per row: its load, what it paid, and paid - trunc(o - paid) to an upper neighbour past
-    # the run (it reads the edge later). Every read and write is a stream at a fixed offset and
-    # no value is carried from row to row, so the loop vectorises.
+    # the run (it reads the edge later). No value is carried from row to row: the tallies are (D).
     for r in range(L):
         i = s + r
         ui = _U(i)
@@ -1153,7 +1158,9 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
        vectorises, a float max does not); a NaN (an infinite ``o``) falls back to the float
        comparisons, which never pick one;
     (2b) the short rows (found by a scan), in node order, pay (:func:`_iou_settle_run`: a row
-       after it in the run has read the edge already, so the correction differs, see there).
+       after it in the run has read the edge already, so the correction differs, see there); in a
+       run where more than one row in :data:`_DENSE_SHORT` is short, all of them at once, in
+       branch-free passes by edges (:func:`_pay_run`; late in a long run most rows are short).
 
     ``moved``, the loads and the outflows are integer-valued sums (the same in any order); the
     IOUs, exception bits, units and largest IOU are the same bits as the one-loop pass's.
