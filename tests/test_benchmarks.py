@@ -43,6 +43,30 @@ def test_diffusion_random_parts(capsys):
     assert "HEAD pass / random step / floor step" in capsys.readouterr().out
 
 
+def test_conversion_count(capsys):
+    # The counts of the four conversions in the compiled stencil kernel; this commit's kernel has
+    # packed float -> int32 conversions (the point of the twelfth pass; AVX2 or newer assumed).
+    _load("conversion_count").main(["--graph", "torus:8x8"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split() == ["vcvttsd2si", "vcvtsi2sd", "vcvttpd2dq", "vcvtdq2pd"]
+    counts = [[int(v) for v in line.split()] for line in out[2:]]
+    assert counts and all(len(c) == 4 for c in counts)
+    if _cpu_has("avx2"):  # numba compiles for the host; VEX forms only there
+        assert max(c[2] for c in counts) > 0
+
+
+def _cpu_has(flag):
+    try:
+        return flag in pathlib.Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+
+
+def test_conversion_count_refuses_a_graph_without_a_stencil():
+    with pytest.raises(SystemExit, match="has no offset stencil"):
+        _load("conversion_count").main(["--graph", "hypercube:4"])
+
+
 def test_hypercube_scaling(capsys):
     # Each call covers about 2^20 nodes (a tiny cube repeats its kernels 2^20 / n times): 8 and 10
     # keep the repeats few.
