@@ -19,7 +19,7 @@ import numpy as np
 
 from tokendist.graphs import make_graph
 from tokendist.graphs._model import unsigned_view
-from tokendist.protocols._diffusion_kernels import FLOOR, RANDOM, _fill_heads, _step_base, rounded_step
+from tokendist.protocols.diffusion.kernels._serial import FLOOR, RANDOM, _fill_heads, _step_base, rounded_step
 
 
 @numba.njit(cache=True, nogil=True)

@@ -23,8 +23,8 @@ import numpy as np
 from tokendist.experiments._bench import gather_floor_step
 from tokendist.graphs import make_graph
 from tokendist.graphs._model import unsigned_view
-from tokendist.protocols._heterogeneous_random_walk_cube import fos_pair_cube
-from tokendist.protocols._heterogeneous_random_walk_kernels import fos_pair_regular
+from tokendist.protocols.heterogeneous.kernels._walk_cube import fos_pair_cube
+from tokendist.protocols.heterogeneous.kernels._walk_serial import fos_pair_regular
 
 
 def _cases(d):

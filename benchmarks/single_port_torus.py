@@ -24,8 +24,8 @@ import numpy as np
 from tokendist._random import stream
 from tokendist.graphs import make_graph
 from tokendist.graphs._stencil import lower_edge_runs
-from tokendist.protocols._local_balancing_kernels import BLOCK, coin_bound, single_port_counter_step
-from tokendist.protocols._local_balancing_stencil import single_port_stencil_step
+from tokendist.protocols.local.kernels._serial import BLOCK, coin_bound, single_port_counter_step
+from tokendist.protocols.local.kernels._stencil import single_port_stencil_step
 
 
 def main(argv=None) -> None:

@@ -33,10 +33,10 @@ import numba
 import numpy as np
 
 from tokendist.graphs import make_graph
-from tokendist.protocols._heterogeneous_kernels import COEF_SCALAR, sos_iou_step, sos_real_step
-from tokendist.protocols._heterogeneous_parallel import run_blocks
-from tokendist.protocols._heterogeneous_sos_cube import sos_iou_cube, sos_real_cube
-from tokendist.protocols._heterogeneous_sos_cube_parallel import cube_chunk_bits, sos_iou_cube_par
+from tokendist.protocols.heterogeneous.kernels._serial import COEF_SCALAR, sos_iou_step, sos_real_step
+from tokendist.protocols.heterogeneous.kernels._threaded import run_blocks
+from tokendist.protocols.heterogeneous.kernels._sos_cube import sos_iou_cube, sos_real_cube
+from tokendist.protocols.heterogeneous.kernels._sos_cube_threaded import cube_chunk_bits, sos_iou_cube_par
 
 
 def _sos_chains(g, d, beta, loads):

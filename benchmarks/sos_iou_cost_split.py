@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-import tokendist.protocols._heterogeneous as heterogeneous
+import tokendist.protocols.heterogeneous._rules as heterogeneous
 from tokendist._random import stream
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph

@@ -31,9 +31,9 @@ from tokendist._random import stream
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
 from tokendist.graphs._stencil import lower_edge_runs
-from tokendist.protocols._heterogeneous_kernels import COEF_SCALAR, sos_iou_stencil, sos_iou_step
-from tokendist.protocols._heterogeneous_parallel import run_blocks, use_threads
-from tokendist.protocols._heterogeneous_stencil_parallel import (STENCIL_CHUNKS_PER_THREAD, sos_iou_stencil_par,
+from tokendist.protocols.heterogeneous.kernels._serial import COEF_SCALAR, sos_iou_stencil, sos_iou_step
+from tokendist.protocols.heterogeneous.kernels._threaded import run_blocks, use_threads
+from tokendist.protocols.heterogeneous.kernels._stencil_threaded import (STENCIL_CHUNKS_PER_THREAD, sos_iou_stencil_par,
                                                                  stencil_chunks)
 
 

@@ -19,8 +19,9 @@ __version__ = "0.1.0"
 from .graphs import Graph, make_graph
 from .engine import PROTOCOLS, RunResult, make_loads, make_protocol, simulate, run_node_rules
 from . import protocols  # noqa: F401  (registers every protocol)
+from . import analysis  # noqa: F401  (registers the bounds and the theory's worst-case loads)
 from .errors import TokendistError
-from .protocols._measured_choice import allow_auto_threads
+from .kernels._choice import allow_auto_threads
 
 __all__ = ["Graph", "make_graph", "simulate", "run_node_rules", "make_loads", "make_protocol", "PROTOCOLS",
            "RunResult", "TokendistError", "allow_auto_threads", "__version__"]

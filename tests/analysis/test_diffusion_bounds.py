@@ -15,7 +15,7 @@ from tokendist.analysis import (diffusion_bounds, diffusion_eigenvalues, diffusi
                                 running_time_bound)
 from tokendist.errors import TokendistError
 from tokendist.graphs import make_graph
-from tokendist.protocols._diffusivity import diffusivity
+from tokendist.protocols.diffusion._diffusivity import diffusivity
 
 from ..protocols.test_diffusion import connected_graphs
 

@@ -9,7 +9,7 @@ from tokendist.analysis import diffusion_gamma, error_bound, iterations_to_toler
 from tokendist.engine import simulate
 from tokendist.errors import TokendistError
 from tokendist.graphs import Graph, make_graph
-from tokendist.protocols._diffusivity import diffusion_matrix, diffusivity
+from tokendist.protocols.diffusion._diffusivity import diffusion_matrix, diffusivity
 
 
 @st.composite
@@ -127,7 +127,7 @@ def test_theorem31_error_bound_holds_and_diffusion_converges(graph, seed, matrix
 @given(connected_graphs(max_n=10))
 @settings(max_examples=20, deadline=None)
 def test_theorem31_error_bound_is_tight_for_the_second_eigenvector(graph):
-    from tokendist.protocols._diffusivity import diffusion_matrix as dm
+    from tokendist.protocols.diffusion._diffusivity import diffusion_matrix as dm
 
     p = dm(graph, diffusivity(graph)).toarray()
     w, v = np.linalg.eigh(p)

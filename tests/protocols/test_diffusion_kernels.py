@@ -16,7 +16,7 @@ from tokendist._random import counter_uniform, stream
 from tokendist.engine import make_protocol, simulate
 from tokendist.errors import InfeasibleStepError
 from tokendist.graphs import make_graph
-from tokendist.protocols._diffusion import _counter_uniform_nb
+from tokendist.protocols.diffusion._rules import _counter_uniform_nb
 
 from .test_diffusion import connected_graphs
 

@@ -18,9 +18,9 @@ from tokendist.engine import make_protocol, simulate
 from tokendist.errors import InfeasibleStepError, TokendistError
 from tokendist.graphs import make_graph
 from tokendist.graphs._model import unsigned_view
-from tokendist.protocols._diffusion import _regular_degree
-from tokendist.protocols._diffusion_kernels import RANDOM_FRACTION, diffuse_step, rounded_step
-from tokendist.protocols._diffusion_parallel import diffuse_step_parallel, rounded_step_parallel
+from tokendist.protocols.diffusion._rules import _regular_degree
+from tokendist.protocols.diffusion.kernels._serial import RANDOM_FRACTION, diffuse_step, rounded_step
+from tokendist.protocols.diffusion.kernels._threaded import diffuse_step_parallel, rounded_step_parallel
 
 from .test_diffusion import connected_graphs
 

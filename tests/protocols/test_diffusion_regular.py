@@ -2,7 +2,7 @@
 
 On a D-regular graph with one coefficient ``P_ij = 1/q`` the kernels read rows of D slots without
 ``indptr`` and round ``P_ij (load[i] - load[j])`` by one shifted truncation instead of the snapping
-arithmetic (module doc of ``tokendist.protocols._diffusion_kernels``). Each is checked against the
+arithmetic (module doc of ``tokendist.protocols.diffusion.kernels._serial``). Each is checked against the
 numpy/scipy reference (``kernel=numpy``), the rounding formula against exact integer division, and
 the fallback for load differences of 2**29 or more.
 """
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tokendist._random import counter_uniform, stream
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
-from tokendist.protocols._diffusion_kernels import _trunc32, head_threshold, reciprocal
+from tokendist.protocols.diffusion.kernels._serial import _trunc32, head_threshold, reciprocal
 
 ROUNDED = ["diffusion-floor", "diffusion-ceil", "diffusion-random", "diffusion-oriented"]
 REGULAR = ["torus:3x4", "torus:5x5", "torus:3x3x3", "hypercube:3", "hypercube:5", "ring:7", "complete:5",

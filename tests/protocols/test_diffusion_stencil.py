@@ -18,7 +18,7 @@ from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
 from tokendist.graphs._model import unsigned_view
 from tokendist.graphs._stencil import affine_edge_runs, find_stencil
-from tokendist.protocols._diffusion_kernels import (CEIL, FLOOR, ORIENTED, RANDOM, diffuse_stencil_step, diffuse_step,
+from tokendist.protocols.diffusion.kernels._serial import (CEIL, FLOOR, ORIENTED, RANDOM, diffuse_stencil_step, diffuse_step,
                                                     rounded_stencil_step, rounded_step)
 
 # Tuple lengths (2, 2) and (1, 1) only: each pair of lengths is one more numba compilation.
@@ -155,7 +155,7 @@ def test_one_sided_stencils_are_not_used():
     # A stencil whose offsets are all on one side (no lower or no upper offsets) cannot be a numba
     # tuple loop (Tuple() has no items to index): the protocols keep the CSR kernels for it.
     from tokendist.graphs._stencil import Stencil
-    from tokendist.protocols._diffusion import _usable_stencil
+    from tokendist.protocols.diffusion._rules import _usable_stencil
 
     class G:
         stencil = Stencil(starts=np.array([0]), ends=np.array([1]), lower=(), upper=(1,), covered=1)

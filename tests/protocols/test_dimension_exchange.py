@@ -7,9 +7,9 @@ from hypothesis import given, settings, strategies as st
 import tokendist as td
 from tokendist.errors import TokendistError
 from tokendist.graphs import Graph, diameter, edge_colouring, make_graph, random_tree
-from tokendist.protocols._dimension_exchange_kernels import (THRESHOLD1, THRESHOLD1_PLUS, THRESHOLD2,
+from tokendist.protocols.dimension_exchange.kernels._serial import (THRESHOLD1, THRESHOLD1_PLUS, THRESHOLD2,
                                                              colour_step_numba, colour_step_numpy, naive_step)
-from tokendist.protocols._dimension_exchange_schedule import make_schedule
+from tokendist.protocols.dimension_exchange._schedule import make_schedule
 
 GRAPHS = ["path:6", "star:5", "kary:2,3", "kary:3,2", "random-tree:14", "ring:7", "grid:3x4", "torus:3x4",
           "hypercube:3", "complete:5", "gnp:12,0.4"]

@@ -15,10 +15,10 @@ import tokendist as td
 from tokendist.errors import ConservationError, InfeasibleStepError
 from tokendist.graphs import edge_colouring, make_graph
 from tokendist.protocols import _dimension_exchange as dx
-from tokendist.protocols._dimension_exchange_kernels import (LM_KEEP, LM_MAX, LM_SET, THRESHOLD1, THRESHOLD1_PLUS,
+from tokendist.protocols.dimension_exchange.kernels._serial import (LM_KEEP, LM_MAX, LM_SET, THRESHOLD1, THRESHOLD1_PLUS,
                                                              THRESHOLD2, colour_step_numba, colour_step_numpy,
                                                              naive_step)
-from tokendist.protocols._dimension_exchange_schedule import Schedule, make_schedule
+from tokendist.protocols.dimension_exchange._schedule import Schedule, make_schedule
 
 SPECS = ["path:9", "star:7", "kary:2,3", "kary:3,3", "random-tree:17", "random-tree:30", "ring:8", "ring:9",
          "grid:4x5", "torus:4x6", "hypercube:4", "complete:6", "complete:7", "gnp:14,0.35", "random-regular:12,3"]

@@ -8,7 +8,7 @@ from tokendist import TokendistError, make_graph, simulate
 from tokendist.engine import EdgeFailures, make_protocol
 
 from ..strategies import random_connected_graph
-from tokendist.protocols._heterogeneous_matrix import (diffusion_matrix, edge_coefficients, scaled_speeds,
+from tokendist.protocols.heterogeneous._matrix import (diffusion_matrix, edge_coefficients, scaled_speeds,
                                                        sos_beta, spectrum)
 
 

@@ -27,7 +27,7 @@ def test_fallback_lanczos_is_an_inner_estimate_close_to_dense(spec, monkeypatch)
                                          ("grid:9x11", False)])
 def test_lemma1_numba_lanczos_both_ends_in_one_run(spec, speeds):
     # The numba Lanczos (one run for mu_2 and mu_n, on the graph's CSR arrays) against dense eigvalsh.
-    from tokendist.protocols._heterogeneous_sos_gamma import lanczos_extremes
+    from tokendist.protocols.heterogeneous._gamma import lanczos_extremes
 
     g = make_graph(spec, seed=3)
     s = np.random.default_rng(4).uniform(1.0, 2.0, g.n) if speeds else np.ones(g.n)
@@ -53,7 +53,7 @@ def test_lanczos_stencil_step_is_the_csr_step_bit_for_bit(spec):
     # (graphs/_stencil.py): the same (alpha_k, beta_k) and vectors as the CSR step, bit for bit.
     from tokendist.graphs._model import unsigned_view
     from tokendist.graphs._stencil import find_stencil
-    from tokendist.protocols._heterogeneous_sos_gamma import _lanczos_stencil_step, _lanczos_step
+    from tokendist.protocols.heterogeneous._gamma import _lanczos_stencil_step, _lanczos_step
 
     g = make_graph(spec)
     st = find_stencil(g, min_coverage=0.0)

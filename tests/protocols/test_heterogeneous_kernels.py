@@ -14,7 +14,7 @@ from tokendist import simulate
 from tokendist.engine import EdgeFailures, make_protocol
 
 from ..strategies import random_connected_graph
-from tokendist.protocols._heterogeneous_matrix import (_extremes_lanczos, _symmetric, edge_coefficients,
+from tokendist.protocols.heterogeneous._matrix import (_extremes_lanczos, _symmetric, edge_coefficients,
                                                        scaled_speeds)
 
 

@@ -5,9 +5,9 @@ import pytest
 
 from tokendist import make_graph, simulate
 from tokendist.engine import EdgeFailures, make_protocol
-from tokendist.protocols._heterogeneous_matrix import diffusion_matrix, edge_coefficients
+from tokendist.protocols.heterogeneous._matrix import diffusion_matrix, edge_coefficients
 from tokendist._random import counter_uniform_scalar
-from tokendist.protocols._heterogeneous_random_walk import targets, walk_tokens
+from tokendist.protocols.heterogeneous._random_walk import targets, walk_tokens
 
 
 def naive_walk(counts, graph, alpha, s, key, step, kind=0):
@@ -360,7 +360,7 @@ def test_node_form_global_switch_rules_through_the_oracle(switch, schedule):
 def test_node_form_walk_uses_the_kernel_coins():
     # One MRWS from given counts, node by node with counter_uniform_scalar: the same destinations
     # as walk_tokens (vectorised counter_uniform) and as the numba kernel.
-    from tokendist.protocols._heterogeneous_random_walk_node import _walk
+    from tokendist.protocols.heterogeneous._random_walk_node import _walk
     from tokendist.engine._local import NodeView
 
     g = make_graph("grid:4x5").with_speeds(np.random.default_rng(1).uniform(0.8, 1.2, 20))

@@ -9,9 +9,9 @@ from tokendist._random import counter_uniform
 from tokendist.engine import simulate
 from tokendist.engine._metrics import local_discrepancy
 from tokendist.graphs import Graph, make_graph
-from tokendist.protocols._local_balancing import (SinglePort, single_port_matching,
+from tokendist.protocols.local._rules import (SinglePort, single_port_matching,
                                                   single_port_selection_probability)
-from tokendist.protocols._local_balancing_kernels import BLOCK, coin_bound, single_port_counter_step
+from tokendist.protocols.local.kernels._serial import BLOCK, coin_bound, single_port_counter_step
 
 
 class _CounterKernel:
@@ -193,7 +193,7 @@ def test_geometric_kernel_matches_numpy_reference_and_node_form():
 @pytest.mark.parametrize("p", [0.05, 0.3, 1.0])
 def test_geometric_candidates_are_bernoulli_p(p):
     """Geometric gaps give independent Bernoulli(p) candidates: per-edge counts over T steps."""
-    from tokendist.protocols._local_balancing import geometric_candidates
+    from tokendist.protocols.local._rules import geometric_candidates
 
     m, T = 40, 4000
     counts = sum(geometric_candidates(m, 77, t, p).astype(int) for t in range(T))
@@ -222,8 +222,8 @@ def test_sec4_3_potential_drops_by_at_least_d_while_unbalanced(g, seed):
 
 
 # ------------------------------------------------------------------ kernels against the numpy references
-from tokendist.protocols._local_balancing import _apply_flows, multi_port_flows, single_port_flows  # noqa: E402
-from tokendist.protocols._local_balancing_kernels import (multi_port_step,  # noqa: E402
+from tokendist.protocols.local._rules import _apply_flows, multi_port_flows, single_port_flows  # noqa: E402
+from tokendist.protocols.local.kernels._serial import (multi_port_step,  # noqa: E402
                                                           single_port_geometric_step)
 
 

@@ -8,7 +8,7 @@ from tokendist.engine import EdgeFailures, GraphSequence, run_node_rules, simula
 from tokendist.engine._injection import Injection
 from tokendist.engine._metrics import local_discrepancy
 from tokendist.graphs import make_graph
-from tokendist.protocols._local_balancing import AsyncMultiPort, DynamicSynchronous
+from tokendist.protocols.local._rules import AsyncMultiPort, DynamicSynchronous
 
 
 # ------------------------------------------------------------------ DS

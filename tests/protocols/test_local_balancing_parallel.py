@@ -18,11 +18,11 @@ from tokendist import simulate
 from tokendist.engine import EdgeFailures, make_protocol
 from tokendist.errors import TokendistError
 from tokendist.graphs import make_graph
-from tokendist.protocols._local_balancing import (SinglePort, _apply_flows, multi_port_flows, single_port_flows,
+from tokendist.protocols.local._rules import (SinglePort, _apply_flows, multi_port_flows, single_port_flows,
                                                   single_port_matching)
-from tokendist.protocols._local_balancing_kernels import (BLOCK, INT32_MAX, coin_bound, ds_step, ds_step_nodes,
+from tokendist.protocols.local.kernels._serial import (BLOCK, INT32_MAX, coin_bound, ds_step, ds_step_nodes,
                                                           multi_port_step_regular, single_port_counter_step)
-from tokendist.protocols._local_balancing_parallel import (ds_step_nodes_par, multi_port_step_regular_par, run_parallel,
+from tokendist.protocols.local.kernels._threaded import (ds_step_nodes_par, multi_port_step_regular_par, run_parallel,
                                                            single_port_counter_step_par)
 
 from ..strategies import random_connected_graph

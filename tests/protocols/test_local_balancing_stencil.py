@@ -20,8 +20,8 @@ from tokendist import simulate
 from tokendist.engine import EdgeFailures, make_protocol
 from tokendist.graphs import make_graph
 from tokendist.graphs._stencil import find_stencil
-from tokendist.protocols import _local_balancing
-from tokendist.protocols._local_balancing_kernels import (INT32_MAX, ds_step_nodes, ds_step_nodes_stencil,
+from tokendist.protocols.local import _rules as _local_balancing
+from tokendist.protocols.local.kernels._serial import (INT32_MAX, ds_step_nodes, ds_step_nodes_stencil,
                                                           multi_port_step_regular, multi_port_step_stencil)
 
 

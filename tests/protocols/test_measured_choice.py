@@ -27,14 +27,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import tokendist.protocols._diffusion as diffusion
-import tokendist.protocols._heterogeneous as heterogeneous
-import tokendist.protocols._measured_choice as measured_choice
+import tokendist.protocols.diffusion._rules as diffusion
+import tokendist.protocols.heterogeneous._rules as heterogeneous
+import tokendist.kernels._choice as measured_choice
 from tokendist import simulate
 from tokendist.engine import make_protocol
 from tokendist.errors import TokendistError
 from tokendist.graphs import make_graph
-from tokendist.protocols._measured_choice import SERIAL, THREADED, MeasuredChoice
+from tokendist.kernels._choice import SERIAL, THREADED, MeasuredChoice
 
 from .lockstep import assert_same_steps
 
@@ -243,7 +243,7 @@ def test_a_library_run_with_threads_auto_leaves_the_process_able_to_fork():
     # process may have): a default run above the (lowered) threshold, then a fork.
     script = textwrap.dedent("""
         import os, numba
-        import tokendist as td, tokendist.protocols._heterogeneous as h
+        import tokendist as td, tokendist.protocols.heterogeneous._rules as h
         h.AUTO_MIN_NODES = 0
         td.simulate("torus:40x30", "sos-iou", "random:0..100", seed=1, max_steps=12)
         try:
@@ -268,7 +268,7 @@ def test_the_bench_notes_how_often_auto_ran_the_threaded_kernel():
     # A fresh process: the bench forks its cases, and a child that runs a parallel kernel must
     # come from a parent that has not (GNU OpenMP).
     script = textwrap.dedent("""
-        import tokendist.protocols._heterogeneous as h
+        import tokendist.protocols.heterogeneous._rules as h
         h.AUTO_MIN_NODES = 0
         from tokendist.cli import main
         raise SystemExit(main(["bench", "--graphs", "torus:40x30", "--algos", "sos-iou,multi-port", "--steps", "12",

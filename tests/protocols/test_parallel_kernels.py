@@ -17,10 +17,10 @@ from tokendist import simulate
 from tokendist.errors import TokendistError
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
-from tokendist.protocols._heterogeneous_kernels import fos_floor_step, fos_real_step
-from tokendist.protocols._heterogeneous_parallel import fos_floor_step_par, fos_real_step_par, use_threads
-from tokendist.protocols._local_balancing_kernels import multi_port_step
-from tokendist.protocols._local_balancing_parallel import multi_port_step_par
+from tokendist.protocols.heterogeneous.kernels._serial import fos_floor_step, fos_real_step
+from tokendist.protocols.heterogeneous.kernels._threaded import fos_floor_step_par, fos_real_step_par, use_threads
+from tokendist.protocols.local.kernels._serial import multi_port_step
+from tokendist.protocols.local.kernels._threaded import multi_port_step_par
 
 from ..strategies import random_connected_graph
 

@@ -3,7 +3,7 @@ keeps the link busy until delivery, channels are FIFO, waitany/wait block, safeS
 
 from tokendist.engine import MessageExecutor
 from tokendist.graphs import path_graph, star_graph
-from tokendist.protocols._perfect_tree_channels import ChannelNode, Link
+from tokendist.protocols.perfect_tree._channels import ChannelNode, Link
 
 
 class Scripted(ChannelNode):

@@ -20,10 +20,10 @@ from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
 from tokendist.graphs._model import unsigned_view
 from tokendist.protocols import _heterogeneous_random_walk as rw
-from tokendist.protocols._heterogeneous_random_walk_cube import CUBE_BLOCK_BITS, fos_pair_cube
-from tokendist.protocols._diffusion_parallel import run_parallel
-from tokendist.protocols._heterogeneous_random_walk_kernels import fos_pair_regular
-from tokendist.protocols._heterogeneous_random_walk_parallel import fos_pair_cube_par
+from tokendist.protocols.heterogeneous.kernels._walk_cube import CUBE_BLOCK_BITS, fos_pair_cube
+from tokendist.kernels import run_parallel
+from tokendist.protocols.heterogeneous.kernels._walk_serial import fos_pair_regular
+from tokendist.protocols.heterogeneous.kernels._walk_threaded import fos_pair_cube_par
 
 from .test_random_walk_stencil import _assert_same, _assert_same_steps, _inputs, _phase1, _steps
 

@@ -21,10 +21,10 @@ from hypothesis import given, settings, strategies as st
 from tokendist.engine import make_protocol
 from tokendist.errors import TokendistError
 from tokendist.graphs import Graph, make_graph
-from tokendist.protocols._heterogeneous_random_walk_kernels import fos_pair_regular, fos_pair_step, mrws_step
-from tokendist.protocols._heterogeneous_random_walk_parallel import fos_pair_par, fos_pair_regular_par, mrws_step_par
+from tokendist.protocols.heterogeneous.kernels._walk_serial import fos_pair_regular, fos_pair_step, mrws_step
+from tokendist.protocols.heterogeneous.kernels._walk_threaded import fos_pair_par, fos_pair_regular_par, mrws_step_par
 from tokendist.graphs._model import unsigned_view
-from tokendist.protocols._diffusion_parallel import run_parallel
+from tokendist.kernels import run_parallel
 
 from ..strategies import random_connected_graph
 

@@ -19,9 +19,9 @@ from tokendist.graphs import Graph, make_graph
 from tokendist.graphs._model import unsigned_view
 from tokendist.graphs._stencil import find_stencil
 from tokendist.protocols import _heterogeneous_random_walk as rw
-from tokendist.protocols._heterogeneous_random_walk_kernels import fos_pair_regular, fos_pair_stencil
+from tokendist.protocols.heterogeneous.kernels._walk_serial import fos_pair_regular, fos_pair_stencil
 
-from tokendist.protocols._heterogeneous_random_walk_kernels import STENCIL_CHUNK
+from tokendist.protocols.heterogeneous.kernels._walk_serial import STENCIL_CHUNK
 
 # Small graphs with a stencil: 2- and 3-dimensional tori (wrap-around seams), odd sizes, rings.
 # ring:700 has a run of 698 rows: several chunks of STENCIL_CHUNK rows.

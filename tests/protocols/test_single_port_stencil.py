@@ -15,9 +15,9 @@ from hypothesis import given, settings, strategies as st
 from tokendist.engine import simulate
 from tokendist.graphs import make_graph
 from tokendist.graphs._stencil import find_stencil, lower_edge_runs
-from tokendist.protocols._local_balancing import SinglePort, single_port_flows, single_port_matching
-from tokendist.protocols._local_balancing_kernels import BLOCK, coin_bound, single_port_counter_step
-from tokendist.protocols._local_balancing_stencil import single_port_stencil_step
+from tokendist.protocols.local._rules import SinglePort, single_port_flows, single_port_matching
+from tokendist.protocols.local.kernels._serial import BLOCK, coin_bound, single_port_counter_step
+from tokendist.protocols.local.kernels._stencil import single_port_stencil_step
 
 _GRAPHS = {}
 

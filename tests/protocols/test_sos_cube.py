@@ -21,9 +21,9 @@ from hypothesis import given, settings, strategies as st
 
 from tokendist.engine import GraphSequence, make_protocol, simulate
 from tokendist.graphs import make_graph
-from tokendist.protocols._heterogeneous_kernels import COEF_SCALAR, sos_iou_step, sos_real_step
-from tokendist.protocols._heterogeneous_random_walk_cube import CUBE_BLOCK_BITS
-from tokendist.protocols._heterogeneous_sos_cube import (SOS_CUBE_MIN_DIMENSION, cube_flow_slot, flows_from_cube,
+from tokendist.protocols.heterogeneous.kernels._serial import COEF_SCALAR, sos_iou_step, sos_real_step
+from tokendist.protocols.heterogeneous.kernels._walk_cube import CUBE_BLOCK_BITS
+from tokendist.protocols.heterogeneous.kernels._sos_cube import (SOS_CUBE_MIN_DIMENSION, cube_flow_slot, flows_from_cube,
                                                          flows_to_cube, sos_iou_cube, sos_real_cube)
 
 DIMENSIONS = [1, 2, 3, 5, CUBE_BLOCK_BITS, CUBE_BLOCK_BITS + 1, CUBE_BLOCK_BITS + 2]

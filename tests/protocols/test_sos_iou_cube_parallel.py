@@ -24,9 +24,9 @@ from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
 from tokendist.protocols import _heterogeneous as heterogeneous
 from tokendist.protocols import _measured_choice as measured_choice
-from tokendist.protocols._heterogeneous_random_walk_cube import CUBE_BLOCK_BITS
-from tokendist.protocols._heterogeneous_sos_cube import sos_iou_cube
-from tokendist.protocols._heterogeneous_sos_cube_parallel import (CUBE_CHUNKS_PER_THREAD, cube_chunk_bits,
+from tokendist.protocols.heterogeneous.kernels._walk_cube import CUBE_BLOCK_BITS
+from tokendist.protocols.heterogeneous.kernels._sos_cube import sos_iou_cube
+from tokendist.protocols.heterogeneous.kernels._sos_cube_threaded import (CUBE_CHUNKS_PER_THREAD, cube_chunk_bits,
                                                                   sos_iou_cube_par)
 
 from .lockstep import assert_same_steps

@@ -17,9 +17,9 @@ from hypothesis import given, settings, strategies as st
 from tokendist import make_graph, simulate
 from tokendist.engine import make_protocol
 from tokendist.errors import TokendistError
-from tokendist.protocols import _heterogeneous
-from tokendist.protocols._heterogeneous_kernels import sos_iou_step, sos_real_step
-from tokendist.protocols._heterogeneous_parallel import (block_edge_starts, run_blocks, sos_iou_step_par,
+from tokendist.protocols.heterogeneous import _rules as _heterogeneous
+from tokendist.protocols.heterogeneous.kernels._serial import sos_iou_step, sos_real_step
+from tokendist.protocols.heterogeneous.kernels._threaded import (block_edge_starts, run_blocks, sos_iou_step_par,
                                                          sos_real_step_par, use_threads)
 
 from ..strategies import random_connected_graph

@@ -2,7 +2,7 @@
 expansion bounds and off-line optimum of Ghosh et al."""
 
 from ._bounds import BOUNDS, predict, register_bounds
-from . import _stable_gaps, _diffusion_bounds, _heterogeneous_bounds, _ghosh_bounds  # noqa: F401
+from . import _stable_gaps, _diffusion_bounds, _heterogeneous_bounds, _ghosh_bounds, _worst_case  # noqa: F401
 from ._stable_gaps import *  # noqa: F401,F403
 from ._diffusion_bounds import *  # noqa: F401,F403
 from ._heterogeneous_bounds import *  # noqa: F401,F403

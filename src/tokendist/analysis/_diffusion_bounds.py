@@ -31,6 +31,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..errors import TokendistError
+from ..protocols.diffusion import diffusion_matrix, diffusivity
 from ._bounds import register_bounds
 
 __all__ = ["diffusion_eigenvalues", "diffusion_lambda2", "diffusion_gamma", "error_bound", "iterations_to_tolerance",
@@ -42,15 +43,11 @@ _DENSE_MAX = 2500
 
 
 def _alpha(graph, alpha=None, matrix="degree", min_diag=0.5):
-    from ..protocols._diffusivity import diffusivity
-
     return diffusivity(graph, matrix, min_diag=min_diag) if alpha is None else np.asarray(alpha, dtype=np.float64)
 
 
 def _laplacian(graph, alpha) -> sp.csr_array:
     """``I - P``: the weighted Laplacian with conductance ``P_ij`` on edge ij."""
-    from ..protocols._diffusivity import diffusion_matrix
-
     return (sp.identity(graph.n, format="csr") - diffusion_matrix(graph, alpha)).tocsr()
 
 
@@ -58,8 +55,6 @@ def diffusion_eigenvalues(graph, alpha=None, *, matrix="degree", min_diag=0.5) -
     """All eigenvalues of P, descending (dense; graphs up to a few thousand nodes)."""
     if graph.n > _DENSE_MAX:
         raise TokendistError(f"all eigenvalues of P for n = {graph.n} > {_DENSE_MAX}: use diffusion_lambda2/gamma")
-    from ..protocols._diffusivity import diffusion_matrix
-
     p = diffusion_matrix(graph, _alpha(graph, alpha, matrix, min_diag)).toarray()
     return np.sort(np.linalg.eigvalsh(p))[::-1]
 
@@ -69,8 +64,6 @@ def _extreme(graph, alpha):
     if graph.n <= _DENSE_MAX:
         ev = diffusion_eigenvalues(graph, alpha)
         return (float(ev[1]) if graph.n > 1 else 0.0), float(ev[-1])
-    from ..protocols._diffusivity import diffusion_matrix
-
     p = diffusion_matrix(graph, alpha)
     top = spla.eigsh(p, k=2, which="LA", return_eigenvectors=False, tol=1e-10)
     bottom = spla.eigsh(p, k=1, which="SA", return_eigenvectors=False, tol=1e-10)

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from ..protocols._heterogeneous_matrix import edge_coefficients, scaled_speeds, sos_beta, spectrum
+from ..protocols.heterogeneous._matrix import edge_coefficients, scaled_speeds, sos_beta, spectrum
 from ._bounds import register_bounds
 
 __all__ = ["heterogeneous_spectrum", "lemma1_iterations", "heterogeneous_bounds"]

@@ -20,6 +20,8 @@ import numba
 import numpy as np
 
 from ..errors import TokendistError
+from ..graphs import diameter
+from ..protocols.dimension_exchange._schedule import resolve_colouring, spanning_tree
 from ._bounds import register_bounds
 from ._msd import (gap_stability, gap_stability_naive, generators_from_sizes, kary_order, kary_subtree_sizes,
                    msd_from_sizes)
@@ -427,15 +429,11 @@ def _tree_for(graph, params: dict, default: str):
     how = str(params.get("spanning_tree", default))
     if how == "none":
         raise TokendistError(f"{graph.spec or 'this graph'} is not a tree; pass spanning_tree=bfs or min-diameter")
-    from ..protocols._dimension_exchange_schedule import spanning_tree
-
     return spanning_tree(graph, how)
 
 
 @register_bounds("threshold2")
 def _threshold2_bounds(graph, loads, params):
-    from ..graphs import diameter
-
     d = diameter(graph)
     return {"final_discrepancy_bound": d, "max_stable_discrepancy": d,
             "basis": "Theorem 5: THRESHOLD-2 ends with discrepancy <= diameter, attained by the distance distribution"}
@@ -457,8 +455,6 @@ def _threshold1_bounds(graph, loads, params):
 @register_bounds("discrepancy1")
 def _discrepancy1_bounds(graph, loads, params):
     tree = _tree_for(graph, params, "bfs")
-    from ..protocols._dimension_exchange_schedule import resolve_colouring
-
     chi = int(resolve_colouring(tree, str(params.get("colouring", "auto"))).max()) + 1 if tree.m else 1
     d0 = int(np.max(loads) - np.min(loads)) if len(loads) else 0
     return {"final_discrepancy_bound": min(d0, 1), "time_bound": 2 * max(d0 - 1, 0) * chi * tree.n,

@@ -23,6 +23,8 @@ import numpy as np
 from scipy.sparse.csgraph import breadth_first_order
 
 from ..errors import TokendistError
+from ..graphs import rooted_tree, tree_diameter
+from ..protocols.perfect_tree import spanning_tree_of
 from ._bounds import register_bounds
 
 __all__ = ["rooted_tree", "tree_diameter", "transport_cost", "min_exchanges", "perfect_tree_bounds",
@@ -32,42 +34,6 @@ __all__ = ["rooted_tree", "tree_diameter", "transport_cost", "min_exchanges", "p
 #: docs/margara-pistocchi-vassura.md derives: phase 2 costs at most opt + r * height, phase 3 at
 #: most r * height, and height <= D.
 EXCESS_CONSTANT = 2
-
-
-def rooted_tree(tree, root: int = 0):
-    """Breadth-first order, parent (-1 at the root) and depth of every node of a tree.
-
-    Parameters
-    ----------
-    tree : Graph
-        A tree (connected, ``m = n - 1``).
-    root : int
-        The root.
-
-    Returns
-    -------
-    order, parent, depth : ndarray of int64
-    """
-    if not tree.is_tree:
-        raise TokendistError(f"{tree.spec or 'this graph'} is not a tree")
-    order, pred = breadth_first_order(tree.adjacency, root, directed=False, return_predecessors=True)
-    order = order.astype(np.int64)
-    parent = pred.astype(np.int64)
-    parent[parent < 0] = -1
-    depth = np.zeros(tree.n, dtype=np.int64)
-    for v in order[1:]:
-        depth[v] = depth[parent[v]] + 1
-    return order, parent, depth
-
-
-def tree_diameter(tree) -> int:
-    """The diameter of a tree (two breadth-first searches)."""
-    if tree.n <= 1:
-        return 0
-    _, _, d0 = rooted_tree(tree, 0)
-    far = int(np.argmax(d0))
-    _, _, d1 = rooted_tree(tree, far)
-    return int(d1.max())
 
 
 def _subtree_sums(order, parent, values) -> np.ndarray:
@@ -160,8 +126,6 @@ def perfect_tree_bounds(graph, loads, params) -> dict:
     On a non-tree graph the protocol runs on a spanning tree (``spanning_tree`` parameter); the
     figures are those of that tree.
     """
-    from ..protocols._perfect_tree import spanning_tree_of
-
     tree = spanning_tree_of(graph, (params or {}).get("spanning_tree", "bfs"))
     loads = np.asarray(loads, dtype=np.int64)
     n, total = tree.n, int(loads.sum())

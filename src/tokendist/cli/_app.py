@@ -11,7 +11,7 @@ import sys
 from typing import ClassVar
 
 from ..errors import TokendistError
-from ..protocols._measured_choice import allow_auto_threads
+from ..kernels._choice import allow_auto_threads
 
 __all__ = ["Command", "COMMANDS", "command", "build_parser", "main", "UsageError"]
 

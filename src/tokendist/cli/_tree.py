@@ -78,7 +78,7 @@ class TreeMsdCommand(Command):
 
 
 def _colouring(tree, colouring: str):
-    from ..protocols._dimension_exchange_schedule import resolve_colouring
+    from ..protocols.dimension_exchange._schedule import resolve_colouring
 
     return resolve_colouring(tree, colouring)
 

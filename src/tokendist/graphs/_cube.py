@@ -4,7 +4,7 @@ Kernels that know it can walk the cube one dimension at a time: for a block of `
 nodes, the neighbours across a dimension ``k >= b`` are the ``2^b`` consecutive nodes of the partner
 block ``i0 xor 2^k``, and those across ``k < b`` lie inside the block. Such loops read the loads in
 contiguous streams that LLVM vectorises, where a CSR row loop gathers ``d`` scattered values per node
-(:mod:`tokendist.protocols._heterogeneous_random_walk_cube`; measurements in
+(:mod:`tokendist.protocols.heterogeneous.kernels._walk_cube`; measurements in
 docs/elsasser-monien-schamberger.md, "Sixth pass").
 """
 

@@ -15,7 +15,7 @@ from scipy.sparse.csgraph import breadth_first_order
 from ..errors import TokendistError
 from ._properties import _require_connected, _sweeps, eccentricities
 
-__all__ = ["bfs_tree", "min_diameter_spanning_tree", "tree_centroid", "subtree_sizes", "parents",
+__all__ = ["rooted_tree", "tree_diameter", "bfs_tree", "min_diameter_spanning_tree", "tree_centroid", "subtree_sizes", "parents",
            "biconnected_components", "cut_vertices", "is_biconnected", "MDST_EXACT_WORK"]
 
 #: Above this many BFS steps (``n * (n + m)``), :func:`min_diameter_spanning_tree` switches to
@@ -226,3 +226,39 @@ def is_biconnected(graph) -> bool:
     """Whether the graph is connected, has at least 2 nodes and no cut vertex (networkx's convention:
     the single edge K_2 is biconnected)."""
     return graph.n >= 2 and graph.is_connected and cut_vertices(graph).size == 0
+
+
+def rooted_tree(tree, root: int = 0):
+    """Breadth-first order, parent (-1 at the root) and depth of every node of a tree.
+
+    Parameters
+    ----------
+    tree : Graph
+        A tree (connected, ``m = n - 1``).
+    root : int
+        The root.
+
+    Returns
+    -------
+    order, parent, depth : ndarray of int64
+    """
+    if not tree.is_tree:
+        raise TokendistError(f"{tree.spec or 'this graph'} is not a tree")
+    order, pred = breadth_first_order(tree.adjacency, root, directed=False, return_predecessors=True)
+    order = order.astype(np.int64)
+    parent = pred.astype(np.int64)
+    parent[parent < 0] = -1
+    depth = np.zeros(tree.n, dtype=np.int64)
+    for v in order[1:]:
+        depth[v] = depth[parent[v]] + 1
+    return order, parent, depth
+
+
+def tree_diameter(tree) -> int:
+    """The diameter of a tree (two breadth-first searches)."""
+    if tree.n <= 1:
+        return 0
+    _, _, d0 = rooted_tree(tree, 0)
+    far = int(np.argmax(d0))
+    _, _, d1 = rooted_tree(tree, far)
+    return int(d1.max())

@@ -1,0 +1,365 @@
+"""Dimension exchange on an edge colouring: THRESHOLD-2, THRESHOLD-1 and DISCREPANCY-1.
+
+M. E. Houle, A. Symvonis, D. R. Wood, Dimension-exchange algorithms for token distribution on
+tree-connected architectures, J. Parallel Distrib. Comput. 64 (2004) 591-605.
+
+Every protocol here follows Algorithm DIMENSION-EXCHANGE (Sec. 1.1): at step ``t`` the edges of
+colour ``(colour_start + t) mod chi`` are active; the two ends of an active edge exchange their
+loads and at most one token crosses it. Single-port, synchronous, deterministic. The colouring
+(parameter ``colouring``), the colour of step 0 (``colour_start``) and, for the tree protocols on
+a graph that is not a tree, the spanning tree (``spanning_tree``) are parameters.
+
+The schedule is in :mod:`._dimension_exchange_schedule`, the kernels (numba, numpy and a naive
+reference) in :mod:`._dimension_exchange_kernels`, the worst-case initial distributions in
+:mod:`._dimension_exchange_init`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...engine import Param, Protocol, Step, register_protocol
+from ...errors import TokendistError
+from . import _worst_case as _dimension_exchange_init  # noqa: F401  (registers the worst-case distributions)
+from .kernels._serial import (LM_KEEP, LM_MAX, LM_SET, THRESHOLD1, THRESHOLD1_PLUS, THRESHOLD2,
+                                          colour_step_numba, colour_step_numpy)
+from ._schedule import SPANNING_TREES, make_schedule
+
+__all__ = ["Threshold2", "Threshold1", "Discrepancy1"]
+
+_COMMON = (
+    Param("colouring", str, "auto", "edge colouring: auto (Delta colours on trees and bipartite graphs, "
+          "Misra-Gries otherwise), tree, bipartite, misra-gries, greedy, or file:PATH (one colour per edge)"),
+    Param("colour_start", int, 0, "the colour active at step 0 (stable distributions depend on it)"),
+    Param("kernel", str, "numba", "numba (fast) or numpy (whole-array reference)", ("numba", "numpy")),
+)
+_SPANNING = Param("spanning_tree", str, "none", "on a graph that is not a tree: run on this spanning tree "
+                  "(bfs from node 0, or min-diameter); none refuses non-trees", SPANNING_TREES)
+
+
+class _DimensionExchange(Protocol):
+    """Shared machinery: schedule, buffers, the vectorised step and the per-node rule."""
+
+    model = "single-port"
+    requires = frozenset({"connected", "colouring"})
+    exchange_rounds = 1
+    #: Whether the protocol runs on a tree (the graph itself or a spanning tree of it).
+    needs_tree = False
+
+    def check_graph(self, graph) -> None:
+        if not graph.is_connected:
+            raise TokendistError(f"{self.name} needs a connected graph; {graph.spec or 'this graph'} is not connected")
+        if self.needs_tree and not graph.is_tree and self.options.get("spanning_tree", "none") == "none":
+            raise TokendistError(f"{self.name} runs on trees; {graph.spec or 'this graph'} is not one "
+                                 "(pass spanning_tree=bfs or spanning_tree=min-diameter)")
+
+    def reset(self, graph, loads, rng):
+        self.sched = make_schedule(graph, colouring=self.options["colouring"],
+                                   colour_start=self.options["colour_start"],
+                                   spanning=self.options.get("spanning_tree", "none"), need_tree=self.needs_tree)
+        self.period = self.sched.chi
+        self.n = graph.n
+        self._buf = np.empty_like(loads)
+        # One int8 per edge: a step moves at most one token across an edge. Only the active colour
+        # class is written (and the previous one cleared), so the engine still gets every step's
+        # flows -- feasibility and, with check=True, the single-port model -- at O(m / chi) a step.
+        self._flows = np.zeros(graph.m, dtype=np.int8)
+        self._prev = (0, 0)
+        self._spanning = self.sched.graph is not graph
+
+    def _rule(self, t, loads) -> int:
+        raise NotImplementedError
+
+    def _local_max(self):
+        """DISCREPANCY-1's localMax array (None: the rule does not read it)."""
+        return None
+
+    def _lm_mode(self) -> int:
+        """What the fused kernel does to localMax before the step (``LM_KEEP``, ``LM_MAX``, ``LM_SET``)."""
+        return LM_KEEP
+
+    def _halted(self):
+        """The halted nodes, or None when none is halted (the kernel then reads no flags)."""
+        return None
+
+    def _after(self, t, loads) -> None:
+        """Bookkeeping that needs localMax as updated for step ``t`` (DISCREPANCY-1)."""
+
+    def step(self, t, graph, loads):
+        rule = self._rule(t, loads)
+        lo, hi = self.sched.active(t)
+        if self.options["kernel"] == "numpy":
+            new, flows, moved = colour_step_numpy(loads, self.sched, t, rule, self._local_max(), self._halted(),
+                                                  graph.m)
+            self._after(t, loads)
+            return Step(new, moved=moved, messages=2 * (hi - lo), flows=flows)
+        out = self._buf if self._buf is not loads else np.empty_like(loads)
+        moved = colour_step_numba(loads, out, self.sched, t, self._prev, rule, self._local_max(), self._halted(),
+                                  self._flows, self._lm_mode())
+        self._after(t, loads)
+        self._prev = (lo, hi)
+        self._buf = loads  # ping-pong buffers: the engine keeps what it needs
+        return Step(out, moved=moved, messages=2 * (hi - lo), flows=self._flows)
+
+    def _tree_edges_equal(self, loads) -> bool:
+        g = self.sched.graph
+        return bool(g.m == 0 or np.all(loads[g.u] == loads[g.v]))
+
+    def report(self) -> dict:
+        s = self.sched
+        return {"chi": s.chi, "colour_start": s.start, "round_steps": s.chi, "phase_steps": s.chi * s.graph.n,
+                "schedule_edges": int(s.graph.m), "on_spanning_tree": self._spanning}
+
+    # ---------------------------------------------------------------- per-node form
+    def contacts(self, t, node, neighbours):
+        w = int(self.sched.partner[node, self.sched.colour_at(t)])
+        return np.array([], dtype=np.int64) if w == node else np.array([w], dtype=np.int64)
+
+    def publish(self, rnd, t, node, view):
+        return int(view.load)
+
+    def _sends(self, t, node, view, load_other) -> bool:
+        raise NotImplementedError
+
+    def decide(self, t, node, view):
+        if len(view.contacts) == 0:
+            return {}
+        w = int(view.contacts[0])
+        return {w: 1} if self._sends(t, node, view, view.received[0][w]) else {}
+
+
+@register_protocol
+class Threshold2(_DimensionExchange):
+    """THRESHOLD-2: across the active edge one token goes from the heavier end if the ends differ by >= 2.
+
+    Per node v at step t (Sec. 2): if v has an edge vw of the active colour, exchange loads with w;
+    if ``load(v) >= load(w) + 2`` send one token to w. Any connected graph. It always reaches a
+    stable distribution (Lemma 3), in which every edge has discrepancy at most 1 (Lemma 4), so
+    the final discrepancy is at most the diameter, and the distance distribution attains it
+    (Theorem 5). Single-port, deterministic.
+    """
+
+    name = "threshold2"
+    title = "THRESHOLD-2 (dimension exchange)"
+    paper = "Houle, Symvonis, Wood 2004, Sec. 2-3"
+    params = _COMMON
+
+    def _rule(self, t, loads):
+        return THRESHOLD2
+
+    def is_stable(self, graph, loads):
+        # Lemma 4: stable iff every edge has discrepancy at most 1; then no token ever moves.
+        return bool(graph.m == 0 or np.abs(loads[graph.u] - loads[graph.v]).max() <= 1)
+
+    def _sends(self, t, node, view, lw):
+        return view.load >= lw + 2
+
+
+@register_protocol
+class Threshold1(_DimensionExchange):
+    """THRESHOLD-1: across the active edge one token goes from the heavier end if the ends differ at all.
+
+    Per node v at step t (Sec. 2): if v has an edge vw of the active colour, exchange loads; if
+    ``load(v) >= load(w) + 1`` send one token to w. Tokens on a difference-1 edge circulate along
+    the observer tour (Sec. 4.2). On a tree the run reaches a stable distribution (Lemma 8) of
+    discrepancy at most MSD(T) (Theorem 12), at most the bound of Theorem 16. On any other
+    connected graph it runs on a spanning tree when ``spanning_tree`` asks for one. Single-port,
+    deterministic.
+    """
+
+    name = "threshold1"
+    title = "THRESHOLD-1 (dimension exchange on a tree)"
+    paper = "Houle, Symvonis, Wood 2004, Sec. 2, 4"
+    params = _COMMON + (_SPANNING,)
+    needs_tree = True
+
+    def _rule(self, t, loads):
+        return THRESHOLD1
+
+    def is_stable(self, graph, loads):
+        # A difference-1 edge moves a token whenever it is active: no token moves only if all equal.
+        return self._tree_edges_equal(loads)
+
+    def _sends(self, t, node, view, lw):
+        return view.load >= lw + 1
+
+
+@register_protocol
+class Discrepancy1(_DimensionExchange):
+    """DISCREPANCY-1: cycles of an A-phase (THRESHOLD-1, recording localMax) and a B-phase (THRESHOLD-1 PLUS).
+
+    Per node v (Sec. 5), each cycle: ``localMax(v) <- load(v)``; A-phase: ``chi n`` steps of
+    THRESHOLD-1, after each ``localMax(v) <- max(localMax(v), load(v))``; B-phase: ``chi n`` steps
+    of THRESHOLD-1 PLUS, which sends over a difference-1 edge only if ``load(v) != localMax(v)``.
+    Each node knows n. Theorem 18: the discrepancy is at most 1 within ``2 (Delta_0 - 1) chi n``
+    steps. Local termination (end of Sec. 5): a node whose localMax did not change over
+    ``stop_cycles`` consecutive cycles stops; ``termination=record`` (default) only records when
+    each node would stop, ``termination=halt`` makes it stop (a halted node exchanges with no one).
+    The rule is not safe: a node can stop while the discrepancy is large, and honouring it can end
+    the run above discrepancy 1 (docs/houle-symvonis-wood.md gives an 8-node example ending at 4);
+    Theorem 18 is about the algorithm run without halting.
+    On a graph that is not a tree it runs on a spanning tree (``spanning_tree``, default bfs).
+    """
+
+    name = "discrepancy1"
+    title = "DISCREPANCY-1 (dimension exchange on a tree, discrepancy <= 1)"
+    paper = "Houle, Symvonis, Wood 2004, Sec. 5"
+    params = _COMMON + (
+        Param("spanning_tree", str, "bfs", "on a graph that is not a tree: bfs (from node 0) or min-diameter "
+              "spanning tree; none refuses non-trees", SPANNING_TREES),
+        Param("termination", str, "record", "record: note when each node's local rule says stop; halt: stop it",
+              ("record", "halt")),
+        Param("stop_cycles", int, 2, "a node stops when localMax is equal in this many consecutive cycles "
+              "(the paper: two consecutive applications)"),
+    )
+    needs_tree = True
+
+    def reset(self, graph, loads, rng):
+        super().reset(graph, loads, rng)
+        if self.options["stop_cycles"] < 2:
+            raise TokendistError("discrepancy1: stop_cycles must be at least 2")
+        n_tree = self.sched.graph.n
+        self.A = self.sched.chi * n_tree
+        self.L = 2 * self.A
+        self.lm = np.asarray(loads, dtype=np.int64).copy()
+        self.prev_lm = None
+        self.same = np.zeros(graph.n, dtype=np.int64)
+        self.pending = np.zeros(graph.n, dtype=bool)
+        self.halted = np.zeros(graph.n, dtype=np.bool_)
+        self._any_halted = False
+        self._mode = LM_KEEP
+        self.stop_step = np.full(graph.n, -1, dtype=np.int64)
+        self.stop_discrepancy = np.full(graph.n, -1, dtype=np.int64)
+        self.cycles = []
+        self._next = 0
+
+    def _advance(self, t, loads):
+        """Update localMax and the termination bookkeeping from the loads at the start of step t.
+
+        With the numba kernel the localMax update itself (``localMax <- load`` at a cycle's start,
+        ``max(localMax, load)`` in the A-phase) is fused into the kernel's copy of the loads
+        (``self._mode``); :meth:`_after` then does what reads the updated localMax.
+        """
+        pos = t % self.L
+        fused = self.options["kernel"] == "numba"
+        self._mode = LM_KEEP
+        if pos == 0:
+            disc = int(loads.max() - loads.min())
+            if t > 0:
+                self.cycles[-1]["end_discrepancy"] = disc
+                stopping = self.pending & (self.stop_step < 0)
+                self.stop_step[stopping] = t
+                self.stop_discrepancy[stopping] = disc
+                self.pending[:] = False
+                if self.options["termination"] == "halt":
+                    self.halted |= stopping
+                    self._any_halted = bool(self.halted.any())
+            self.cycles.append({"cycle": t // self.L, "start_step": t, "start_discrepancy": disc})
+            if fused:
+                self._mode = LM_SET
+            else:
+                self.lm = np.asarray(loads, dtype=np.int64).copy()
+        elif pos <= self.A:
+            if fused:
+                self._mode = LM_MAX
+            else:
+                np.maximum(self.lm, loads, out=self.lm)
+
+    def _after(self, t, loads):
+        if t % self.L == self.A:
+            self.cycles[-1]["b_start_discrepancy"] = int(loads.max() - loads.min())
+            if self.lm.size <= 64:
+                self.cycles[-1]["local_max"] = self.lm.tolist()
+            if self.prev_lm is not None:
+                k = self.options["stop_cycles"] - 1
+                self.same = np.where(self.lm == self.prev_lm, np.minimum(self.same + 1, k), 0)
+                self.pending = self.same >= k
+            self.prev_lm = self.lm.copy()
+
+    def _rule(self, t, loads):
+        self._advance(t, loads)
+        return THRESHOLD1 if t % self.L < self.A else THRESHOLD1_PLUS
+
+    def _local_max(self):
+        return self.lm
+
+    def _lm_mode(self):
+        return self._mode
+
+    def _halted(self):
+        return self.halted if self._any_halted else None
+
+    def is_stable(self, graph, loads):
+        g = self.sched.graph
+        if g.m == 0:
+            return True
+        diff = loads[g.u] != loads[g.v]
+        return bool(not np.any(diff & ~(self.halted[g.u] | self.halted[g.v])))
+
+    def state_key(self) -> bytes:
+        # The position in the cycle and every node's bookkeeping (not the recorded stop times).
+        prev = b"" if self.prev_lm is None else self.prev_lm.tobytes()
+        return (np.int64(self._next % self.L).tobytes() + self.lm.tobytes() + prev + self.same.tobytes()
+                + self.halted.tobytes() + self.pending.tobytes())
+
+    def step(self, t, graph, loads):
+        out = super().step(t, graph, loads)
+        self._next = t + 1
+        return out
+
+    def report(self) -> dict:
+        out = super().report()
+        stopped = self.stop_step >= 0
+        unsafe = stopped & (self.stop_discrepancy > 1)
+        term = {
+            "mode": self.options["termination"], "stop_cycles": self.options["stop_cycles"],
+            "nodes_stopped": int(stopped.sum()), "nodes": int(self.stop_step.size),
+            "first_stop_step": int(self.stop_step[stopped].min()) if stopped.any() else None,
+            "last_stop_step": int(self.stop_step[stopped].max()) if stopped.all() else None,
+            "discrepancy_at_first_stop": int(self.stop_discrepancy[stopped][np.argmin(self.stop_step[stopped])])
+            if stopped.any() else None,
+            "unsafe_stops": int(unsafe.sum()),
+            "safe": bool(not unsafe.any()),
+        }
+        if self.stop_step.size <= 64:
+            term["stop_step"] = [int(x) if x >= 0 else None for x in self.stop_step]
+        out.update({"cycle_steps": self.L, "a_phase_steps": self.A, "cycles": self.cycles[-50:], "termination": term})
+        return out
+
+    # ---------------------------------------------------------------- per-node form
+    def publish(self, rnd, t, node, view):
+        mem = view.memory
+        if not mem:
+            mem.update(lm=int(view.load), prev=None, same=0, pending=False, halted=False)
+        pos = t % self.L
+        if pos == 0:
+            if t > 0 and mem["pending"]:
+                mem["pending"] = False
+                if self.options["termination"] == "halt":
+                    mem["halted"] = True
+            mem["lm"] = int(view.load)
+        elif pos <= self.A:
+            mem["lm"] = max(mem["lm"], int(view.load))
+        if pos == self.A:
+            if mem["prev"] is not None:
+                k = self.options["stop_cycles"] - 1
+                mem["same"] = min(mem["same"] + 1, k) if mem["lm"] == mem["prev"] else 0
+                mem["pending"] = mem["same"] >= k and not mem.get("stopped", False)
+                if mem["pending"]:
+                    mem["stopped"] = True
+            mem["prev"] = mem["lm"]
+        return (int(view.load), bool(mem["halted"]))
+
+    def decide(self, t, node, view):
+        if len(view.contacts) == 0:
+            return {}
+        w = int(view.contacts[0])
+        lw, other_halted = view.received[0][w]
+        if view.memory["halted"] or other_halted:
+            return {}
+        lv = view.load
+        if t % self.L < self.A:
+            send = lv >= lw + 1
+        else:
+            send = lv >= lw + 2 or (lv == lw + 1 and lv != view.memory["lm"])
+        return {w: 1} if send else {}
