@@ -17,11 +17,12 @@ five papers), :mod:`tokendist.analysis` (theory: bounds, stable gaps, off-line o
 __version__ = "0.1.0"
 
 from .graphs import Graph, make_graph
-from .engine import PROTOCOLS, RunResult, make_loads, make_protocol, simulate, run_node_rules
+from .engine import PROTOCOLS, Param, Protocol, RunResult, Step, make_loads, make_protocol, simulate, run_node_rules
 from . import protocols  # noqa: F401  (registers every protocol)
 from . import analysis  # noqa: F401  (registers the bounds and the theory's worst-case loads)
 from .errors import TokendistError
 from .kernels._choice import allow_auto_threads
 
 __all__ = ["Graph", "make_graph", "simulate", "run_node_rules", "make_loads", "make_protocol", "PROTOCOLS",
+           "Protocol", "Step", "Param",
            "RunResult", "TokendistError", "allow_auto_threads", "__version__"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..engine import PROTOCOLS
+from ..engine import PROTOCOLS, resolve_protocol
 from ..errors import TokendistError
 from ..experiments._bench import DEFAULT_BENCH_GRAPHS, bench
 from ._app import Command, command
@@ -58,7 +58,7 @@ class BenchCommand(Command):
         graphs = graph_list(args.graphs)
         algos = [a.strip() for a in args.algos.split(",")] if args.algos else None
         for name in algos or ():
-            PROTOCOLS.get(name)  # an unknown name is a one-line error now, not a skipped row per graph
+            resolve_protocol(name)  # an unknown name is a one-line error now, not a skipped row per graph
         with progress_bar("bench", None, enabled=not args.json) as update:
             rows, naive = bench(graphs, algos, steps=args.steps, params=parse_key_values(args.param),
                                 naive_graph=args.naive_graph, skip=args.skip,

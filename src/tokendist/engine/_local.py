@@ -24,7 +24,7 @@ from .._random import stream
 from ..graphs import make_graph
 from ._initial import make_loads
 from ._messages import MessageExecutor
-from ._protocol import make_protocol
+from ._user import make_protocol
 
 __all__ = ["NodeView", "run_node_rules"]
 

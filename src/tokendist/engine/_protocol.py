@@ -27,8 +27,9 @@ import numpy as np
 from ..errors import NotResetError, TokendistError
 from ..registry import Registry
 
-__all__ = ["Protocol", "Param", "Step", "PROTOCOLS", "register_protocol", "make_protocol", "MODELS",
+__all__ = ["Protocol", "Param", "Step", "PROTOCOLS", "register_protocol", "MODELS",
            "REQUIREMENTS", "parse_param_value"]
+# make_protocol lives in ._user, which resolves users' own protocols too.
 
 #: Communication models: single-port (at most one neighbour per node per step), multi-port (at most
 #: one token per edge and direction per step), flow (any amount per edge: diffusion), message
@@ -265,13 +266,3 @@ def parse_param_value(algo: str, p: Param, text: str):
     except (TypeError, ValueError):
         expects = getattr(p.type, "description", getattr(p.type, "__name__", "a value"))
         raise TokendistError(f"{algo}: parameter {p.name} expects {expects}, got {text!r}") from None
-
-
-def make_protocol(algo, params: dict | None = None) -> Protocol:
-    """A protocol instance from a registry name (or an instance, returned as is)."""
-    if isinstance(algo, Protocol):
-        if params:
-            raise TokendistError("pass parameters to the protocol's constructor, not with an instance")
-        return algo
-    cls = PROTOCOLS.get(algo)
-    return cls(**(params or {}))

@@ -32,7 +32,8 @@ from ..errors import ConservationError, InfeasibleStepError, TokendistError
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
 from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy
-from ._protocol import Protocol, make_protocol
+from ._protocol import Protocol
+from ._user import make_protocol
 
 __all__ = ["simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS", "TRACE_METRICS"]
 

@@ -34,7 +34,7 @@ import numba
 import numpy as np
 
 from .._random import stream
-from ..engine import PROTOCOLS, make_protocol
+from ..engine import PROTOCOLS, make_protocol, resolve_protocol
 from ..errors import TokendistError
 from ..graphs import make_graph
 from ..graphs._model import unsigned_view
@@ -245,7 +245,7 @@ def _measure_case(name, g, loads, steps, seed, conn, params=None, skip=0):
     try:
         # Parameters apply to the protocols that declare them (e.g. ``threads`` for the kernels
         # that have a parallel variant); the others run with their defaults.
-        declared = {p.name for p in PROTOCOLS.get(name).params}
+        declared = {p.name for p in resolve_protocol(name).params}
         own = {k: v for k, v in (params or {}).items() if k in declared}
         if own:
             note = ", ".join(f"{k}={v}" for k, v in own.items())

@@ -53,7 +53,7 @@ class Scenario:
 
     def validate(self) -> "Scenario":
         """Resolve every name now; raise TokendistError naming the first problem."""
-        from ..engine import PROTOCOLS, make_loads, make_protocol
+        from ..engine import make_loads, make_protocol, resolve_protocol
         from ..graphs import make_graph
 
         if not isinstance(self.seed, int) or self.seed < 0:
@@ -67,7 +67,7 @@ class Scenario:
         graph = make_graph(self.graph, seed=self.seed)
         make_loads(self.init, graph, self.seed)
         for a in self.algos:
-            PROTOCOLS.get(a)
+            resolve_protocol(a)
         for a, p in self.params.items():
             if not isinstance(p, dict):
                 raise TokendistError(f"scenario {self.name}: [params.{a}] must be a table")

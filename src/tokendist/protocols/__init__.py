@@ -11,7 +11,9 @@ Importing this package registers every protocol in :data:`tokendist.engine.PROTO
 In each family, ``_rules.py`` is where the rule as the paper states it lives.
 """
 
-from ..engine import PROTOCOLS
+from ..engine import PROTOCOLS, load_plugins
 from . import dimension_exchange, perfect_tree, diffusion, heterogeneous, local  # noqa: F401  (registers them)
 
 __all__ = ["PROTOCOLS", "dimension_exchange", "perfect_tree", "diffusion", "heterogeneous", "local"]
+
+load_plugins()  # protocols that installed packages register (entry-point group tokendist.protocols)
