@@ -22,8 +22,8 @@ import numpy as np
 
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
-from tokendist.protocols import _diffusion as diffusion
-from tokendist.protocols import _diffusion_kernels as kernels
+from tokendist.protocols.diffusion import _rules as diffusion
+from tokendist.protocols.diffusion.kernels import _serial as kernels
 
 #: Scalar (int64) and packed (int32) conversions between float64 and integers.
 INSTRUCTIONS = ("vcvttsd2si", "vcvtsi2sd", "vcvttpd2dq", "vcvtdq2pd")

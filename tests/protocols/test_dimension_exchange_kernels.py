@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 import tokendist as td
 from tokendist.errors import ConservationError, InfeasibleStepError
 from tokendist.graphs import edge_colouring, make_graph
-from tokendist.protocols import _dimension_exchange as dx
+from tokendist.protocols.dimension_exchange import _rules as dx
 from tokendist.protocols.dimension_exchange.kernels._serial import (LM_KEEP, LM_MAX, LM_SET, THRESHOLD1, THRESHOLD1_PLUS,
                                                              THRESHOLD2, colour_step_numba, colour_step_numpy,
                                                              naive_step)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tokendist.graphs import make_graph
-from tokendist.protocols import _heterogeneous_matrix as hm
+from tokendist.protocols.heterogeneous import _matrix as hm
 
 
 @pytest.mark.parametrize("spec", ["torus:30x30", "hypercube:9", "random-regular:600,4"])

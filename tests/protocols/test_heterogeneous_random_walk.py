@@ -156,7 +156,7 @@ def test_random_walk_seeded_runs_are_reproducible():
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from tokendist.graphs import Graph  # noqa: E402
-from tokendist.protocols import _heterogeneous_random_walk_kernels as K  # noqa: E402
+from tokendist.protocols.heterogeneous.kernels import _walk_serial as K  # noqa: E402
 
 from ..strategies import random_connected_graph  # noqa: E402
 

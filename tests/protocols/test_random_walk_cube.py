@@ -19,7 +19,7 @@ from hypothesis import given, settings, strategies as st
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
 from tokendist.graphs._model import unsigned_view
-from tokendist.protocols import _heterogeneous_random_walk as rw
+from tokendist.protocols.heterogeneous import _random_walk as rw
 from tokendist.protocols.heterogeneous.kernels._walk_cube import CUBE_BLOCK_BITS, fos_pair_cube
 from tokendist.kernels import run_parallel
 from tokendist.protocols.heterogeneous.kernels._walk_serial import fos_pair_regular

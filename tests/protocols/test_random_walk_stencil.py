@@ -18,7 +18,7 @@ from tokendist.engine import make_protocol
 from tokendist.graphs import Graph, make_graph
 from tokendist.graphs._model import unsigned_view
 from tokendist.graphs._stencil import find_stencil
-from tokendist.protocols import _heterogeneous_random_walk as rw
+from tokendist.protocols.heterogeneous import _random_walk as rw
 from tokendist.protocols.heterogeneous.kernels._walk_serial import fos_pair_regular, fos_pair_stencil
 
 from tokendist.protocols.heterogeneous.kernels._walk_serial import STENCIL_CHUNK

@@ -22,8 +22,8 @@ from hypothesis import given, settings, strategies as st
 
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
-from tokendist.protocols import _heterogeneous as heterogeneous
-from tokendist.protocols import _measured_choice as measured_choice
+from tokendist.protocols.heterogeneous import _rules as heterogeneous
+from tokendist.kernels import _choice as measured_choice
 from tokendist.protocols.heterogeneous.kernels._walk_cube import CUBE_BLOCK_BITS
 from tokendist.protocols.heterogeneous.kernels._sos_cube import sos_iou_cube
 from tokendist.protocols.heterogeneous.kernels._sos_cube_threaded import (CUBE_CHUNKS_PER_THREAD, cube_chunk_bits,
