@@ -77,9 +77,8 @@ class RunCommand(Command):
                 ["infeasible steps", result.infeasible_steps], ["seconds", round(result.seconds, 3)]]
         if result.cycle_length:
             rows.append(["cycle length", result.cycle_length])
-        choice = getattr(protocol, "kernel_choice", None)  # threads=auto: which kernel ran (same results)
-        if choice is not None and sum(choice.calls):
-            rows.append(["threads=auto", f"threaded kernel in {choice.calls[1]} of {sum(choice.calls)} steps"])
+        for variant, count in result.variants.items():  # which kernel ran (tokendist.kernels._report)
+            rows.append(["variant", f"{variant}: {count} steps"])
         for k, v in result.report.items():
             if isinstance(v, (int, float, str, bool, np.generic)):
                 rows.append([k, v])

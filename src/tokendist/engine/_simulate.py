@@ -29,6 +29,7 @@ import numpy as np
 
 from .._random import stream
 from ..errors import ConservationError, InfeasibleStepError, TokendistError
+from ..kernels._report import begin_step, step_variant
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
 from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy
@@ -70,6 +71,7 @@ class RunResult:
     initial_loads: np.ndarray
     trace: dict
     report: dict = field(default_factory=dict)
+    variants: dict = field(default_factory=dict)
     dynamics: dict | None = None
     seconds: float = 0.0
     cycle_length: int | None = None
@@ -101,6 +103,7 @@ class RunResult:
             "infeasible_steps": int(self.infeasible_steps),
             "dynamics": self.dynamics,
             "report": self.report,
+            "variants": self.variants,
             "seconds": round(self.seconds, 4),
         }
 
@@ -255,6 +258,7 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     tol = 1e-9 * (abs(float(total)) + graph.n) if protocol.divisible else 0
     trace = {k: [] for k in ("step", "tokens_moved", "messages", *TRACE_METRICS)}
     moved_total, messages_total, infeasible = 0, 0, 0
+    variants: dict[str, int] = {}  # which kernel ran how many steps (tokendist.kernels._report)
 
     def record(t, g, w):
         trace["step"].append(t)
@@ -296,7 +300,10 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
                         stop_reason = "rounding-cycle" if protocol.divisible else "cycle"
                     break
                 seen[key] = (t, moved_total)
+            begin_step()
             out = protocol.step(t, g, loads)
+            variant = step_variant()
+            variants[variant] = variants.get(variant, 0) + 1
             new = out.loads
             # Feasibility: nobody may send more than it held at the start of the step.
             sent = out.outflow
@@ -359,7 +366,7 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         stop_reason=stop_reason, tokens=_plain(total), initial=measure(graph, initial_loads),
         final=measure(graph, loads), tokens_moved=moved_total, messages=messages_total,
         infeasible_steps=infeasible, loads=loads, initial_loads=initial_loads, trace=trace_arrays,
-        report=protocol.report(), dynamics=None if dynamics is None else dynamics.describe(),
+        report=protocol.report(), variants=variants, dynamics=None if dynamics is None else dynamics.describe(),
         seconds=time.perf_counter() - started, cycle_length=cycle_length,
         load_history=None if history is None else np.array(history),
     )

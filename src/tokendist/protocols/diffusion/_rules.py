@@ -42,6 +42,9 @@ from .kernels._serial import (COIN_BLOCK, RANDOM_FRACTION, SNAP, counter_uniform
 from .kernels._threaded import diffuse_step_parallel, rounded_step_parallel, run_parallel
 from ...kernels._choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_allowed, auto_threads_param
 from ._diffusivity import MATRIX_SPECS, default_diffusivity, diagonal, diffusion_matrix, diffusivity
+from ...kernels._report import instrument_kernels
+
+instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
 
 __all__ = ["Diffusion", "DiffusionFloor", "DiffusionCeil", "DiffusionRandom", "DiffusionOriented",
            "default_diffusivity", "rounded_flows", "ROUNDINGS"]

@@ -24,6 +24,9 @@ from . import _worst_case as _dimension_exchange_init  # noqa: F401  (registers 
 from .kernels._serial import (LM_KEEP, LM_MAX, LM_SET, THRESHOLD1, THRESHOLD1_PLUS, THRESHOLD2,
                                           colour_step_numba, colour_step_numpy)
 from ._schedule import SPANNING_TREES, make_schedule
+from ...kernels._report import instrument_kernels
+
+instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
 
 __all__ = ["Threshold2", "Threshold1", "Discrepancy1"]
 

@@ -39,6 +39,9 @@ from .kernels._walk_serial import (edge_gap, fos_pair_regular, fos_pair_stencil,
                                                  token_index)
 from .kernels._walk_cube import fos_pair_cube
 from .kernels._walk_threaded import fos_pair_cube_par, fos_pair_par, fos_pair_regular_par, mrws_step_par
+from ...kernels._report import instrument_kernels
+
+instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
 
 __all__ = ["RandomWalk", "walk_tokens", "targets", "token_index", "SWITCH_RULES"]
 

@@ -55,6 +55,9 @@ from .kernels._sos_cube_threaded import cube_chunk_bits, sos_iou_cube_par
 from ._node import fos_node_flows, node_publish, sos_iou_node_sends, sos_node_flows
 from ._matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
+from ...kernels._report import instrument_kernels
+
+instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
 
 __all__ = ["FOS", "SOS", "FOSFloor", "SOSIOU", "HeterogeneousDiffusion", "COMMON_PARAMS", "KERNEL_PARAM"]
 

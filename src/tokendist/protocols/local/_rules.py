@@ -33,6 +33,9 @@ from .kernels._stencil import single_port_stencil_step
 from .kernels._threaded import (EDGE_BLOCK, ds_step_nodes_par, multi_port_step_par,
                                         multi_port_step_regular_par, run_parallel, single_port_counter_step_par)
 from ...kernels._threads import THREADS_PARAM, check_threads, run_rows, use_threads
+from ...kernels._report import instrument_kernels
+
+instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
 
 __all__ = ["MultiPort", "SinglePort", "DynamicSynchronous", "AsyncMultiPort", "multi_port_flows",
            "single_port_flows", "single_port_selection_probability"]
