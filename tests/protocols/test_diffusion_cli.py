@@ -1,4 +1,4 @@
-"""The documented commands of docs/subramanian-scherson.md: outputs and one-line errors."""
+"""The documented commands of docs/protocols/diffusion.md: outputs and one-line errors."""
 
 import json
 
