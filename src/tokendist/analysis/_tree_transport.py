@@ -27,7 +27,7 @@ from ..graphs import rooted_tree, tree_diameter
 from ..protocols.perfect_tree import spanning_tree_of
 from ._bounds import register_bounds
 
-__all__ = ["rooted_tree", "tree_diameter", "transport_cost", "min_exchanges", "perfect_tree_bounds",
+__all__ = ["transport_cost", "min_exchanges", "perfect_tree_bounds",
            "EXCESS_CONSTANT"]
 
 #: The constant c in "excess over the optimum <= c * D * min(T mod N, ...)" that the analysis in
