@@ -7,7 +7,7 @@ import re
 import numba
 import pytest
 
-BENCHMARKS = pathlib.Path(__file__).parent.parent / "benchmarks"
+BENCHMARKS = pathlib.Path(__file__).parent.parent / "benchmarks" / "probes"
 
 
 def _load(name):

@@ -35,6 +35,7 @@ import numpy as np
 
 from .._random import stream
 from ..engine import PROTOCOLS, make_protocol, resolve_protocol
+from ..kernels._report import begin_step, step_variant
 from ..errors import TokendistError
 from ..graphs import make_graph
 from ..graphs._model import unsigned_view
@@ -270,18 +271,20 @@ def _measure_case(name, g, loads, steps, seed, conn, params=None, skip=0):
         floor_args = (g, loads.astype(np.float64), np.empty(g.n))
         gather_floor(*floor_args)
         times, cpu_times, floor_times = [], [], []
+        ran = {}  # which variant ran the timed steps (tokendist.kernels._report)
         for t in range(skip + 1, skip + steps + 1):
             t1 = time.perf_counter()
             gather_floor(*floor_args)  # interleaved: the same moment's floor
             floor_times.append(time.perf_counter() - t1)
+            begin_step()
             t1, c1 = time.perf_counter(), time.process_time()
             out = proto.step(t, g, w)
+            ran[step_variant()] = ran.get(step_variant(), 0) + 1
             cpu_times.append(time.process_time() - c1)
             times.append(time.perf_counter() - t1)
             w = out.loads.copy() if out.loads is w else out.loads
-        choice = getattr(proto, "kernel_choice", None)  # threads=auto: which kernel ran the steps
-        if choice is not None and choice.calls[1]:
-            note = ", ".join(filter(None, [note, f"auto: threaded in {choice.calls[1]} of {sum(choice.calls)} steps"]))
+        ran_text = "; ".join(v if len(ran) == 1 else f"{v} x{k}" for v, k in ran.items())
+        note = ", ".join(filter(None, [note, ran_text]))
         # One more step measures what a step allocates. Memory = graph + the input and output
         # load arrays + the protocol's arrays (ping-pong load buffers not counted twice) + the
         # step's transient peak (a freshly allocated output not counted twice).

@@ -36,7 +36,7 @@ every node sees the same additions in the same order; its row end is the row loo
 IOUs and the exception bits in the same layout; its sums are all of integers, so it needs no
 fixed order of dimensions (see its pass, :func:`_sos_iou_cube_pass`).
 
-Measured on hypercube:20 with ``python benchmarks/sos_hypercube.py`` (two chains of steps, row
+Measured on hypercube:20 with ``python benchmarks/probes/sos_hypercube.py`` (two chains of steps, row
 loop and cube kernel alternated, loads equal after every step; medians of 7 steps): sos 4.22 ->
 3.05 ns per edge, sos-iou 7.81 -> 4.52, sos-iou with many short nodes 16.8 -> 16.6; the protocol
 steps of ``tokendist bench --graphs "hypercube:20" --algos sos,sos-iou --steps 10`` went from

@@ -1,4 +1,4 @@
-"""Is a hypercube step bound by memory? The same kernels on cubes from L2-sized to L3-sized (issue 3, sixth pass).
+"""Is a hypercube step bound by memory? The same kernels on cubes from L2-sized to L3-sized.
 
 For each ``hypercube:d`` of ``--dims``, times in one process, alternated over ``--rounds`` rounds:
 

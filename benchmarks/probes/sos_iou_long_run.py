@@ -1,4 +1,4 @@
-"""sos-iou over a long run: what a step costs as more and more nodes end it short (issue 3, eleventh pass).
+"""sos-iou over a long run: what a step costs as more and more nodes end it short.
 
 ``tokendist bench`` times the first steps of a run. From its loads (uniform in 0..99, seed 0) on
 ``torus:1000x1000`` the share of nodes that owe more than they hold grows step after step (3.6%

@@ -1,4 +1,4 @@
-"""single-port on a torus: the counter kernel against the stencil kernel (issue 3, eighth pass).
+"""single-port on a torus: the counter kernel against the stencil kernel.
 
 For ``torus:W x W`` (``--side``), two chains of single-port steps (Ghosh et al. 1995, Sec. 1.1,
 the paper's candidate probability 1/(4d) = 1/16) run side by side from the same loads (``tokendist

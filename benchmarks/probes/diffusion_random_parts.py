@@ -3,7 +3,7 @@
 Times, on the same loads and alternated: the HEAD pass alone (one SplitMix64 coin per edge), the
 whole random-rounding step (``rounded_step``, regular path: the HEAD pass plus a row loop that
 reads each slot's coin through ``csr_edges``), and the floor-rounding step (the same row loop
-without coins). docs/subramanian-scherson.md ("fifth pass") quotes it. E.g.::
+without coins). docs/design/kernels.md quotes it. E.g.::
 
     python benchmarks/diffusion_random_parts.py --graph hypercube:20 --rounds 4
 """

@@ -1,4 +1,4 @@
-"""sos-iou on a torus: the CSR row loop against the offset-stencil kernel (issue 3, eighth pass).
+"""sos-iou on a torus: the CSR row loop against the offset-stencil kernel.
 
 For ``torus:W x W`` (``--side``), two chains of integer SOS steps with IOUs run side by side from
 the same loads (``tokendist bench``'s: uniform in 0..99 from seed 0), with the protocol's coefficient and ``beta``, one with ``sos_iou_step`` (CSR rows,

@@ -1,7 +1,7 @@
 """The neighbour-sum floor on a hypercube: CSR indices against computed neighbours ``i xor 2^k``.
 
 Both loops add each node's neighbour loads (integers: the order does not matter); the second
-reads no ``indices``. docs/engine.md ("The hypercube: what bounds its kernels") explains why the
+reads no ``indices``. docs/design/engine.md explains why the
 protocols' float kernels cannot take the second form. Prints ns per edge for each round, e.g.::
 
     python benchmarks/hypercube_gather.py --dim 20 --rounds 3

@@ -1,4 +1,4 @@
-"""sos and sos-iou on a hypercube: the row loops against the kernels by dimensions (issue 3, seventh pass).
+"""sos and sos-iou on a hypercube: the row loops against the kernels by dimensions.
 
 For ``hypercube:d`` (``--dim``), each case runs two chains of steps side by side from the same
 loads, one with the row loop (state by edge id) and one with the kernel by dimensions (state by
@@ -16,7 +16,7 @@ Prints median (min) ns per edge and the row loop's median over the cube kernel's
 
     python benchmarks/sos_hypercube.py --dim 20 --steps 7
 
-With ``--threads K`` (K > 1; twelfth pass) the sos-iou cases run a third chain, the threaded cube
+With ``--threads K`` (K > 1) the sos-iou cases run a third chain, the threaded cube
 kernel ``sos_iou_cube_par`` on K numba threads, and print the serial cube kernel's median over
 its; its loads must equal the others' after every step too (the ``sos`` case has no threaded
 cube kernel and prints ``-``)::

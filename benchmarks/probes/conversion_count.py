@@ -1,4 +1,4 @@
-"""Scalar against packed float/int conversions in the compiled rounded-diffusion kernels (issue 3, twelfth pass).
+"""Scalar against packed float/int conversions in the compiled rounded-diffusion kernels.
 
 AVX2 converts float64 to and from int32 four at a time (``vcvttpd2dq``, ``vcvtdq2pd``) but to and
 from int64 only one at a time (``vcvttsd2si``, ``vcvtsi2sd``; the packed int64 forms are

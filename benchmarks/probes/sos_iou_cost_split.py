@@ -1,4 +1,4 @@
-"""Where a step of ``sos-iou`` goes: per-edge work, unpaid IOUs, short nodes (issue 3, fifth pass).
+"""Where a step of ``sos-iou`` goes: per-edge work, unpaid IOUs, short nodes.
 
 Runs ``sos-iou`` from the bench's loads (uniform in 0..99, seed 0) for ``--steps`` steps, captures
 the arguments of the step's kernel call, and times that kernel on copies of them, alternated:

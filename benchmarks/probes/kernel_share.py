@@ -1,4 +1,4 @@
-"""How much of a protocol's step its numba kernels take (issue 3, fifth pass).
+"""How much of a protocol's step its numba kernels take.
 
 Runs ``--algo`` on ``--graph`` from the bench's loads (uniform in 0..99, seed 0): one warm-up step,
 then ``--steps`` timed steps. Every numba function the protocol modules call is wrapped with a
@@ -30,7 +30,7 @@ def _wrap_kernels(spent, step):
     A call adds its time to ``spent[name][step[0]]`` (``step``: a one-item list, the current step).
     """
     undo = []
-    for info in pkgutil.iter_modules(tokendist.protocols.__path__, "tokendist.protocols."):
+    for info in pkgutil.walk_packages(tokendist.protocols.__path__, "tokendist.protocols."):
         module = importlib.import_module(info.name)
         for name, obj in list(vars(module).items()):
             if hasattr(obj, "py_func"):  # a numba dispatcher, as this module sees it
