@@ -219,28 +219,3 @@ def lower_bound_loads(graph, section: str, m: int | None = None) -> np.ndarray:
     else:
         raise TokendistError(f"unknown section {section!r}")
     return w
-
-
-def _register_initials():
-    from ..engine._initial import initial
-
-    def _m(spec, arg):
-        if not arg:
-            return None
-        if not arg.strip().isdigit():
-            raise SpecError(f"bad initial distribution {spec!r}: M must be a non-negative integer")
-        return int(arg)
-
-    @initial("ghosh-4.1", "ghosh-4.1[:M]", "Ghosh et al. Sec. 4.1 loads on ghosh-lower-bound (multi-port; m >= 2kd)")
-    def _init41(arg, graph, rng):
-        return lower_bound_loads(graph, "4.1", _m(f"ghosh-4.1:{arg}", arg))
-
-    @initial("ghosh-4.2", "ghosh-4.2[:M]", "Ghosh et al. Sec. 4.2 loads on ghosh-lower-bound (single-port; m >= k)")
-    def _init42(arg, graph, rng):
-        return lower_bound_loads(graph, "4.2", _m(f"ghosh-4.2:{arg}", arg))
-
-
-try:
-    _register_initials()
-except ImportError:  # pragma: no cover  (engine not importable yet: registered from tokendist/__init__)
-    pass

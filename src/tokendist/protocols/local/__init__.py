@@ -8,6 +8,7 @@ beside it; ``kernels/`` holds the compiled variants (one job per module) that
 the rules choose among, each tested against the reference step.
 """
 
+from . import _worst_case  # noqa: F401  (registers the Sec. 4 lower-bound loads)
 from ._rules import MultiPort, SinglePort, DynamicSynchronous, AsyncMultiPort, multi_port_flows, single_port_flows, single_port_selection_probability
 
 __all__ = ['MultiPort', 'SinglePort', 'DynamicSynchronous', 'AsyncMultiPort', 'multi_port_flows', 'single_port_flows', 'single_port_selection_probability']
