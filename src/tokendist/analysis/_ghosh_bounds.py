@@ -27,6 +27,7 @@ import numpy as np
 
 from ._bounds import register_bounds
 from ._offline import lemma_6_3_time, offline_optimum
+from .. import graphs
 
 __all__ = ["ghosh_bounds", "expansions", "OFFLINE_MAX_N"]
 
@@ -43,7 +44,6 @@ def _estimate_dict(est) -> dict:
 
 def expansions(graph) -> dict:
     """Edge expansion alpha and node expansion mu from ``tokendist.graphs`` (as plain dicts)."""
-    from .. import graphs
 
     out = {}
     for key, fname in (("alpha", "edge_expansion"), ("mu", "node_expansion")):

@@ -25,6 +25,8 @@ from ..protocols.dimension_exchange._schedule import resolve_colouring, spanning
 from ._bounds import register_bounds
 from ._msd import (gap_stability, gap_stability_naive, generators_from_sizes, kary_order, kary_subtree_sizes,
                    msd_from_sizes)
+from ..graphs import Graph, edge_colouring, is_proper_edge_colouring, make_graph, parents, subtree_sizes, tree_centroid
+from ..graphs._specs import check_size, split_spec
 
 __all__ = ["edge_subtree_sizes", "stable_gaps_1", "stable_gaps", "stability", "msd", "msd_of_spec",
            "gap_stability", "gap_stability_naive", "msd_from_sizes", "kary_order", "kary_subtree_sizes",
@@ -52,7 +54,6 @@ def edge_subtree_sizes(tree) -> np.ndarray:
     >>> edge_subtree_sizes(path_graph(4)).tolist()
     [1, 2, 3]
     """
-    from ..graphs import parents, subtree_sizes
 
     _require_tree(tree)
     n = tree.n
@@ -113,8 +114,6 @@ def msd_of_spec(spec: str, seed=None) -> dict:
     Returns ``{"n", "max_degree", "msd", "generators"}``; the closed forms of the subtree sizes make
     ``kary:2,24`` (33.5 million nodes) cost only the search over ``Z_n``.
     """
-    from ..graphs import make_graph
-    from ..graphs._specs import check_size, split_spec
 
     family, arg = split_spec(spec)
     parts = [a.strip() for a in arg.split(",")] if arg else []
@@ -146,11 +145,8 @@ def msd_of_spec(spec: str, seed=None) -> dict:
 # ---------------------------------------------------------------------------- observer tour (Sec. 4.1)
 def _colours_of(tree, colours):
     if colours is None:
-        from ..graphs import edge_colouring
-
         colours = edge_colouring(tree)
     colours = np.asarray(colours, dtype=np.int64)
-    from ..graphs import is_proper_edge_colouring
 
     if not is_proper_edge_colouring(tree, colours):
         raise TokendistError("the edge colouring is not proper (two edges at a node share a colour)")
@@ -282,7 +278,6 @@ def _component(adj, start, allowed: set, banned: int) -> set:
 def _centroid(adj, nodes: set) -> int:
     """A centroid of the subtree induced on ``nodes``: least largest component after removal; ties
     go to the smallest node id (Kang and Ault 1975: that component has at most |nodes|/2 nodes)."""
-    from ..graphs import Graph, tree_centroid
     index = {x: i for i, x in enumerate(sorted(nodes))}
     edges = [(index[x], index[y]) for x in nodes for y in adj[x] if y in index and x < y]
     sub = Graph.from_edges(len(index), edges)
@@ -411,8 +406,6 @@ def msd_conjecture(k: int, h: int) -> tuple[int, int]:
 
 # ---------------------------------------------------------------------------- registered bounds
 def _kary_of(graph):
-    from ..graphs._specs import split_spec
-
     family, arg = split_spec(graph.spec) if graph.spec else ("", "")
     if family == "kary":
         try:

@@ -16,13 +16,16 @@ from ..errors import TokendistError
 from ._app import Command, command
 from ._common import nonneg_int, positive_int
 from ._output import print_json, progress_bar, table
+from ..analysis import c_ordering, gap_positions, kary_order, lemma13_bound, lemma17_bound, msd, msd_of_spec, observer_tour, stability, theorem12_distribution, theorem16_bound
+from ..experiments._repro_houle import kary_msd_table
+from ..graphs import make_graph
+from ..graphs._specs import split_spec
+from ..protocols.dimension_exchange._schedule import resolve_colouring
 
 __all__ = ["TreeMsdCommand", "TreeOrderingsCommand", "TreeWorstCaseCommand", "TreeConjectureCommand"]
 
 
 def _kary_args(spec: str):
-    from ..graphs._specs import split_spec
-
     family, arg = split_spec(spec)
     if family != "kary":
         return None
@@ -34,8 +37,6 @@ def _kary_args(spec: str):
 
 
 def _tree(spec: str, seed: int):
-    from ..graphs import make_graph
-
     g = make_graph(spec, seed=seed)
     if not g.is_tree:
         raise TokendistError(f"{spec} is not a tree")
@@ -56,8 +57,6 @@ class TreeMsdCommand(Command):
         p.add_argument("--json", action="store_true", help="print JSON")
 
     def run(self, args):
-        from ..analysis import lemma13_bound, lemma17_bound, msd_of_spec, theorem16_bound
-
         t0 = time.perf_counter()
         info = msd_of_spec(args.spec, seed=args.seed)
         seconds = time.perf_counter() - t0
@@ -78,8 +77,6 @@ class TreeMsdCommand(Command):
 
 
 def _colouring(tree, colouring: str):
-    from ..protocols.dimension_exchange._schedule import resolve_colouring
-
     return resolve_colouring(tree, colouring)
 
 
@@ -98,8 +95,6 @@ class TreeOrderingsCommand(Command):
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
-        from ..analysis import c_ordering, gap_positions, observer_tour, stability
-
         tree = _tree(args.spec, args.seed)
         if args.source >= tree.n:
             raise TokendistError(f"node {args.source} does not exist (n={tree.n})")
@@ -146,8 +141,6 @@ class TreeWorstCaseCommand(Command):
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
-        from ..analysis import msd, theorem12_distribution
-
         tree = _tree(args.spec, args.seed)
         colours = _colouring(tree, args.colouring)
         chi = int(colours.max()) + 1 if colours.size else 1
@@ -180,9 +173,6 @@ class TreeConjectureCommand(Command):
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
-        from ..analysis import kary_order
-        from ..experiments._repro_houle import kary_msd_table
-
         big = [(k, h) for k in range(2, args.k_max + 1) for h in range(1, args.h_max + 1)
                if kary_order(k, h) > 200_000_000]
         if big or (args.binary_h_max or 0) > 27:

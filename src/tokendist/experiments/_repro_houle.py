@@ -18,6 +18,9 @@ import itertools
 import numpy as np
 
 from ._reproduce import Claim, Reproduction, Table, reproduction
+from ..analysis import c_gap, c_ordering, kary_subtree_sizes, lemma17_bound, msd, msd_conjecture, msd_from_sizes, stability, stable_gaps_1, theorem16_bound
+from ..engine import simulate
+from ..graphs import Graph, diameter, edge_colouring, kary_tree, path_graph, random_tree, star_graph
 
 __all__ = ["FIG1_ORDERINGS", "TERMINATION_EXAMPLES", "recover_colouring_from_orderings", "kary_msd_table",
            "termination_search"]
@@ -84,9 +87,6 @@ def recover_colouring_from_orderings(orderings) -> list[dict]:
 
 @reproduction("houle-sg1", "Sec. 4.3: SG_1 of the complete binary trees of height 2 and 3", PAPER)
 def _sg1(ctx) -> Reproduction:
-    from ..analysis import msd, stability, stable_gaps_1
-    from ..graphs import kary_tree
-
     rows, claims = [], []
     for h, printed in ((2, [1, 3, 4, 6]), (3, [1, 3, 7, 8, 12, 14])):
         t = kary_tree(2, h)
@@ -104,8 +104,6 @@ def _sg1(ctx) -> Reproduction:
 def _fig1(ctx) -> Reproduction:
     import networkx as nx
 
-    from ..analysis import c_gap, c_ordering
-    from ..graphs import Graph, kary_tree
 
     sols = recover_colouring_from_orderings(FIG1_ORDERINGS)
     claims = [Claim("the printed orderings come from one edge-coloured tree (recovered)", len(sols) >= 1,
@@ -147,10 +145,6 @@ def _fig1(ctx) -> Reproduction:
 
 @reproduction("houle-stars-paths", "Sec. 4.5: MSD of stars and paths; THRESHOLD-2 vs THRESHOLD-1", PAPER)
 def _stars_paths(ctx) -> Reproduction:
-    from ..analysis import msd
-    from ..engine import simulate
-    from ..graphs import diameter, path_graph, star_graph
-
     ks = range(2, 9 if ctx.quick else 17)
     rows, ok_star, ok_path = [], True, True
     runs_ok = True
@@ -186,7 +180,6 @@ def kary_msd_table(k_max: int, h_max: int, *, binary_h_max: int | None = None, p
     Each row: ``k, h, n, msd, conjecture_low`` (``floor((k-1)h/2)``), ``conjecture_holds``,
     ``bound_lemma17``, ``bound_theorem16``.
     """
-    from ..analysis import kary_subtree_sizes, lemma17_bound, msd_conjecture, msd_from_sizes, theorem16_bound
 
     pairs = [(k, h) for k in range(1, k_max + 1) for h in range(1, h_max + 1)]
     if binary_h_max:
@@ -249,8 +242,6 @@ TERMINATION_EXAMPLES = (
 def termination_search(runs: int, seed: int = 0, progress=None) -> dict:
     """Seeded random search: random trees of 8-17 nodes with one or two piles of tokens and a random
     colour start; DISCREPANCY-1 with ``termination=record``, then ``halt`` where a stop was unsafe."""
-    from ..engine import simulate
-    from ..graphs import edge_colouring, random_tree
 
     rng = np.random.default_rng(seed)
     unsafe, bad_final, examples = 0, 0, []
@@ -280,9 +271,6 @@ def termination_search(runs: int, seed: int = 0, progress=None) -> dict:
 
 @reproduction("houle-termination", "Sec. 5: is DISCREPANCY-1's local termination rule safe? (measured)", PAPER)
 def _termination(ctx) -> Reproduction:
-    from ..engine import simulate
-    from ..graphs import Graph
-
     rows = []
     for ex in TERMINATION_EXAMPLES:
         tree = Graph.from_edges(len(ex["loads"]), ex["edges"], spec=f"termination-{ex['name']}")

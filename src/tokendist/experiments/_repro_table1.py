@@ -22,6 +22,7 @@ import numpy as np
 
 from ..graphs import make_graph
 from ._reproduce import Claim, ReproContext, Reproduction, Table, reproduction
+from ..graphs import degree_stats, diameter, girth, lambda2
 
 __all__ = ["TABLE1_GRAPHS", "table1_rows"]
 
@@ -42,7 +43,6 @@ TABLE1_GRAPHS = [
 
 def table1_rows(progress=lambda done, total: None) -> list[dict]:
     """One dict per Table 1 graph: name, spec, n, m, degree min/avg/max, girth, diameter, lambda2."""
-    from ..graphs import degree_stats, diameter, girth, lambda2
 
     rows = []
     for k, (name, spec) in enumerate(TABLE1_GRAPHS):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from ..engine import PROTOCOLS
 
 __all__ = ["plot_run", "plot_compare", "new_figure", "family_style"]
 
@@ -15,7 +16,6 @@ _FAMILY_STYLES = {"Houle": "-", "Margara": (0, (6, 2)), "Subramanian": (0, (1, 1
 
 def family_style(algorithm: str) -> object:
     """The line style of the paper family that ``algorithm`` belongs to."""
-    from ..engine import PROTOCOLS
 
     if algorithm in PROTOCOLS:
         paper = PROTOCOLS.get(algorithm).paper

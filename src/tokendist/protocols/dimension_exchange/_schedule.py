@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import TokendistError
+from ...engine._initial import read_loads_file
+from ...graphs import bfs_tree, edge_colouring, is_proper_edge_colouring, min_diameter_spanning_tree
 
 __all__ = ["Schedule", "make_schedule", "resolve_colouring", "spanning_tree", "SPANNING_TREES"]
 
@@ -29,7 +31,6 @@ def spanning_tree(graph, how: str):
     The result keeps ``base_edges`` (each tree edge's index in ``graph``) so that flows can be
     reported on the graph's edges.
     """
-    from ...graphs import bfs_tree, min_diameter_spanning_tree
 
     if not graph.is_connected:
         raise TokendistError(f"a spanning tree needs a connected graph; {graph.spec or 'this graph'} is not connected")
@@ -54,12 +55,9 @@ def resolve_colouring(graph, colouring: str = "auto") -> np.ndarray:
     ``misra-gries``, ``greedy``), or ``file:PATH`` with one colour per line in the graph's edge
     order (``u < v``, sorted); a file colouring must be proper.
     """
-    from ...graphs import edge_colouring, is_proper_edge_colouring
 
     colouring = (colouring or "auto").strip()
     if colouring.startswith("file:"):
-        from ...engine._initial import read_loads_file
-
         colours = read_loads_file(colouring[5:], graph.m)
         if not is_proper_edge_colouring(graph, colours):
             raise TokendistError(f"{colouring[5:]}: not a proper edge colouring of {graph.spec or 'the graph'}")

@@ -20,10 +20,10 @@ import numpy as np
 
 from ...engine import MessageExecutor, Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
-from ...graphs import tree_diameter
 from ._channels import RELEASE_MODES, Link
 from ._node import PHASE_OVERLAP, PICKS, PerfectTreeNode
 from ._schedules import ADVERSARIES, adversarial_schedule
+from ...graphs import bfs_tree, min_diameter_spanning_tree, tree_diameter
 
 __all__ = ["PerfectTree", "spanning_tree_of", "SPANNING_TREES"]
 
@@ -38,10 +38,6 @@ def spanning_tree_of(graph, kind: str = "bfs"):
         raise TokendistError(f"perfect-tree needs a connected graph; {graph.spec or 'this graph'} is not connected")
     if kind not in SPANNING_TREES:
         raise TokendistError(f"spanning_tree must be one of {', '.join(SPANNING_TREES)}")
-    try:
-        from ...graphs import bfs_tree, min_diameter_spanning_tree
-    except ImportError:  # pragma: no cover - graphs/_trees.py not there yet
-        raise TokendistError("spanning trees are not available in this build; run perfect-tree on a tree") from None
     tree = bfs_tree(graph) if kind == "bfs" else min_diameter_spanning_tree(graph)
     return tree
 
