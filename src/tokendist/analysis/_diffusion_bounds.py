@@ -17,7 +17,7 @@
 These give Theorem 3.1: ``Omega(log sigma / Gamma) <= Time <= O(N sigma / Gamma)``,
 ``Omega(log sigma / Phi) <= Time <= O(sigma / Phi^2)`` and on the mesh
 ``Omega(d log sigma / sin^2(pi / max n_i)) <= Time <= O(d sigma / sin^2(pi / max n_i))``.
-How each damaged formula was read is in docs/subramanian-scherson.md.
+How each damaged formula was read is in docs/protocols/diffusion.md.
 """
 
 from __future__ import annotations

@@ -385,7 +385,7 @@ def theorem16_bound(n: int, max_degree: int) -> int:
     """Theorem 16: ``min{floor(n/2), 1 + (D-2) ceil(log2 n), floor((D+1)/2 ceil(log2 n))}``.
 
     Evaluated exactly as printed. For ``n = 2`` (``D = 1``) the middle term is 0 while MSD = 1: the
-    proof of Lemma 15 assumes ``D >= 2`` (see docs/houle-symvonis-wood.md).
+    proof of Lemma 15 assumes ``D >= 2`` (see docs/protocols/dimension-exchange.md).
     """
     if n <= 1:
         return 0

@@ -31,7 +31,7 @@ __all__ = ["transport_cost", "min_exchanges", "perfect_tree_bounds",
            "EXCESS_CONSTANT"]
 
 #: The constant c in "excess over the optimum <= c * D * min(T mod N, ...)" that the analysis in
-#: docs/margara-pistocchi-vassura.md derives: phase 2 costs at most opt + r * height, phase 3 at
+#: docs/protocols/perfect-tree.md derives: phase 2 costs at most opt + r * height, phase 3 at
 #: most r * height, and height <= D.
 EXCESS_CONSTANT = 2
 
@@ -143,5 +143,5 @@ def perfect_tree_bounds(graph, loads, params) -> dict:
         "phase1_time_Dd": diam * d,
         "memory_bits_scale_max_dv_logT_logN": float(d * logs),
         "basis": "Margara, Pistocchi, Vassura, Sec. 5: time O(TD), exchanges <= opt + O(D min{T,N}),"
-                 " memory Theta(d_v (log T + log N)); constant 2 derived in docs/margara-pistocchi-vassura.md",
+                 " memory Theta(d_v (log T + log N)); constant 2 derived in docs/protocols/perfect-tree.md",
     }

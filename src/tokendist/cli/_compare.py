@@ -31,7 +31,7 @@ class CompareCommand(Command):
                    "into --out (default ./tokendist-compare).")
 
     def add_arguments(self, p):
-        p.add_argument("--scenario", type=Path, default=None, help="a scenario TOML file (see docs/experiments.md)")
+        p.add_argument("--scenario", type=Path, default=None, help="a scenario TOML file (see docs/guide/compare-and-scenarios.md)")
         p.add_argument("--graph", default=None, help="topology spec (overrides the scenario)")
         p.add_argument("--init", default=None, help="initial distribution spec (overrides the scenario)")
         p.add_argument("--algos", default=None, help="comma-separated algorithm names (default: every applicable one)")

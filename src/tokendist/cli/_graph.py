@@ -25,7 +25,7 @@ class GraphsCommand(Command):
     help = "list every topology family with its spec syntax"
     description = ("List every topology family: its spec syntax (the one name used by the API, the CLI and "
                    "experiment files), whether it is random (seeded by --seed), and what it builds. "
-                   "Numbering of every family: docs/topologies.md.")
+                   "Numbering of every family: docs/guide/topologies.md.")
 
     def add_arguments(self, p):
         p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
@@ -38,7 +38,7 @@ class GraphsCommand(Command):
         else:
             from rich.table import Table
 
-            t = Table(title="topology families (random families take --seed; numbering: docs/topologies.md)",
+            t = Table(title="topology families (random families take --seed; numbering: docs/guide/topologies.md)",
                       title_justify="left")
             for col in ("syntax", "random", "summary"):
                 t.add_column(col, justify="left")

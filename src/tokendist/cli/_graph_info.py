@@ -36,7 +36,7 @@ class GraphInfoCommand(Command):
     description = ("Print every graph quantity the papers' theorems use: degrees, connectivity, bipartiteness, "
                    "girth, diameter, radius, lambda2 and its multiplicity, edge and node expansion (Ghosh et al.), "
                    "electrical and fluid conductance (Subramanian-Scherson) marked exact or bounds, and the number "
-                   "of colours of tokendist's edge colouring. Definitions: docs/graph-analysis.md.")
+                   "of colours of tokendist's edge colouring. Definitions: docs/guide/graph-analysis.md.")
 
     def add_arguments(self, p):
         p.add_argument("spec", help="topology spec, e.g. torus:16x16 (see 'tokendist graphs')")

@@ -4,7 +4,7 @@ For each vectorised protocol and each graph, :func:`bench` times whole steps (af
 step that also compiles numba kernels) and reports nanoseconds per edge-step; in the same run it
 times the deliberately naive reference — the multi-port rule as a Python loop over a networkx
 adjacency on a smaller torus — and reports the ratio. Timings on a shared 2-core machine vary up
-to 2x between runs (../shared/PERFORMANCE.md): compare within one run, quote medians. Next to the
+to 2x between runs (docs/design/kernels.md): compare within one run, quote medians. Next to the
 wall time it reports the process's CPU time (all its threads), which does not count the waits for
 a core another process holds: for a serial kernel on a quiet machine the two agree; a kernel run
 on k threads (``--param threads=k``) shows up to k times more CPU than wall time. Memory per

@@ -8,7 +8,7 @@ pause 3, averaged over 25 runs. Each figure plots the maximal weighted load and 
 the steps for integer FOS (``fos(int)``, ``fos-floor``), real FOS (``fos(real)``), and the
 randomized algorithm (``rnd(int)``) with its real-valued estimate (``rnd(real)``).
 
-Choices the paper leaves open, with the defaults used (see docs/elsasser-monien-schamberger.md):
+Choices the paper leaves open, with the defaults used (see docs/protocols/heterogeneous.md):
 ``c = 2`` (``c in (1, 2]``), speeds used as given in M (``speed_scale=raw``), the switch when the
 estimate is within ``1/n^2`` of the ideal loads (max norm), speeds 0.8..1.2 and ``|V|^2`` tokens on
 one node also in the mobile setting. The entry ``elsasser-choices`` shows how the curves depend on

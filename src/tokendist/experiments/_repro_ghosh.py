@@ -227,7 +227,7 @@ def local_balance(ctx) -> Reproduction:
     return Reproduction("ghosh-local-balance", "Sec. 4: local balance can take Omega(sqrt n)", PAPER,
                         tables=[Table("steps to local balance on G' (mu = 1, inner degree 4, 2 parents)", columns, rows)],
                         figures=[fig] if fig else [], claims=claims,
-                        notes=["G' is built with integer level sizes round((1 + mu)^i); see docs/ghosh-et-al.md",
+                        notes=["G' is built with integer level sizes round((1 + mu)^i); see docs/protocols/local.md",
                                "single-port: local balance within 1 (it may leave it again afterwards)"],
                         data={"rows": rows, "columns": columns, "slope": growth, "single_port_slope": sp_growth})
 

@@ -142,7 +142,7 @@ def roundings(ctx) -> Reproduction:
         f"{ob}/{ot} runs balanced; {ofix}/{ot} reached a fixed point, where loads never decrease along a directed "
         "edge and rise by < 1/P_ab against it, so the discrepancy can reach ceil(1/P_st) - 1; the others cycle "
         "(e.g. torus:8x8, random:0..20, seed 2: a 12-cycle). Counterexample: ring:4, P_ij = 1/4, loads "
-        "(0, 3, 2, 1) is a fixed point (see docs/subramanian-scherson.md)"))
+        "(0, 3, 2, 1) is a fixed point (see docs/protocols/diffusion.md)"))
     rep.notes.append("diffusion-random uses the coin of the OCR text (HEAD with probability P_ij); "
                      "--param coin=fraction uses the fractional part of the due amount.")
     return rep

@@ -6,7 +6,7 @@ generators (``tokendist.graphs``) and analysis routines. The published values ar
 copy of the paper; nothing here is tuned towards a number. Each value is cross-checked against an
 independent computation (networkx girth, scipy all-pairs BFS, dense numpy eigenvalues).
 
-Which spec reproduces which row (see ``docs/topologies.md``, "Elsässer et al., Table 1"):
+Which spec reproduces which row (see ``docs/guide/topologies.md``, "Elsässer et al., Table 1"):
 TORUS(16x16) = ``torus:16x16``, GRID(16x16) = ``grid:16x16``, BFLY(6) = ``butterfly:6`` (wrapped),
 CCC(6) = ``ccc:6``, DEBR(8) = ``debruijn:8``, FFT(6) = ``fft:6``, SE(8) = ``shuffle-exchange:8``,
 RAMAN-Q(3,17) = ``lps-quotient:3,17`` (the quotient graph on ordered pairs of points of the
@@ -122,7 +122,7 @@ def reproduce_table1(ctx: ReproContext) -> Reproduction:
 
     rep.notes += [
         "The published rows are withheld from our copy of the paper; every value is computed from the "
-        "definitions in docs/topologies.md and checked independently, never tuned.",
+        "definitions in docs/guide/topologies.md and checked independently, never tuned.",
         "RAMAN-C(3,7) is read as the LPS Cayley graph X^{3,7} (lps:3,7; (3/7) = -1, so PGL(2,7), 336 nodes) "
         "and RAMAN-Q(3,17) as the LPS generators acting on ordered pairs of distinct points of P^1(F_17) "
         "(lps-quotient:3,17, 306 nodes): the Cayley graph X^{3,17} would have 4896 nodes. Self-loops of the "

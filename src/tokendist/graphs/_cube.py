@@ -5,7 +5,7 @@ nodes, the neighbours across a dimension ``k >= b`` are the ``2^b`` consecutive 
 block ``i0 xor 2^k``, and those across ``k < b`` lie inside the block. Such loops read the loads in
 contiguous streams that LLVM vectorises, where a CSR row loop gathers ``d`` scattered values per node
 (:mod:`tokendist.protocols.heterogeneous.kernels._walk_cube`; measurements in
-docs/elsasser-monien-schamberger.md, "Sixth pass").
+docs/design/kernels.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Elementary topologies: paths, rings, stars, complete graphs, trees, meshes, tori, hypercubes.
 
 Every generator is a plain vectorised function returning one :class:`Graph`; the numbering of each
-family is documented in ``docs/topologies.md``. The interconnection networks of Elsässer et al.'s
+family is documented in ``docs/guide/topologies.md``. The interconnection networks of Elsässer et al.'s
 Table 1 (butterflies, CCC, de Bruijn, shuffle-exchange, Ramanujan graphs) and the random families
 live in :mod:`tokendist.graphs._interconnect` and :mod:`tokendist.graphs._random_graphs`.
 """

@@ -3,7 +3,7 @@ and the Lubotzky-Phillips-Sarnak Ramanujan graphs.
 
 These are the test topologies of Elsässer, Monien and Schamberger (2006), Section 4.1 and Table 1
 (BFLY, FFT, CCC, DEBR, SE, RAMAN). Every generator is a plain vectorised function returning one
-:class:`Graph`; the numbering of every family is documented in ``docs/topologies.md``.
+:class:`Graph`; the numbering of every family is documented in ``docs/guide/topologies.md``.
 
 References
 ----------

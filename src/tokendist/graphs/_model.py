@@ -29,7 +29,7 @@ def unsigned_view(ids: np.ndarray) -> np.ndarray:
     """An int32 id array (CSR indices, ``csr_edges``) viewed as uint32, without a copy.
 
     Numba kernels index with it and then emit no negative-index wrap per access (35-45% of an SOS
-    loop's time, docs/elsasser-monien-schamberger.md). int64 ids stay signed: a uint64 compared
+    loop's time, docs/protocols/heterogeneous.md). int64 ids stay signed: a uint64 compared
     with an int64 node number would be compared as a float.
     """
     return ids.view(np.uint32) if ids.dtype == np.int32 else ids
@@ -50,8 +50,8 @@ class Graph:
     u, v : ndarray of int32 (int64 when n >= 2**31), shape (m,)
         Edge endpoints with ``u[e] < v[e]``, sorted by ``(u, v)``. Edge ``e`` is the pair
         ``(u[e], v[e])``; a signed per-edge flow is positive from ``u`` to ``v``. Node and edge
-        ids are int32 when they fit: they are most of a large graph's memory (issue 3 asks for
-        at most 64 bytes per edge for graph plus state). Use :attr:`edge_keys` for ``u*n + v``,
+        ids are int32 when they fit: they are most of a large graph's memory (the design budget
+        is at most 64 bytes per edge for graph plus state). Use :attr:`edge_keys` for ``u*n + v``,
         which needs 64 bits.
     spec : str
         The spec the graph was built from (``"torus:16x16"``, ``"file:g.txt"``, ...).

@@ -5,7 +5,7 @@ i + 1, i + W``; a kernel that knows this needs no CSR index per neighbour and re
 a few contiguous streams, which LLVM turns into SIMD code. Measured on ``torus:1000x1000``, a
 numba neighbour sum over the CSR rows took 3.5-4.1 ns per edge, the same sum over the stencil's
 runs (offsets as a tuple, so that their number is a compile-time constant) 0.8-1.1
-(docs/engine.md, "Offset stencils", gives the procedure).
+(docs/design/engine.md, "Offset stencils", gives the procedure).
 
 :func:`find_stencil` finds the most common offset pattern of a regular graph and the maximal runs
 of consecutive nodes that follow it. Because CSR rows list neighbours in increasing order and the

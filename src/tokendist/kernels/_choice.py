@@ -1,7 +1,7 @@
 """The faster of two kernels that give the same results, chosen by timing the run's own steps.
 
-../shared/PERFORMANCE.md: "make parallel kernels opt-in (or chosen by a measured check), since
-this machine's second core is often busy". :class:`MeasuredChoice` is that check. A protocol
+Parallel kernels are opt-in or chosen by a measured check, since a 2-core machine's second core
+is often busy (docs/design/kernels.md). :class:`MeasuredChoice` is that check. A protocol
 hands it a serial and a threaded kernel that give the same results bit for bit; it runs one or
 the other, times every call and settles on the faster. The choice changes what a step costs,
 never what it computes, so a run stays reproducible from its seed whatever the machine is doing.

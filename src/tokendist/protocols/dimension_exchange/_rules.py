@@ -199,7 +199,7 @@ class Discrepancy1(_DimensionExchange):
     ``stop_cycles`` consecutive cycles stops; ``termination=record`` (default) only records when
     each node would stop, ``termination=halt`` makes it stop (a halted node exchanges with no one).
     The rule is not safe: a node can stop while the discrepancy is large, and honouring it can end
-    the run above discrepancy 1 (docs/houle-symvonis-wood.md gives an 8-node example ending at 4);
+    the run above discrepancy 1 (docs/protocols/dimension-exchange.md gives an 8-node example ending at 4);
     Theorem 18 is about the algorithm run without halting.
     On a graph that is not a tree it runs on a spanning tree (``spanning_tree``, default bfs).
     """

@@ -104,7 +104,7 @@ class HeterogeneousDiffusion(Protocol):
         s = scaled_speeds(graph, self.options["speed_scale"])
         # Every speed 1 (no speeds given): x = w / s is w itself, no buffer (see the kernels), and
         # s is one value broadcast to n nodes (read-only; 8 bytes instead of 8 n, which on a torus
-        # is 4 of the 64 bytes per edge that issue 3 allows for graph plus state).
+        # is 4 of the 64 bytes per edge that the design allows for graph plus state).
         self._unit = bool(np.all(s == 1.0))
         self._s = np.broadcast_to(np.float64(1.0), s.shape) if self._unit else s
         self._base_deg_arr = None  # computed on first use (adapt_degrees=false, capacities, per-node form)

@@ -68,7 +68,7 @@ def _stencil_of(graph, degree: int, threads: int, kernel: str):
     ``_local_balancing_kernels``); a step on another graph object (dynamics) does not use it, so
     dynamic runs compute no stencil for their step graphs. ``threads > 1`` keeps the parallel
     row kernels (a parallel stencil kernel compiled in about 17 s per type signature here: too
-    much compile time for an opt-in path; docs/ghosh-et-al.md, "Performance").
+    much compile time for an opt-in path; docs/protocols/local.md, "Performance").
     """
     if degree == 0 or threads > 1 or kernel != "numba":
         return None

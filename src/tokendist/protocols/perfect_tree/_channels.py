@@ -15,7 +15,7 @@ The primitives, as the paper defines them:
 * ``send(c, m)`` -- sends through a reserved link. With ``release="delivery"`` (default) the send
   completes when the message is delivered (a self-timer at the delivery time the executor
   returns), so a link stays busy while a message is on it; with ``release="send"`` it returns at
-  once (see docs/margara-pistocchi-vassura.md: this reading lets the election deadlock).
+  once (see docs/protocols/perfect-tree.md: this reading lets the election deadlock).
 * ``receive(c)`` -- the first message of channel ``c`` or None (no blocking). Messages are typed
   by phase: a receive made in phase ``k`` takes only messages of the kinds ``accept`` allows, so a
   message of a later phase waits in the FIFO channel (``phase_overlap`` in the protocol).

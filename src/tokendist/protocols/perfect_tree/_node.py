@@ -5,7 +5,7 @@ Sec. 3.3 PHASE 3); the variable names are the paper's (``Tv``, ``Nv``, ``R``, ``
 ``subTreeT``, ``subTreeN``, ``Avg``, ``bigger``, ``smaller``, ``subTreeBalanced``, ``p``). The
 state (S1.1 ... S3.2, then ``final``) is kept in :attr:`PerfectTreeNode.state` for the reports.
 
-Where the pseudocode does not say what to do, the choices are (docs/margara-pistocchi-vassura.md):
+Where the pseudocode does not say what to do, the choices are (docs/protocols/perfect-tree.md):
 
 * a ``while`` loop of Phase 2/3 that polls with non-blocking receives and finds nothing blocks
   until a message it could read arrives (polling that finds nothing changes nothing);

@@ -3,7 +3,7 @@
 One synchronous step is one fused loop per node over its CSR row that writes the new load and
 the node's outflow (what it sends, for the engine's feasibility check) into buffers the protocol
 owns; no kernel allocates. Why per-node loops: numpy needs per-edge gathers, a flows array and
-bincounts (25-45 ns per edge-step against 3.6-6, ../shared/PERFORMANCE.md).
+bincounts (25-45 ns per edge-step against 3.6-6, docs/design/kernels.md).
 
 Two paths each:
 
@@ -20,7 +20,7 @@ path, for ``|load[i] - load[j]| < 2**29``. The row loop tracks the lowest and hi
 reads (two operations per row, not an OR of ``|d|`` per slot); a step whose loads span 2**29 or
 more is redone on the general path (the inputs are not modified, so the redo is safe; the results
 are the same either way, only the time differs). Measurements and the argument:
-docs/subramanian-scherson.md, "Performance".
+docs/protocols/diffusion.md, "Performance".
 
 *Offset stencils* (tori, rings; :mod:`tokendist.graphs._stencil`): ``diffuse_stencil_step`` and
 ``rounded_stencil_step`` are the regular paths with the nodes of the stencil's runs reading their
@@ -28,7 +28,7 @@ neighbours at ``i + lower[k]``, ``i + upper[k]`` instead of through ``indices`` 
 keeps its CSR row). Same arithmetic in the same order per row, so the same results bit for bit
 (tests/protocols/test_diffusion_stencil.py). Separate entry points, so that hypercubes and random
 regular graphs compile nothing new. Why it is fast, and what each point bought (torus:1000x1000,
-ns per edge-step against the CSR regular path, docs/subramanian-scherson.md, "Offset stencils"):
+ns per edge-step against the CSR regular path, docs/protocols/diffusion.md, "Offset stencils"):
 the offsets are tuples (compile-time trip counts, unrolled, offsets in registers), indices are
 cast to uint64 (no negative-index wrap), the per-slot data are read at ``ds * i + k`` with ``ds``
 the tuple lengths' sum (a constant stride: with the run-time ``D`` the oriented loop gathered and
@@ -37,7 +37,7 @@ float reduction blocks vectorisation), and the random rounding reads its HEAD by
 edge ids (:func:`tokendist.graphs._stencil.affine_edge_runs`) held in scalars, not via
 ``csr_edges`` (8 against 3.6-4).
 
-Tried for the random rounding and dropped (second pass of issue 3; every variant gave the same
+Tried for the random rounding and dropped (every variant gave the same
 loads): HEAD flags as bits (the packing pass is 1.7x slower than the byte pass, the row loop no
 faster), as uint32 / int64 / float64 per edge (the pass writes 4-8x more; no faster overall), or
 read as 32-bit words (LLVM loads the HEAD bytes of the vectorised slot loop one lane at a time;
@@ -133,7 +133,7 @@ def _trunc32(v):
     Why 32 bits: AVX2 has packed conversions between float64 and int32 but none to or from
     int64 (those are AVX-512), so with int64 LLVM converted slot by slot and the rounded row
     loops ran 2-3x slower on this machine's AMD EPYC than on the AVX-512 machine they were tuned
-    on (docs/subramanian-scherson.md, "Issue 3, twelfth pass"). The regular paths' amounts are
+    on (docs/design/kernels.md). The regular paths' amounts are
     ``(w_i - w_j) / q`` plus a shift below 1 with ``|w_i - w_j| < 2**29`` whenever their results
     are used (the loads span less than 2**29; otherwise the step is redone on the general path),
     and the differences themselves go through int32 the same way. The clamp keeps a discarded

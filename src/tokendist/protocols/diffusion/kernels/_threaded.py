@@ -27,7 +27,7 @@ slower than the serial loop even on one thread (measured: diffusion-floor on hyp
 thread, 5.2 -> 2.9 ns per edge-step of CPU time; diffusion-oriented 8.3 -> 3.5).
 
 Each variant is its own function: compiling one function both with and without
-``parallel=True`` under ``cache=True`` shares one cache entry (../shared/PERFORMANCE.md). Per-block
+``parallel=True`` under ``cache=True`` shares one cache entry (docs/design/kernels.md). Per-block
 results (moves, minimum, OR of differences) go into small per-block arrays reduced serially
 afterwards, which keeps the reductions deterministic.
 """

@@ -46,7 +46,7 @@ def _colour_kernel(loads, out, gu, gv, eid, lo, hi, plo, phi, rule, local_max, l
        endpoints are read from the run graph's ``gu``/``gv`` through ``eid`` (no per-colour copies
        of the endpoints: 4 bytes per edge of schedule state instead of 12).
 
-    The sign of the move is branch-free (../shared/PERFORMANCE.md); the ``rule`` branch is the
+    The sign of the move is branch-free (docs/design/kernels.md); the ``rule`` branch is the
     same for every edge, so it is predicted. ``halted`` is read only when ``any_halted``.
     """
     n = loads.shape[0]

@@ -16,7 +16,7 @@ with ``inv_i = 1 / (c d_i)``, bit for bit (``c d`` and ``1 / .`` are monotone un
 The choice is written out in each loop: the same choice in a helper marked ``inline="always"``
 made the FOS loop 15x slower (74 ns instead of 5 per edge on torus:1000x1000).
 
-Loop shape (the performance pass of issue 3; every result unchanged, bit for bit). Every array
+Loop shape (every result the reference's, bit for bit). Every array
 index is cast to ``uint64`` (:data:`_U`): numba then emits no negative-index wraparound, which
 cost three instructions per access (35-45% of the SOS loops' time in cache). A row's lower slots
 (``j < i``) come first, so the SOS and real FOS rows are two loops (lower, then upper) with no
@@ -34,7 +34,7 @@ with ``inline="always"`` and 3.1x without (hypercube:20, step 8 of a run from lo
 0..99, medians of 7 alternated calls: 11.0 -> 25.6 and 10.1 -> 31.3 ns per edge; the same bits);
 a shared row-range function for the FOS seams cost 3.2 -> 4.5 on the same graph.
 
-Offset stencils (the ``*_stencil`` kernels; issue 3). On a regular graph without capacities
+Offset stencils (the ``*_stencil`` kernels). On a regular graph without capacities
 (``COEF_SCALAR``) whose :attr:`Graph.stencil` exists (tori, rings), the protocols call separate
 entry points (so other graphs compile nothing new) that walk the stencil's runs: a node ``i`` in
 a run has the neighbours ``i + lower[k]`` then ``i + upper[k]``, its CSR order, so it does the
@@ -48,7 +48,7 @@ lower slots' edge ids as the running edge counter plus constant offsets (checked
 ``csr_edges`` for every row used: :func:`tokendist.graphs._stencil.lower_edge_runs`, which drops
 the first row of each torus run, where they differ) and split a run into loops whose rows do not depend on each other
 (the upper edges' state first, then the nodes); see :func:`sos_real_stencil` and
-:func:`sos_iou_stencil`. Measured on torus:1000x1000 (docs/elsasser-monien-schamberger.md,
+:func:`sos_iou_stencil`. Measured on torus:1000x1000 (docs/protocols/heterogeneous.md,
 "Offset stencils"): fos 4.6-6.9 -> 1.8, fos-floor 4.8-6.6 -> 1.3-1.5, sos 6.2-7.7 -> 3.3-3.6,
 sos-iou main pass 10.6-12.2 -> 6.5 ns per edge (best of alternated calls).
 
@@ -738,9 +738,9 @@ def _iou_settle_run(i, eb, lower, upper, edge_delta, held, owed, iou, exc_bits, 
 
     Every slot is taken, those on which the row does not send with ``t = 0`` (:func:`_iou_pay_if`),
     instead of skipping them with a branch: whether a short row sends on a slot is a coin flip to
-    the branch predictor. Eleventh pass of issue 3: the kernel 3-16% faster on torus:1000x1000 at
+    the branch predictor. The kernel 3-16% faster on torus:1000x1000 at
     step 150 of the bench's run, where 81% of the nodes were short (three alternated measurements;
-    docs/elsasser-monien-schamberger.md, "Eleventh pass"). The slots it does not send on are written back unchanged, so a row still
+    docs/design/kernels.md). The slots it does not send on are written back unchanged, so a row still
     writes only its own edges, bits and neighbours' loads: what the threaded kernel's chunks rely
     on (:mod:`._heterogeneous_stencil_parallel`).
     """
@@ -777,7 +777,7 @@ def _iou_settle_run(i, eb, lower, upper, edge_delta, held, owed, iou, exc_bits, 
 #: every row) when more than one row in this many is short, else row by row. The passes cost
 #: about 9 ns per edge of the run whatever the share of short rows; row by row the cost grows
 #: with that share (about 15 ns per edge at 81%). The two were even at 45% (step 60 of the
-#: bench's run on torus:1000x1000; docs/elsasser-monien-schamberger.md, "Twelfth pass").
+#: bench's run on torus:1000x1000; docs/design/kernels.md).
 _DENSE_SHORT = 2
 
 
@@ -841,7 +841,7 @@ def _pay_run(s, en, e, lower, upper, edge_delta, loads, owe, iou, exc_bits, out,
         past the run (it reads the edge later);
     (D) the exception bits and the tallies of every edge paid (:func:`_paid_tallies`). With them
         in (C), a read-modify-write of the bits' byte per edge, each waiting on the previous
-        store, the passes were as slow as paying row by row (twelfth pass of issue 3).
+        store, the passes were as slow as paying row by row.
 
     Every edge a row pays on has ``|back| >= 1`` (a short row pays less than ``t``), every other
     edge ``back = 0``. Returns ``(moved, units, exc_big)``: the change of ``moved`` (the tokens not
@@ -1018,7 +1018,7 @@ def _upper_edges(s, en, e, upper, a0, beta, first, owed_stored, x, yhat, iou, ke
 
 #: :func:`_run_upper` keeps a run's exceptions in its loop when more than one edge in this many
 #: is one, and saves and recomputes them otherwise. Measured crossover on torus:1000x1000: 6-8%
-#: of the edges (docs/elsasser-monien-schamberger.md, "Eleventh pass").
+#: of the edges (docs/design/kernels.md).
 _DENSE_EXCEPTIONS = 12
 
 #: Set bits of every byte value.
@@ -1061,7 +1061,7 @@ def _run_upper(s, en, e, upper, a0, beta, first, owed_stored, has_exc, exc_bits,
     Not inlined (one call per run): its loops are compiled once per type signature and shared by
     :func:`sos_iou_stencil` and the threaded kernel, instead of once in each. Inlined, the
     dense path had made a cold run of the threaded kernel's protocol test 43 -> 56 s; called, 44.5
-    s, at the same speed (eleventh pass).
+    s, at the same speed.
     """
     hi = e + len(upper) * (en - s)
     if has_exc and owed_stored and not first and _DENSE_EXCEPTIONS * _count_bits(exc_bits, e, hi) > hi - e:

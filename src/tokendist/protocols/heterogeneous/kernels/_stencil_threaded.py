@@ -31,8 +31,7 @@ Phases, each a ``prange`` over the chunks:
    serially. Every row has read its transfers by now, so every correction is ``paid - t``.
 
 Paying every short row in phase 3 (a first version) cost about 200 ns per short node on
-torus:1000x1000: its IOUs and its neighbours' loads were cold by then (docs/elsasser-monien-
-schamberger.md, "Ninth pass").
+torus:1000x1000: its IOUs and its neighbours' loads were cold by then (docs/design/kernels.md).
 
 ``chunks`` is more than the thread count (blocks are handed out one at a time, see
 :func:`._heterogeneous_parallel.run_blocks`): a thread that the OS deschedules (this machine's

@@ -12,7 +12,7 @@ sums are added in the same order as before:
 
 Each variant is its own function (a separate cache entry): compiling one function with and
 without ``parallel=True``, both cached, makes the parallel build run the serial code
-(../shared/PERFORMANCE.md). Numba's thread count is set per call by :func:`use_threads`; the
+(docs/design/kernels.md). Numba's thread count is set per call by :func:`use_threads`; the
 rows are handed out in chunks by :func:`run_rows`.
 
 SOS (``sos``, ``sos-iou``) keeps one state per edge, computed from the edge's lower endpoint and

@@ -21,7 +21,7 @@ increasing ``j``, and ``q``, over ``j > i`` in increasing ``j``. On the cube ``j
 ``d - 1`` down to 0 into ``inn``, then its unset dimensions from 0 up to ``d - 1`` into ``q`` (both
 start at +0.0, as in the row loop), and every node sees the same additions in the same order.
 
-Measured on hypercube:20 (docs/elsasser-monien-schamberger.md, "Sixth pass"): about 5 ns per edge
+Measured on hypercube:20 (docs/design/kernels.md): about 5 ns per edge
 against 9-11 for the row loop, in the same process. The reason is not memory: the row loop costs
 about the same per edge on ``hypercube:12``, whose arrays sit in L2, as on ``hypercube:20``.
 """

@@ -31,7 +31,7 @@ every output equals the serial kernel's.
 So loads, outflows, estimate, the switch step, the walking counts and the trace are those of
 ``threads=1``, bit for bit. Each kernel is its own function with ``parallel=True`` and
 ``cache=True`` (compiling one function with and without ``parallel=True`` under ``cache=True``
-shares one cache entry, ../shared/PERFORMANCE.md).
+shares one cache entry, docs/design/kernels.md).
 """
 
 from __future__ import annotations

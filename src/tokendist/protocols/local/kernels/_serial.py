@@ -12,7 +12,7 @@ caller's and is reused from step to step. Two loop forms:
   not start at the constant 0). On torus:1000x1000 and hypercube:20 the regular row loops take
   about half the time of the edge scans (no scattered read-modify-write of the far end), and they
   split into blocks of rows for threads (``_local_balancing_parallel``). Measurements:
-  docs/ghosh-et-al.md, "Performance".
+  docs/protocols/local.md, "Performance".
 * *stencil rows* (``*_stencil`` kernels): on a regular graph with an offset stencil
   (:attr:`Graph.stencil <tokendist.graphs.Graph.stencil>`, :mod:`tokendist.graphs._stencil`: a
   torus or ring away from its seams), node i of a run ``[starts[r], ends[r])`` has the neighbours
@@ -20,7 +20,7 @@ caller's and is reused from step to step. Two loop forms:
   (4 of the ~12-16 bytes per edge a regular row loop moves) and its loads in a few contiguous
   streams, which LLVM vectorises; nodes between runs keep the regular row code, so results are
   the same bit for bit. Why this form (each point measured on torus:1000x1000 for real FOS,
-  docs/engine.md, "Offset stencils"): the offsets are numba *tuples*, so their count is a
+  docs/design/engine.md, "Offset stencils"): the offsets are numba *tuples*, so their count is a
   compile-time constant and the offset loops unroll with the offsets in registers (an offsets
   array, or a runtime split of one tuple, was 2-4x slower); every index is cast to unsigned
   (:data:`_U`: no negative-index wrap). The float kernels elsewhere need a second loop to keep a
@@ -29,13 +29,13 @@ caller's and is reused from step to step. Two loop forms:
   loop over the run suffices. The rows ``i0..i1`` helpers (:func:`_multi_port_stencil_rows`,
   :func:`_ds_stencil_rows`) find the runs overlapping a range by ``np.searchsorted``, so a block
   of rows could use them; the kernels call them on ``(0, n)`` (a parallel form compiled too slowly
-  to keep: docs/ghosh-et-al.md). The protocol takes these kernels when ``graph.stencil`` is not
+  to keep: docs/protocols/local.md). The protocol takes these kernels when ``graph.stencil`` is not
   None and the step is serial (``threads=1``) on the reset graph; they are separate entry points,
   so graphs without a stencil compile nothing new. On torus:1000x1000 (kernel alone, best of 15-21
   alternated calls): multi-port 4.1-4.3 -> 1.1-1.2 ns per edge, DS 6.1-8.5 -> 1.35-1.5.
   Single-port's stencil path is a kernel of its own, in three passes over every edge and node
   (:mod:`._local_balancing_stencil`); the counter kernel below reads only the ~m p candidates'
-  ends and loads, one by one (docs/ghosh-et-al.md, "Performance", gives both measurements).
+  ends and loads, one by one (docs/protocols/local.md, "Performance", gives both measurements).
 
 Kernels:
 
@@ -83,7 +83,7 @@ def multi_port_step(eu, ev, loads, threshold, out):
 
     Edges are sorted by ``(u, v)``, so the edges of node a (as lower end) are consecutive: a's
     load and its running change stay in registers, each edge's sign ``s`` (+1: a sends to b) is
-    computed once and applied to both ends; branch-free (PERFORMANCE.md).
+    computed once and applied to both ends; branch-free (docs/design/kernels.md).
     """
     n = loads.shape[0]
     m = eu.shape[0]
@@ -370,7 +370,7 @@ def single_port_geometric_step(eu, ev, loads, key, t, p, threshold, out, flows, 
 
     The gaps between candidate edges are Geometric(p): gap j is ``floor(log(1 - U_j) / log(1 - p))``
     with ``U_j = counter_uniform(key, t, j)``, so each edge is a candidate independently with
-    probability p, using ~m p draws instead of m (PERFORMANCE.md). Buffers and return value as in
+    probability p, using ~m p draws instead of m (docs/design/kernels.md). Buffers and return value as in
     :func:`single_port_counter_step` (``(-1, 0)`` when ``cands`` is full).
     """
     n = loads.shape[0]

@@ -1,4 +1,4 @@
-"""The single-port step on a graph with an offset stencil (Ghosh et al. 1995, Sec. 1.1; issue 3).
+"""The single-port step on a graph with an offset stencil (Ghosh et al. 1995, Sec. 1.1).
 
 :func:`~tokendist.protocols.local.kernels._serial.single_port_counter_step` hashes every edge id
 and then touches only the ~m p candidate edges, one after the other: each reads its ends, counts

@@ -30,7 +30,7 @@ coins stay serial: each candidate's position is the sum of all gaps drawn before
 
 Blocks are handed out :data:`._diffusion_parallel.CHUNK` at a time by :func:`run_parallel` (a
 thread the OS deschedules then holds back only its chunk). Each kernel is its own function with
-``parallel=True`` (a separate cache entry from the serial kernel, ../shared/PERFORMANCE.md).
+``parallel=True`` (a separate cache entry from the serial kernel, docs/design/kernels.md).
 Caveat: numba's threading layer here is GNU OpenMP, not fork-safe.
 """
 
@@ -52,7 +52,7 @@ def multi_port_step_par(indptr, indices, loads, threshold, out):
     """One multi-port step, rows in parallel; writes the new loads to ``out``, returns the tokens moved.
 
     ``threshold`` must be at least 1 (else an edge between equal loads would move both ways; the
-    protocol's threshold is always >= 1). Branch-free (PERFORMANCE.md).
+    protocol's threshold is always >= 1). Branch-free (docs/design/kernels.md).
     """
     n = loads.shape[0]
     moved = 0
