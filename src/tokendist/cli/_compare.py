@@ -10,7 +10,8 @@ from ..errors import TokendistError
 from ..experiments import compare, default_scenario, load_scenario
 from ._app import Command, command
 from ._common import check_outputs, nonneg_int, positive_int, probability
-from ._output import fmt, print_json, progress_bar, table, to_jsonable
+from ._compare_view import render
+from ._output import print_json, progress_bar, to_jsonable
 
 __all__ = ["CompareCommand"]
 
@@ -49,7 +50,9 @@ class CompareCommand(Command):
                             "and show each protocol's time to that level as a multiple of it")
         p.add_argument("--out", type=Path, default=Path("tokendist-compare"), help="output folder")
         p.add_argument("--no-files", action="store_true", help="write no files")
-        p.add_argument("--json", action="store_true", help="print JSON")
+        p.add_argument("--wide", action="store_true",
+                       help="every column in one table, whatever the terminal's width")
+        p.add_argument("--json", action="store_true", help="print JSON (the verdict included)")
 
     def run(self, args):
         sc = load_scenario(args.scenario) if args.scenario else default_scenario()
@@ -83,29 +86,7 @@ class CompareCommand(Command):
             payload["files"] = files
             print_json(payload)
             return 0
-        g = result.graph
-        off = result.offline
-        cols = ["algorithm"] + [f"to <={fmt(lv)}" for lv in sc.levels] + [
-            "disc.", "local", "moved", "messages", "infeas.", "min load", "stop"]
-        if off:
-            cols += [f"to max<={off['target_max_load']}", "x off-line"]
-        rows = []
-        for r in result.rows:
-            if r.status == "ok":
-                rows.append([r.algorithm] + [r.steps_to_level[lv] for lv in sc.levels] + [
-                    r.final_discrepancy, r.final_local_discrepancy, r.tokens_moved, r.messages,
-                    r.infeasible_steps, r.lowest_load, f"{r.stop_reason} @ {r.steps}"]
-                            + ([r.steps_to_target, None if r.offline_ratio is None else round(r.offline_ratio, 2)]
-                               if off else []))
-        table(f"compare: {g.spec} (n={g.n:,}, m={g.m:,}), init {sc.init}, {result.tokens:,} tokens, seed {sc.seed}; "
-              "'to <=K': first step with discrepancy <= K; disc./local: final discrepancy and local discrepancy",
-              cols, rows)
-        if off:
-            print(f"off-line optimum (multi-port, exact max-flow): {off['steps']} steps to bring every node to at "
-                  f"most {off['target_max_load']} tokens")
-        others = [r for r in result.rows if r.status != "ok"]
-        if others:
-            table("not run", ["algorithm", "status", "reason"], [[r.algorithm, r.status, r.reason] for r in others])
+        render(result, wide=args.wide)
         for f in files:
             print(f"wrote {f}")
         return 0

@@ -73,6 +73,10 @@ class RunResult:
     seconds: float = 0.0
     cycle_length: int | None = None
     load_history: np.ndarray | None = None
+    #: Wall-clock seconds of stepping at each recorded step of the trace (0 at step 0: building the
+    #: graph, ``reset`` and compilation are in ``seconds`` only); kept apart from ``trace`` so that a
+    #: trace stays the same for the same seed.
+    clock: np.ndarray | None = None
 
     def steps_to(self, metric: str, level: float) -> int | None:
         """First recorded step at which ``metric <= level`` (None if never)."""
@@ -253,9 +257,11 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     total = loads.sum()
     tol = 1e-9 * (abs(float(total)) + graph.n) if protocol.divisible else 0
     trace = {k: [] for k in ("step", "tokens_moved", "messages", *TRACE_METRICS)}
+    clock = []
     moved_total, messages_total, infeasible = 0, 0, 0
 
     def record(t, g, w):
+        clock.append(time.perf_counter())
         trace["step"].append(t)
         trace["tokens_moved"].append(moved_total)
         trace["messages"].append(messages_total)
@@ -360,5 +366,5 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         infeasible_steps=infeasible, loads=loads, initial_loads=initial_loads, trace=trace_arrays,
         report=protocol.report(), dynamics=None if dynamics is None else dynamics.describe(),
         seconds=time.perf_counter() - started, cycle_length=cycle_length,
-        load_history=None if history is None else np.array(history),
+        load_history=None if history is None else np.array(history), clock=np.asarray(clock) - clock[0],
     )

@@ -12,8 +12,11 @@ applicable one), per-algorithm parameters, the step limit and the discrepancy le
     levels = [1000, 100, 10, 2]
     algos = []
 
-    [params.threshold1]
-    spanning_tree = "bfs"
+    [params.discrepancy1]
+    stop_cycles = 3
+
+Keys left out take the shared defaults of :mod:`tokendist.experiments.defaults` (seed 0, 10,000
+steps, levels 100, 20, 10, 4, 2, 1, infeasible steps stop a run), the same as ``tokendist run``.
 
 Everything is checked up front (the graph builds, the loads fit it, every algorithm and parameter
 exists) so a typo fails in a second, not after an hour of runs.
@@ -27,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import TokendistError
+from .defaults import DEFAULT_ALLOW_INFEASIBLE, DEFAULT_LEVELS, DEFAULT_MAX_STEPS, DEFAULT_SEED
 
 __all__ = ["Scenario", "load_scenario", "default_scenario", "SCENARIO_KEYS"]
 
@@ -39,15 +43,15 @@ class Scenario:
     name: str
     graph: str
     init: str
-    seed: int = 0
-    max_steps: int = 3000
-    levels: list = field(default_factory=lambda: [100, 10, 2, 1])
+    seed: int = DEFAULT_SEED
+    max_steps: int = DEFAULT_MAX_STEPS
+    levels: list = field(default_factory=lambda: list(DEFAULT_LEVELS))
     algos: list = field(default_factory=list)
     params: dict = field(default_factory=dict)
     description: str = ""
     speeds: str | None = None
     edge_failure: float | None = None
-    allow_infeasible: bool = False
+    allow_infeasible: bool = DEFAULT_ALLOW_INFEASIBLE
     record_every: int = 1
     offline_slack: int | None = None
 
