@@ -7,6 +7,7 @@ from pathlib import Path
 from ..experiments import REPRODUCTIONS, ReproContext, run_reproduction
 from ._app import Command, command
 from ._common import nonneg_int
+from ._layout import Col, Group, print_fitted
 from ._output import console, print_json, progress_bar, table
 
 __all__ = ["ReproduceCommand"]
@@ -22,6 +23,7 @@ class ReproduceCommand(Command):
         p.add_argument("--out", type=Path, default=None, help="folder for figures (PNG) and JSON")
         p.add_argument("--quick", action="store_true", help="a smaller, faster version where the entry has one")
         p.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0)")
+        p.add_argument("--wide", action="store_true", help="list: every column at full width, whatever the terminal")
         p.add_argument("--json", action="store_true", help="print JSON")
 
     def run(self, args):
@@ -32,7 +34,10 @@ class ReproduceCommand(Command):
             if args.json:
                 print_json(entries)
             else:
-                table("reproduce entries", ["name", "title", "paper"], [[e["name"], e["title"], e["paper"]] for e in entries])
+                print_fitted("reproduce entries", Col("name", [e["name"] for e in entries], justify="left"),
+                             [Group("", [Col("title", [e["title"] for e in entries], justify="left", wrap=True),
+                                         Col("paper", [e["paper"] for e in entries], justify="left", wrap=True)])],
+                             wide=args.wide)
             return 0
         names = REPRODUCTIONS.names() if args.name == "all" else [REPRODUCTIONS.get(args.name).name]
         results = []
