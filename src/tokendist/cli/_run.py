@@ -147,8 +147,8 @@ class AlgosCommand(Command):
         rows = [("name", d["name"]), ("title", d["title"]), ("paper", d["paper"]), ("model", d["model"]),
                 ("requires", ", ".join(d["requires"]) or "-"), ("randomised", fmt(d["randomized"])),
                 ("real-valued", fmt(d["divisible"])), ("may overdraw", fmt(d["may_go_negative"])),
-                ("dynamic networks", fmt(d["dynamic"]) + ("" if d["dynamic"] or not d.get("static_only")
-                                                           else f" ({d['static_only']})")),
+                ("dynamic networks", fmt(d["dynamic"]) + ("" if d["dynamic"] or not d.get("static_reason")
+                                                           else f": {d['static_reason']}")),
                 ("per-node rule", fmt(d["node_rule"])), ("summary", d["summary"])]
         print_fitted(f"protocol {d['name']}", Col("", [r[0] for r in rows], justify="left"),
                      [Group("", [Col("", [r[1] for r in rows], justify="left", wrap=True)])], wide=args.wide)

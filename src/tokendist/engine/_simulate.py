@@ -233,7 +233,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     protocol = make_protocol(algo, params)
     protocol.check_graph(graph)
     if dynamics is not None and not protocol.dynamic:
-        raise TokendistError(f"{protocol.name} does not run on dynamic networks")
+        why = f": {protocol.static_reason}" if protocol.static_reason else ""
+        raise TokendistError(f"{protocol.name} does not run on dynamic networks{why}")
     loads = make_loads(init, graph, seed)
     if protocol.divisible:
         loads = loads.astype(np.float64)

@@ -114,7 +114,8 @@ def compare(scenario: Scenario, *, progress=None) -> Comparison:
             if scenario.edge_failure is not None:
                 from ..engine import EdgeFailures
                 if not proto.dynamic:
-                    raise TokendistError(f"{name} does not run on dynamic networks")
+                    why = f": {proto.static_reason}" if proto.static_reason else ""
+                    raise TokendistError(f"{name} does not run on dynamic networks{why}")
                 dynamics = EdgeFailures(scenario.edge_failure)
         except TokendistError as exc:
             rows.append(CompareRow(name, "skipped", reason=str(exc)))

@@ -44,6 +44,8 @@ class _DimensionExchange(Protocol):
 
     model = "single-port"
     requires = frozenset({"connected", "colouring"})
+    static_reason = ("the schedule is an edge colouring (of a spanning tree for the tree protocols) of the network "
+                     "fixed at the start (Sec. 1.1)")
     exchange_rounds = 1
     #: Whether the protocol runs on a tree (the graph itself or a spanning tree of it).
     needs_tree = False
