@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+from ..engine._injection import INJECT_SPEC_HELP
 from ..errors import TokendistError
 from ..experiments import compare, default_scenario, load_scenario
 from ._app import Command, command
@@ -43,6 +44,9 @@ class CompareCommand(Command):
                        help="a parameter of one algorithm, e.g. threshold1.spanning_tree=bfs (repeatable)")
         p.add_argument("--speeds", default=None, help="node speeds: uniform:A..B or file:PATH")
         p.add_argument("--edge-failure", type=probability, default=None, help="edge failure probability per step")
+        p.add_argument("--inject", default=None, metavar="SPEC",
+                       help="tokens arriving and leaving every step, the same stream for every protocol: "
+                            + INJECT_SPEC_HELP)
         p.add_argument("--allow-infeasible", action="store_true", help="let infeasible rules run with negative loads")
         p.add_argument("--record-every", type=positive_int, default=None, help="record metrics every K steps")
         p.add_argument("--offline", type=nonneg_int, default=None, metavar="K",
@@ -56,7 +60,7 @@ class CompareCommand(Command):
 
     def run(self, args):
         sc = load_scenario(args.scenario) if args.scenario else default_scenario()
-        for key in ("graph", "init", "seed", "max_steps", "speeds", "edge_failure", "record_every"):
+        for key in ("graph", "init", "seed", "max_steps", "speeds", "edge_failure", "record_every", "inject"):
             if getattr(args, key) is not None:
                 setattr(sc, key, getattr(args, key))
         if args.graph is not None and args.scenario is None:

@@ -65,6 +65,16 @@ def _final_groups(rows, offline) -> list[Group]:
             Col("wall s", [_secs(step_seconds(r)) for r in rows]),
         ]),
     ]
+    if any(r.stream for r in rows):
+        def metric(r, key):
+            return None if not r.stream else r.stream[key]
+
+        groups.append(Group("stream", [
+            Col("avg disc.", [fmt(None if metric(r, "discrepancy_time_average") is None
+                                  else round(metric(r, "discrepancy_time_average"), 2)) for r in rows]),
+            Col("peak load", [fmt(metric(r, "max_load_peak")) for r in rows]),
+            Col("backlog", [fmt(metric(r, "backlog_final")) for r in rows]),
+        ]))
     if offline:
         groups.append(Group("off-line optimum", [
             Col(f"to max<={offline['target_max_load']}", [fmt(r.steps_to_target) for r in rows]),
@@ -101,7 +111,10 @@ def verdict_rows(v: dict) -> tuple[list[str], list[str]]:
     best = v["best_final_discrepancy"]
     questions.append("best final disc.")
     answers.append("no comparable run" if best is None else f"{fmt(best['discrepancy'])}: {_names(best['algorithms'], 6)}")
-    for key, label in (("fewest_tokens_moved", "fewest moved*"), ("fewest_messages", "fewest messages*")):
+    for key, label in (("fewest_tokens_moved", "fewest moved*"), ("fewest_messages", "fewest messages*"),
+                       ("lowest_time_averaged_discrepancy", "lowest avg disc."), ("lowest_peak_load", "lowest peak load")):
+        if key not in v:
+            continue
         e = v[key]
         questions.append(label)
         answers.append("-" if e is None else f"{_names(e['algorithms'])}: {fmt(e['value'])}")
@@ -133,6 +146,9 @@ def render(result, *, wide: bool = False, width: int | None = None, file=None) -
              "the end; -: never. disc.: final discrepancy; local: final largest load difference across an edge; "
              "stop: why the run ended, after 'steps' steps; moved: tokens moved; wall s: seconds of stepping "
              "(building the graph, setup and compilation excluded)."]
+    if any(r.stream for r in result.rows):
+        notes.append("With tokens arriving and leaving: avg disc.: discrepancy averaged over the steps; peak load: "
+                     "the heaviest any node got; backlog: tokens in the network at the end.")
     if ok:
         print_fitted("comparable runs (integer loads, no infeasible step)", Col("algorithm", [r.algorithm for r in ok],
                                                                                  justify="left"),

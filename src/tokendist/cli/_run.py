@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..engine import PROTOCOLS, make_protocol, simulate
+from ..engine._injection import INJECT_SPEC_HELP, parse_injection
 from ..experiments.defaults import DEFAULT_MAX_STEPS
 from ._app import Command, command
 from ._common import add_run_arguments, check_outputs, dynamics_from_args
@@ -36,8 +37,9 @@ def run_header(args, protocol, max_steps) -> str:
     given = parse_key_values(args.param)
     params = ", ".join(f"{k}={v}" + ("" if k in given else " (default)") for k, v in protocol.options.items())
     infeasible = "recorded, the run goes on" if args.allow_infeasible else "stop the run"
+    inject = f"; injection {args.inject}" if args.inject else ""
     return (f"run: {protocol.name} on {args.graph}, init {args.init}; seed {args.seed}, max steps {max_steps:,}; "
-            f"infeasible steps {infeasible}; parameters: {params or 'none'}")
+            f"infeasible steps {infeasible}{inject}; parameters: {params or 'none'}")
 
 
 @command
@@ -52,6 +54,9 @@ class RunCommand(Command):
         p.add_argument("--algo", required=True, help="algorithm name (see 'tokendist algos')")
         p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                        help="protocol parameter (repeatable)")
+        p.add_argument("--inject", default=None, metavar="SPEC",
+                       help="tokens arriving and leaving every step: " + INJECT_SPEC_HELP
+                            + " (see docs/guide/dynamic-load.md)")
         p.add_argument("--save-loads", type=Path, default=None, help="write the final loads, one per line")
         p.add_argument("--out", type=Path, default=None, help="folder for trace.csv, summary.json and run.png")
 
@@ -59,13 +64,14 @@ class RunCommand(Command):
         max_steps = args.max_steps if args.max_steps is not None else DEFAULT_MAX_STEPS
         check_outputs(args.out, args.save_loads)
         protocol = make_protocol(args.algo, parse_key_values(args.param))
+        injection = parse_injection(args.inject) if args.inject is not None else None
         with progress_bar(f"{args.algo} on {args.graph}", max_steps, enabled=not args.json) as update:
             result = simulate(
                 args.graph, protocol, args.init, seed=args.seed,
                 max_steps=max_steps, until_discrepancy=args.until_discrepancy,
                 until_local_discrepancy=args.until_local_discrepancy, record_every=args.record_every,
                 allow_infeasible=args.allow_infeasible, check=args.check, dynamics=dynamics_from_args(args),
-                speeds=args.speeds, progress=update)
+                speeds=args.speeds, injection=injection, progress=update)
         files = []
         if args.save_loads is not None:
             np.savetxt(args.save_loads, result.loads, fmt="%d" if result.loads.dtype.kind in "iu" else "%.17g")
@@ -91,6 +97,10 @@ class RunCommand(Command):
         choice = getattr(protocol, "kernel_choice", None)  # threads=auto: which kernel ran (same results)
         if choice is not None and sum(choice.calls):
             rows.append(["threads=auto", f"threaded kernel in {choice.calls[1]} of {sum(choice.calls)} steps"])
+        if result.stream is not None:
+            inj = result.stream["injection"]
+            rows += [["injected", inj["injected"]], ["consumed", inj["consumed"]]]
+            rows += [[k.replace("_", " "), v] for k, v in result.stream.items() if k != "injection"]
         for k, v in result.report.items():
             if isinstance(v, (int, float, str, bool, np.generic)):
                 rows.append([k, v])

@@ -31,6 +31,7 @@ from .._random import stream
 from ..errors import ConservationError, InfeasibleStepError, TokendistError
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
+from ._injection import stream_summary
 from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy
 from ._protocol import Protocol, make_protocol
 
@@ -77,6 +78,9 @@ class RunResult:
     #: graph, ``reset`` and compilation are in ``seconds`` only); kept apart from ``trace`` so that a
     #: trace stays the same for the same seed.
     clock: np.ndarray | None = None
+    #: With an injection: what arrived and left (``injection``) and the stream's metrics
+    #: (:func:`tokendist.engine._injection.stream_summary`: backlog, peak load, time-averaged discrepancy).
+    stream: dict | None = None
 
     def steps_to(self, metric: str, level: float) -> int | None:
         """First recorded step at which ``metric <= level`` (None if never)."""
@@ -103,6 +107,7 @@ class RunResult:
             "messages": int(self.messages),
             "infeasible_steps": int(self.infeasible_steps),
             "dynamics": self.dynamics,
+            "stream": self.stream,
             "report": self.report,
             "seconds": round(self.seconds, 4),
         }
@@ -253,16 +258,20 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     if dynamics is not None:
         dynamics.reset(graph, stream(seed, "dynamics"))
     if injection is not None:
-        injection.reset(graph, stream(seed, "dynamics"))
+        # Its own sub-stream: arrivals independent of edge failures drawn from "dynamics".
+        injection.reset(graph, stream(seed, "injection"))
 
     total = loads.sum()
     tol = 1e-9 * (abs(float(total)) + graph.n) if protocol.divisible else 0
     trace = {k: [] for k in ("step", "tokens_moved", "messages", *TRACE_METRICS)}
     clock = []
+    totals = [] if injection is not None else None  # tokens in the network at each record (the backlog)
     moved_total, messages_total, infeasible = 0, 0, 0
 
     def record(t, g, w):
         clock.append(time.perf_counter())
+        if totals is not None:
+            totals.append(w.sum())
         trace["step"].append(t)
         trace["tokens_moved"].append(moved_total)
         trace["messages"].append(messages_total)
@@ -360,6 +369,10 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         progress(t, max_steps)
     steps = t
     trace_arrays = {k: np.asarray(v) for k, v in trace.items()}
+    stream_metrics = None
+    if injection is not None:
+        stream_metrics = {"injection": injection.describe(),
+                  **stream_summary(trace_arrays["step"], totals, trace_arrays["max"], trace_arrays["discrepancy"])}
     return RunResult(
         graph=graph, algorithm=protocol.name, params=dict(protocol.options), seed=seed, steps=steps,
         stop_reason=stop_reason, tokens=_plain(total), initial=measure(graph, initial_loads),
@@ -368,4 +381,5 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         report=protocol.report(), dynamics=None if dynamics is None else dynamics.describe(),
         seconds=time.perf_counter() - started, cycle_length=cycle_length,
         load_history=None if history is None else np.array(history), clock=np.asarray(clock) - clock[0],
+        stream=stream_metrics,
     )

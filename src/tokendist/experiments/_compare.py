@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engine import PROTOCOLS, make_loads, make_protocol, simulate
+from ..engine._injection import parse_injection
 from ..errors import InfeasibleStepError, TokendistError
 from ..graphs import make_graph
 from ._scenario import Scenario
@@ -43,6 +44,7 @@ class CompareRow:
     steps_to_target: int | None = None
     offline_ratio: float | None = None
     seconds: float | None = None
+    stream: dict | None = None       # with an injection: backlog, peak load, time-averaged discrepancy
     result: object = None
 
     @property
@@ -75,6 +77,7 @@ class Comparison:
         s = self.scenario
         return {"scenario": {"name": s.name, "graph": s.graph, "init": s.init, "seed": s.seed,
                              "max_steps": s.max_steps, "levels": s.levels, "allow_infeasible": s.allow_infeasible,
+                             "inject": s.inject, "edge_failure": s.edge_failure,
                              "params": s.params},
                 "graph": {"spec": self.graph.spec, "n": self.graph.n, "m": self.graph.m},
                 "tokens": self.tokens, "offline": self.offline, "rows": [r.to_json() for r in self.rows],
@@ -121,9 +124,11 @@ def compare(scenario: Scenario, *, progress=None) -> Comparison:
             rows.append(CompareRow(name, "skipped", reason=str(exc)))
             continue
         try:
+            # A fresh stream for every protocol: the same arrivals (same seed), its own counters.
+            injection = parse_injection(scenario.inject) if scenario.inject is not None else None
             r = simulate(g, proto, loads, seed=scenario.seed, max_steps=scenario.max_steps,
                          allow_infeasible=scenario.allow_infeasible, dynamics=dynamics,
-                         record_every=scenario.record_every)
+                         record_every=scenario.record_every, injection=injection)
         except InfeasibleStepError as exc:
             rows.append(CompareRow(name, "infeasible", reason=str(exc).split(" (pass")[0],
                                    divisible=proto.divisible, steps=exc.step))
@@ -136,7 +141,8 @@ def compare(scenario: Scenario, *, progress=None) -> Comparison:
             **_level_times(r, scenario.levels),
             final_discrepancy=r.final["discrepancy"], final_local_discrepancy=r.final["local_discrepancy"],
             tokens_moved=r.tokens_moved, messages=r.messages, infeasible_steps=r.infeasible_steps,
-            lowest_load=float(r.trace["min"].min()) if r.trace["min"].size else None, seconds=r.seconds, result=r))
+            lowest_load=float(r.trace["min"].min()) if r.trace["min"].size else None, seconds=r.seconds,
+            stream=r.stream, result=r))
     if progress is not None:
         progress(len(names), len(names), "")
     offline = None

@@ -30,12 +30,13 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import TokendistError
+from ..engine._injection import parse_injection
 from .defaults import DEFAULT_ALLOW_INFEASIBLE, DEFAULT_LEVELS, DEFAULT_MAX_STEPS, DEFAULT_SEED
 
 __all__ = ["Scenario", "load_scenario", "default_scenario", "SCENARIO_KEYS"]
 
 SCENARIO_KEYS = {"name", "description", "graph", "init", "seed", "max_steps", "levels", "algos", "speeds",
-                 "edge_failure", "allow_infeasible", "record_every", "offline_slack"}
+                 "edge_failure", "allow_infeasible", "record_every", "offline_slack", "inject"}
 
 
 @dataclass
@@ -54,6 +55,8 @@ class Scenario:
     allow_infeasible: bool = DEFAULT_ALLOW_INFEASIBLE
     record_every: int = 1
     offline_slack: int | None = None
+    #: Tokens arriving and leaving every step, as ``--inject`` takes it (docs/guide/dynamic-load.md).
+    inject: str | None = None
 
     def validate(self) -> "Scenario":
         """Resolve every name now; raise TokendistError naming the first problem."""
@@ -68,6 +71,10 @@ class Scenario:
             raise TokendistError(f"scenario {self.name}: offline_slack must be a non-negative integer")
         if not all(isinstance(x, (int, float)) for x in self.levels):
             raise TokendistError(f"scenario {self.name}: levels must be numbers")
+        if self.inject is not None:
+            if not isinstance(self.inject, str):
+                raise TokendistError(f"scenario {self.name}: inject must be a string such as \"rate=5,consume=4\"")
+            parse_injection(self.inject)
         graph = make_graph(self.graph, seed=self.seed)
         make_loads(self.init, graph, self.seed)
         for a in self.algos:

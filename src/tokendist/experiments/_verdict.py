@@ -15,7 +15,8 @@ For each discrepancy level K the verdict names
 each by steps and by wall time (seconds of stepping since step 0; building the graph, the
 protocol's setup and numba compilation are left out, so a cold cache does not decide),
 then the best final discrepancy, and among the runs that end there the fewest tokens moved and
-the fewest messages. Ties are named together.
+the fewest messages. Ties are named together. With tokens arriving and leaving (``inject``), also
+the lowest time-averaged discrepancy and the lowest peak load.
 """
 
 from __future__ import annotations
@@ -105,4 +106,10 @@ def verdict(rows, levels) -> dict:
         out[key] = None if value is None else {
             "value": value, "algorithms": [r.algorithm for r in winners],
             "among": "runs ending at the best final discrepancy"}
+    if any(r.stream for r in comparable):
+        # A stream never settles: the time-averaged discrepancy and the peak load say more.
+        for key, metric in (("lowest_time_averaged_discrepancy", "discrepancy_time_average"),
+                            ("lowest_peak_load", "max_load_peak")):
+            value, winners = _best([r for r in comparable if r.stream], lambda r, m=metric: r.stream[m])
+            out[key] = None if value is None else {"value": value, "algorithms": [r.algorithm for r in winners]}
     return out
