@@ -58,7 +58,25 @@ class ReproduceCommand(Command):
                 _show(rep)
         if args.json:
             print_json(results[0].to_json() if len(results) == 1 and args.name != "all" else [r.to_json() for r in results])
+            return 0
+        if len(results) > 1:
+            _summary(results, wide=args.wide)
         return 0
+
+
+def _summary(results, *, wide: bool = False) -> None:
+    """One line per entry: how many of its claims held; the entries with a claim that did not, named."""
+    held = [sum(c.holds for c in r.claims) for r in results]
+    failed = [len(r.claims) - h for r, h in zip(results, held)]
+    console().print()
+    print_fitted("summary of the claims", Col("entry", [r.name for r in results], justify="left"),
+                 [Group("", [Col("claims", [str(len(r.claims)) for r in results]),
+                             Col("held", [str(h) for h in held]),
+                             Col("did not hold", [str(f) for f in failed]),
+                             Col("paper", [r.paper for r in results], justify="left", wrap=True)])], wide=wide)
+    bad = [r.name for r, f in zip(results, failed) if f]
+    console().print(f"{sum(held)} of {sum(held) + sum(failed)} claims held in {len(results)} entries"
+                    + (f"; did not hold in: {', '.join(bad)}" if bad else "; every claim held"), markup=False)
 
 
 def _show(rep) -> None:
