@@ -229,3 +229,28 @@ def test_tables_fit_a_real_terminal(columns):
         too_long = [line for line in lines if len(line) > columns]
         assert not too_long, (cmd, too_long[:3])
         assert not any("…" in line for line in lines), cmd
+
+
+def test_reproduce_all_ends_with_a_summary_of_claims(capsys, monkeypatch):
+    import tokendist.cli._reproduce as reproduce_cli
+    from tokendist.experiments import _modules  # noqa: F401  (registers the entries)
+
+    monkeypatch.setattr(reproduce_cli.REPRODUCTIONS, "names", lambda: ["houle-sg1", "houle-fig1"])
+    assert main(["reproduce", "all", "--quick"]) == 0
+    out = capsys.readouterr().out
+    summary = out[out.index("summary of the claims"):]
+    held = out[:out.index("summary of the claims")].count("holds:")
+    assert f"{held} of {held} claims held in 2 entries; every claim held" in summary
+    assert "houle-sg1" in summary and "houle-fig1" in summary
+
+
+def test_algos_name_describes_one_protocol(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["algos", "threshold2"]) == 0
+    out = capsys.readouterr().out
+    assert "Houle, Symvonis, Wood" in out and "real-valued" in out and "colour_start" in out
+    assert "dynamic networks   no: the schedule is an edge colouring" in out
+    assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out
+    d = json.loads((main(["algos", "sos", "--json"]), capsys.readouterr().out)[1])
+    assert d["name"] == "sos" and d["divisible"] is True and all("help" in p for p in d["params"])
+    assert main(["algos", "nope"]) == 2
