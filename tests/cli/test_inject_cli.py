@@ -189,3 +189,17 @@ def test_compare_edge_failure_runs_every_protocol_whose_rule_allows(capsys):
         else:
             assert rows[name]["status"] == "skipped" and cls.static_reason in rows[name]["reason"]
     assert sum(cls.dynamic for _, cls in PROTOCOLS.items()) >= 12
+
+
+def test_scenario_file_paths_are_relative_to_the_scenario(capsys, tmp_path, monkeypatch):
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    (folder / "loads.txt").write_text("\n".join(["8", "0", "0", "0", "0", "0"]) + "\n")
+    (folder / "events.txt").write_text("0 0 6\n")
+    (folder / "s.toml").write_text('[scenario]\nname = "rel"\ngraph = "ring:6"\ninit = "file:loads.txt"\n'
+                                   'algos = ["multi-port"]\nmax_steps = 20\ninject = "file:events.txt"\n')
+    monkeypatch.chdir(tmp_path)  # not the scenario's folder
+    d = _json(capsys, ["compare", "--scenario", "exp/s.toml", "--no-files", "--json"])
+    row = d["rows"][0]
+    assert row["status"] == "ok" and row["stream"]["injection"]["injected"] == 6
+    assert d["tokens"] == 8

@@ -18,6 +18,9 @@ applicable one), per-algorithm parameters, the step limit and the discrepancy le
 Keys left out take the shared defaults of :mod:`tokendist.experiments.defaults` (seed 0, 10,000
 steps, levels 100, 20, 10, 4, 2, 1, infeasible steps stop a run), the same as ``tokendist run``.
 
+A relative ``file:`` path (loads, speeds, a graph, an injection schedule, a parameter such as
+``colouring = "file:colours.txt"``) is read next to the scenario file, not in the working directory.
+
 Everything is checked up front (the graph builds, the loads fit it, every algorithm and parameter
 exists) so a typo fails in a second, not after an hour of runs.
 """
@@ -112,9 +115,25 @@ def load_scenario(path) -> Scenario:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise TokendistError(f"{path}: not valid TOML ({exc})") from None
     try:
-        return _from_dict(data, str(path)).validate()
+        return _relative_to(_from_dict(data, str(path)), path.parent).validate()
     except TypeError as exc:
         raise TokendistError(f"{path}: {exc}") from None
+
+
+def _resolve(value, folder: Path):
+    # "file:PATH" with a relative PATH means next to the scenario file, wherever it is run from.
+    if isinstance(value, str) and value.startswith("file:") and value[5:] and not Path(value[5:]).is_absolute():
+        return "file:" + str(folder / value[5:])
+    return value
+
+
+def _relative_to(sc: Scenario, folder: Path) -> Scenario:
+    """Resolve the relative ``file:`` paths of a scenario (graph, init, speeds, inject, parameters) against ``folder``."""
+    for key in ("graph", "init", "speeds", "inject"):
+        setattr(sc, key, _resolve(getattr(sc, key), folder))
+    sc.params = {a: ({k: _resolve(v, folder) for k, v in p.items()} if isinstance(p, dict) else p)
+                 for a, p in sc.params.items()}
+    return sc
 
 
 def default_scenario() -> Scenario:
