@@ -110,14 +110,16 @@ class CompareCommand(Command):
         levels = result.scenario.levels
         with open(out / "compare.csv", "w", newline="") as fh:
             w = csv.writer(fh)
-            w.writerow(["algorithm", "status", "steps", "stop_reason", *[f"steps_to_{lv}" for lv in levels],
+            w.writerow(["algorithm", "status", "comparable", "steps", "stop_reason",
+                        *[f"steps_to_{lv}" for lv in levels], *[f"settled_at_{lv}" for lv in levels],
                         "final_discrepancy", "final_local_discrepancy", "tokens_moved", "messages",
-                        "infeasible_steps", "lowest_load", "steps_to_target", "offline_ratio", "reason"])
+                        "infeasible_steps", "lowest_load", "step_seconds", "steps_to_target", "offline_ratio", "reason"])
             for r in result.rows:
-                w.writerow([r.algorithm, r.status, r.steps, r.stop_reason,
-                            *[r.steps_to_level.get(lv) for lv in levels], r.final_discrepancy,
-                            r.final_local_discrepancy, r.tokens_moved, r.messages, r.infeasible_steps,
-                            r.lowest_load, r.steps_to_target, r.offline_ratio, r.reason])
+                clock = None if r.result is None or r.result.clock is None else round(float(r.result.clock[-1]), 4)
+                w.writerow([r.algorithm, r.status, r.comparable, r.steps, r.stop_reason,
+                            *[r.steps_to_level.get(lv) for lv in levels], *[r.settled_at_level.get(lv) for lv in levels],
+                            r.final_discrepancy, r.final_local_discrepancy, r.tokens_moved, r.messages,
+                            r.infeasible_steps, r.lowest_load, clock, r.steps_to_target, r.offline_ratio, r.reason])
         files.append(str(out / "compare.csv"))
         (out / "compare.json").write_text(json.dumps(to_jsonable(result.to_json()), indent=2) + "\n")
         files.append(str(out / "compare.json"))
