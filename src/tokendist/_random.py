@@ -21,7 +21,7 @@ from .errors import TokendistError
 __all__ = ["make_rng", "stream", "STREAMS", "counter_uniform", "counter_uniform_scalar", "stream_key"]
 
 #: Named sub-streams of one run; the position is part of the seed derivation, never reorder.
-STREAMS = ("topology", "init", "speeds", "protocol", "dynamics", "executor")
+STREAMS = ("topology", "init", "speeds", "protocol", "dynamics", "executor", "injection")
 
 _MASK64 = (1 << 64) - 1
 

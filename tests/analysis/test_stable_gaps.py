@@ -230,8 +230,10 @@ def test_registered_bounds_threshold1_threshold2_discrepancy1():
     p = predict("discrepancy1", make_graph("ring:6"), np.array([7, 0, 0, 0, 0, 0]))
     assert p["time_bound"] == 2 * 6 * p["chi"] * 6 and p["final_discrepancy_bound"] == 1
     with pytest.raises(TokendistError):
-        predict("threshold1", make_graph("ring:6"), np.zeros(6))
+        predict("threshold1", make_graph("ring:6"), np.zeros(6), {"spanning_tree": "none"})
     assert predict("threshold1", make_graph("ring:6"), np.zeros(6), {"spanning_tree": "bfs"})["msd"] == 1
+    # bfs is the protocol's default, and the prediction follows it
+    assert predict("threshold1", make_graph("ring:6"), np.zeros(6))["msd"] == 1
 
 
 def test_sec45_conjecture_fails_just_beyond_the_checked_range():

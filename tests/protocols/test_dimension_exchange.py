@@ -87,7 +87,9 @@ def test_colouring_from_file_and_bad_file(tmp_path):
 
 def test_tree_protocols_refuse_non_trees_unless_asked():
     with pytest.raises(TokendistError, match="spanning_tree"):
-        td.simulate("ring:6", "threshold1", "point:10", max_steps=5)
+        td.simulate("ring:6", "threshold1", "point:10", params={"spanning_tree": "none"}, max_steps=5)
+    r = td.simulate("ring:6", "threshold1", "point:10", max_steps=50)  # bfs by default, as discrepancy1
+    assert r.report["on_spanning_tree"] and r.report["schedule_edges"] == 5
     for how in ("bfs", "min-diameter"):
         r = td.simulate("grid:3x4", "threshold1", "point:50", params={"spanning_tree": how}, max_steps=3000, check=True)
         assert r.report["on_spanning_tree"] and r.report["schedule_edges"] == 11

@@ -7,7 +7,7 @@ from tokendist.experiments import ReproContext, run_reproduction
 
 def test_figure1_quick(tmp_path):
     rep = run_reproduction("elsasser-fig1", ReproContext(out=tmp_path, quick=True, seed=0))
-    assert rep.figures and (tmp_path / "elsasser_fig1.png").exists()
+    assert rep.figures and (tmp_path / "elsasser-fig1.png").exists()
     claims = {c.statement[:40]: c.holds for c in rep.claims}
     assert sum(claims.values()) >= 3
     assert rep.data["switch_step"] is not None and rep.data["done_step"] >= rep.data["switch_step"]
@@ -16,7 +16,7 @@ def test_figure1_quick(tmp_path):
 
 def test_figure4_quick(tmp_path):
     rep = run_reproduction("elsasser-fig4", ReproContext(out=tmp_path, quick=True, seed=1))
-    assert (tmp_path / "elsasser_fig4.png").exists()
+    assert (tmp_path / "elsasser-fig4.png").exists()
     assert len(rep.data["switch_steps"]) == rep.data["runs"]
     assert len(rep.tables[0].rows) == 4
 

@@ -434,7 +434,7 @@ def _threshold2_bounds(graph, loads, params):
 
 @register_bounds("threshold1")
 def _threshold1_bounds(graph, loads, params):
-    tree = _tree_for(graph, params, "none")
+    tree = _tree_for(graph, params, "bfs")  # the protocol's default spanning tree
     value = msd(tree)
     out = {"final_discrepancy_bound": value, "msd": value, "bound_theorem16": theorem16_bound(tree.n, tree.max_degree),
            "bound_lemma13": lemma13_bound(tree.n),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..engine import DYNAMICS, EdgeFailures
 from ..errors import TokendistError
+from ..experiments.defaults import DEFAULT_MAX_STEPS, DEFAULT_SEED
 from ._output import parse_key_values
 
 __all__ = ["add_run_arguments", "dynamics_from_args", "nonneg_int", "probability", "check_outputs"]
@@ -67,8 +68,10 @@ def add_run_arguments(p: argparse.ArgumentParser, *, graph_default=None, init_de
                    help="topology spec, e.g. torus:16x16 (see 'tokendist graphs')")
     p.add_argument("--init", default=init_default, required=init_default is None,
                    help="initial loads: point:T[@V], uniform:T, random:A..B, ramp:A..B, file:PATH, ...")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="the one seed of the run (default 0)")
-    p.add_argument("--max-steps", type=nonneg_int, default=None, help="step limit (default 10000)")
+    p.add_argument("--seed", type=nonneg_int, default=DEFAULT_SEED,
+                   help=f"the one seed of the run (default {DEFAULT_SEED}, as in compare)")
+    p.add_argument("--max-steps", type=nonneg_int, default=None,
+                   help=f"step limit (default {DEFAULT_MAX_STEPS}, as in compare)")
     p.add_argument("--until-discrepancy", type=number, default=None, help="stop when max - min <= K")
     p.add_argument("--until-local-discrepancy", type=number, default=None,
                    help="stop when every edge's load difference is <= K")
@@ -78,7 +81,8 @@ def add_run_arguments(p: argparse.ArgumentParser, *, graph_default=None, init_de
     p.add_argument("--mobility", default=None, metavar="KEY=VALUE,...",
                    help="random-waypoint mobility, e.g. radius=0.1,speed=0.001..0.005,pause=3,wrap=true")
     p.add_argument("--allow-infeasible", action="store_true",
-                   help="record steps where a node sends more than it holds and continue with negative loads")
+                   help="record steps where a node sends more than it holds and continue with negative loads "
+                        "(default: such a step stops the run)")
     p.add_argument("--check", action="store_true", help="verify the communication model on every step")
     p.add_argument("--record-every", type=positive_int, default=1, help="record metrics every K steps")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")

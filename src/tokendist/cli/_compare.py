@@ -6,11 +6,13 @@ import csv
 import json
 from pathlib import Path
 
+from ..engine._injection import INJECT_SPEC_HELP
 from ..errors import TokendistError
 from ..experiments import compare, default_scenario, load_scenario
 from ._app import Command, command
 from ._common import check_outputs, nonneg_int, positive_int, probability
-from ._output import fmt, print_json, progress_bar, table, to_jsonable
+from ._compare_view import render
+from ._output import print_json, progress_bar, to_jsonable
 
 __all__ = ["CompareCommand"]
 
@@ -42,6 +44,9 @@ class CompareCommand(Command):
                        help="a parameter of one algorithm, e.g. threshold1.spanning_tree=bfs (repeatable)")
         p.add_argument("--speeds", default=None, help="node speeds: uniform:A..B or file:PATH")
         p.add_argument("--edge-failure", type=probability, default=None, help="edge failure probability per step")
+        p.add_argument("--inject", default=None, metavar="SPEC",
+                       help="tokens arriving and leaving every step, the same stream for every protocol: "
+                            + INJECT_SPEC_HELP)
         p.add_argument("--allow-infeasible", action="store_true", help="let infeasible rules run with negative loads")
         p.add_argument("--record-every", type=positive_int, default=None, help="record metrics every K steps")
         p.add_argument("--offline", type=nonneg_int, default=None, metavar="K",
@@ -49,11 +54,13 @@ class CompareCommand(Command):
                             "and show each protocol's time to that level as a multiple of it")
         p.add_argument("--out", type=Path, default=Path("tokendist-compare"), help="output folder")
         p.add_argument("--no-files", action="store_true", help="write no files")
-        p.add_argument("--json", action="store_true", help="print JSON")
+        p.add_argument("--wide", action="store_true",
+                       help="every column in one table, whatever the terminal's width")
+        p.add_argument("--json", action="store_true", help="print JSON (the verdict included)")
 
     def run(self, args):
         sc = load_scenario(args.scenario) if args.scenario else default_scenario()
-        for key in ("graph", "init", "seed", "max_steps", "speeds", "edge_failure", "record_every"):
+        for key in ("graph", "init", "seed", "max_steps", "speeds", "edge_failure", "record_every", "inject"):
             if getattr(args, key) is not None:
                 setattr(sc, key, getattr(args, key))
         if args.graph is not None and args.scenario is None:
@@ -83,29 +90,7 @@ class CompareCommand(Command):
             payload["files"] = files
             print_json(payload)
             return 0
-        g = result.graph
-        off = result.offline
-        cols = ["algorithm"] + [f"to <={fmt(lv)}" for lv in sc.levels] + [
-            "disc.", "local", "moved", "messages", "infeas.", "min load", "stop"]
-        if off:
-            cols += [f"to max<={off['target_max_load']}", "x off-line"]
-        rows = []
-        for r in result.rows:
-            if r.status == "ok":
-                rows.append([r.algorithm] + [r.steps_to_level[lv] for lv in sc.levels] + [
-                    r.final_discrepancy, r.final_local_discrepancy, r.tokens_moved, r.messages,
-                    r.infeasible_steps, r.lowest_load, f"{r.stop_reason} @ {r.steps}"]
-                            + ([r.steps_to_target, None if r.offline_ratio is None else round(r.offline_ratio, 2)]
-                               if off else []))
-        table(f"compare: {g.spec} (n={g.n:,}, m={g.m:,}), init {sc.init}, {result.tokens:,} tokens, seed {sc.seed}; "
-              "'to <=K': first step with discrepancy <= K; disc./local: final discrepancy and local discrepancy",
-              cols, rows)
-        if off:
-            print(f"off-line optimum (multi-port, exact max-flow): {off['steps']} steps to bring every node to at "
-                  f"most {off['target_max_load']} tokens")
-        others = [r for r in result.rows if r.status != "ok"]
-        if others:
-            table("not run", ["algorithm", "status", "reason"], [[r.algorithm, r.status, r.reason] for r in others])
+        render(result, wide=args.wide)
         for f in files:
             print(f"wrote {f}")
         return 0
@@ -125,14 +110,16 @@ class CompareCommand(Command):
         levels = result.scenario.levels
         with open(out / "compare.csv", "w", newline="") as fh:
             w = csv.writer(fh)
-            w.writerow(["algorithm", "status", "steps", "stop_reason", *[f"steps_to_{lv}" for lv in levels],
+            w.writerow(["algorithm", "status", "comparable", "steps", "stop_reason",
+                        *[f"steps_to_{lv}" for lv in levels], *[f"settled_at_{lv}" for lv in levels],
                         "final_discrepancy", "final_local_discrepancy", "tokens_moved", "messages",
-                        "infeasible_steps", "lowest_load", "steps_to_target", "offline_ratio", "reason"])
+                        "infeasible_steps", "lowest_load", "step_seconds", "steps_to_target", "offline_ratio", "reason"])
             for r in result.rows:
-                w.writerow([r.algorithm, r.status, r.steps, r.stop_reason,
-                            *[r.steps_to_level.get(lv) for lv in levels], r.final_discrepancy,
-                            r.final_local_discrepancy, r.tokens_moved, r.messages, r.infeasible_steps,
-                            r.lowest_load, r.steps_to_target, r.offline_ratio, r.reason])
+                clock = None if r.result is None or r.result.clock is None else round(float(r.result.clock[-1]), 4)
+                w.writerow([r.algorithm, r.status, r.comparable, r.steps, r.stop_reason,
+                            *[r.steps_to_level.get(lv) for lv in levels], *[r.settled_at_level.get(lv) for lv in levels],
+                            r.final_discrepancy, r.final_local_discrepancy, r.tokens_moved, r.messages,
+                            r.infeasible_steps, r.lowest_load, clock, r.steps_to_target, r.offline_ratio, r.reason])
         files.append(str(out / "compare.csv"))
         (out / "compare.json").write_text(json.dumps(to_jsonable(result.to_json()), indent=2) + "\n")
         files.append(str(out / "compare.json"))

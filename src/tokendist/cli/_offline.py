@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._app import Command, command
 from ._common import nonneg_int
-from ._output import print_json, table
+from ._output import print_json, progress_bar, table
 
 __all__ = ["OfflineCommand"]
 
@@ -33,7 +33,9 @@ class OfflineCommand(Command):
 
         graph = make_graph(args.graph, seed=args.seed)
         loads = make_loads(args.init, graph, args.seed)
-        r = offline_optimum(graph, loads, slack=args.slack, model=args.model, max_steps=args.max_steps)
+        with progress_bar(f"off-line optimum on {graph.spec} (max-flow per T)", None, enabled=not args.json) as update:
+            r = offline_optimum(graph, loads, slack=args.slack, model=args.model, max_steps=args.max_steps,
+                                progress=lambda checks, T: update(checks))
         payload = {"graph": graph.spec, "init": args.init, "n": graph.n, **r.to_json()}
         if args.json:
             print_json(payload)

@@ -7,6 +7,7 @@ from pathlib import Path
 from ..experiments import REPRODUCTIONS, ReproContext, run_reproduction
 from ._app import Command, command
 from ._common import nonneg_int
+from ._layout import Col, Group, print_fitted
 from ._output import console, print_json, progress_bar, table
 
 __all__ = ["ReproduceCommand"]
@@ -22,6 +23,7 @@ class ReproduceCommand(Command):
         p.add_argument("--out", type=Path, default=None, help="folder for figures (PNG) and JSON")
         p.add_argument("--quick", action="store_true", help="a smaller, faster version where the entry has one")
         p.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0)")
+        p.add_argument("--wide", action="store_true", help="list: every column at full width, whatever the terminal")
         p.add_argument("--json", action="store_true", help="print JSON")
 
     def run(self, args):
@@ -32,7 +34,10 @@ class ReproduceCommand(Command):
             if args.json:
                 print_json(entries)
             else:
-                table("reproduce entries", ["name", "title", "paper"], [[e["name"], e["title"], e["paper"]] for e in entries])
+                print_fitted("reproduce entries", Col("name", [e["name"] for e in entries], justify="left"),
+                             [Group("", [Col("title", [e["title"] for e in entries], justify="left", wrap=True),
+                                         Col("paper", [e["paper"] for e in entries], justify="left", wrap=True)])],
+                             wide=args.wide)
             return 0
         names = REPRODUCTIONS.names() if args.name == "all" else [REPRODUCTIONS.get(args.name).name]
         results = []
@@ -53,7 +58,25 @@ class ReproduceCommand(Command):
                 _show(rep)
         if args.json:
             print_json(results[0].to_json() if len(results) == 1 and args.name != "all" else [r.to_json() for r in results])
+            return 0
+        if len(results) > 1:
+            _summary(results, wide=args.wide)
         return 0
+
+
+def _summary(results, *, wide: bool = False) -> None:
+    """One line per entry: how many of its claims held; the entries with a claim that did not, named."""
+    held = [sum(c.holds for c in r.claims) for r in results]
+    failed = [len(r.claims) - h for r, h in zip(results, held)]
+    console().print()
+    print_fitted("summary of the claims", Col("entry", [r.name for r in results], justify="left"),
+                 [Group("", [Col("claims", [str(len(r.claims)) for r in results]),
+                             Col("held", [str(h) for h in held]),
+                             Col("did not hold", [str(f) for f in failed]),
+                             Col("paper", [r.paper for r in results], justify="left", wrap=True)])], wide=wide)
+    bad = [r.name for r, f in zip(results, failed) if f]
+    console().print(f"{sum(held)} of {sum(held) + sum(failed)} claims held in {len(results)} entries"
+                    + (f"; did not hold in: {', '.join(bad)}" if bad else "; every claim held"), markup=False)
 
 
 def _show(rep) -> None:

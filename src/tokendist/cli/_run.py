@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from ..engine import PROTOCOLS, make_protocol, simulate
-from ..engine._simulate import DEFAULT_MAX_STEPS
+from ..engine._injection import INJECT_SPEC_HELP, parse_injection
+from ..experiments.defaults import DEFAULT_MAX_STEPS
 from ._app import Command, command
 from ._common import add_run_arguments, check_outputs, dynamics_from_args
+from ._layout import Col, Group, print_fitted
 from ._output import fmt, parse_key_values, print_json, progress_bar, table
 
 __all__ = ["RunCommand", "AlgosCommand"]
@@ -30,6 +32,16 @@ def write_run_outputs(result, out: Path) -> list[str]:
     return [str(out / "trace.csv"), str(out / "summary.json"), str(out / "run.png")]
 
 
+def run_header(args, protocol, max_steps) -> str:
+    """One line with everything that decides the run, defaults included (the same defaults as compare)."""
+    given = parse_key_values(args.param)
+    params = ", ".join(f"{k}={v}" + ("" if k in given else " (default)") for k, v in protocol.options.items())
+    infeasible = "recorded, the run goes on" if args.allow_infeasible else "stop the run"
+    inject = f"; injection {args.inject}" if args.inject else ""
+    return (f"run: {protocol.name} on {args.graph}, init {args.init}; seed {args.seed}, max steps {max_steps:,}; "
+            f"infeasible steps {infeasible}{inject}; parameters: {params or 'none'}")
+
+
 @command
 class RunCommand(Command):
     name = "run"
@@ -42,6 +54,9 @@ class RunCommand(Command):
         p.add_argument("--algo", required=True, help="algorithm name (see 'tokendist algos')")
         p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                        help="protocol parameter (repeatable)")
+        p.add_argument("--inject", default=None, metavar="SPEC",
+                       help="tokens arriving and leaving every step: " + INJECT_SPEC_HELP
+                            + " (see docs/guide/dynamic-load.md)")
         p.add_argument("--save-loads", type=Path, default=None, help="write the final loads, one per line")
         p.add_argument("--out", type=Path, default=None, help="folder for trace.csv, summary.json and run.png")
 
@@ -49,13 +64,14 @@ class RunCommand(Command):
         max_steps = args.max_steps if args.max_steps is not None else DEFAULT_MAX_STEPS
         check_outputs(args.out, args.save_loads)
         protocol = make_protocol(args.algo, parse_key_values(args.param))
+        injection = parse_injection(args.inject) if args.inject is not None else None
         with progress_bar(f"{args.algo} on {args.graph}", max_steps, enabled=not args.json) as update:
             result = simulate(
                 args.graph, protocol, args.init, seed=args.seed,
                 max_steps=max_steps, until_discrepancy=args.until_discrepancy,
                 until_local_discrepancy=args.until_local_discrepancy, record_every=args.record_every,
                 allow_infeasible=args.allow_infeasible, check=args.check, dynamics=dynamics_from_args(args),
-                speeds=args.speeds, progress=update)
+                speeds=args.speeds, injection=injection, progress=update)
         files = []
         if args.save_loads is not None:
             np.savetxt(args.save_loads, result.loads, fmt="%d" if result.loads.dtype.kind in "iu" else "%.17g")
@@ -69,6 +85,7 @@ class RunCommand(Command):
             print_json(payload)
             return 0
         g = result.graph
+        print(run_header(args, protocol, max_steps))
         table(f"{result.algorithm} on {g.spec} (n={g.n:,}, m={g.m:,}), seed {result.seed}",
               ["metric", "initial", "final"],
               [[k, result.initial[k], result.final[k]] for k in result.initial])
@@ -79,6 +96,10 @@ class RunCommand(Command):
             rows.append(["cycle length", result.cycle_length])
         for variant, count in result.variants.items():  # which kernel ran (tokendist.kernels._report)
             rows.append(["variant", f"{variant}: {count} steps"])
+        if result.stream is not None:
+            inj = result.stream["injection"]
+            rows += [["injected", inj["injected"]], ["consumed", inj["consumed"]]]
+            rows += [[k.replace("_", " "), v] for k, v in result.stream.items() if k != "injection"]
         for k, v in result.report.items():
             if isinstance(v, (int, float, str, bool, np.generic)):
                 rows.append([k, v])
@@ -91,20 +112,61 @@ class RunCommand(Command):
 @command
 class AlgosCommand(Command):
     name = "algos"
-    help = "list every registered protocol with its paper, model, requirements and parameters"
+    help = "list every registered protocol (or describe one: tokendist algos NAME)"
+    description = ("With no name, one row per protocol: paper, model, requirements, whether it is randomised "
+                   "and real-valued, parameters with defaults. With a name, everything about that protocol, "
+                   "each parameter with its default and help.")
 
     def add_arguments(self, p):
+        p.add_argument("name", nargs="?", default=None, help="a protocol name: describe it in full")
+        p.add_argument("--wide", action="store_true", help="every column in one table, whatever the terminal's width")
         p.add_argument("--json", action="store_true", help="print JSON")
 
     def run(self, args):
+        if args.name is not None:
+            return self._one(PROTOCOLS.get(args.name).describe(), args)
         infos = [cls.describe() for _, cls in PROTOCOLS.items()]
         if args.json:
             print_json(infos)
             return 0
-        rows = []
-        for d in infos:
-            params = ", ".join(f"{p['name']}={p['default']}" for p in d["params"]) or "-"
-            rows.append([d["name"], d["paper"], d["model"], ", ".join(d["requires"]) or "-",
-                         fmt(d["randomized"]), params])
-        table("registered protocols", ["name", "paper", "model", "requires", "random", "parameters"], rows)
+        key = Col("name", [d["name"] for d in infos], justify="left")
+        groups = [
+            Group("what", [Col("paper", [d["paper"] for d in infos], justify="left", wrap=True),
+                           Col("model", [d["model"] for d in infos], justify="left"),
+                           Col("requires", [", ".join(d["requires"]) or "-" for d in infos], justify="left",
+                               wrap=True),
+                           Col("rand.", [fmt(d["randomized"]) for d in infos], justify="left"),
+                           Col("real", [fmt(d["divisible"]) for d in infos], justify="left"),
+                           Col("dyn.", [fmt(d["dynamic"]) for d in infos], justify="left")]),
+            Group("parameters", [Col("parameters (default)", [
+                ", ".join(f"{p['name']}={p['default']}" for p in d["params"]) or "-" for d in infos],
+                justify="left", wrap=True)]),
+        ]
+        print_fitted("registered protocols", key, groups, wide=args.wide,
+                     notes=["rand.: randomised rule; real: real-valued loads (fractions of a token, never in a "
+                            "compare verdict); dyn.: runs on a network that changes every step (--edge-failure, "
+                            "--mobility). 'tokendist algos NAME' gives each parameter's help."])
+        return 0
+
+    @staticmethod
+    def _one(d, args):
+        if args.json:
+            print_json(d)
+            return 0
+        rows = [("name", d["name"]), ("title", d["title"]), ("paper", d["paper"]), ("model", d["model"]),
+                ("requires", ", ".join(d["requires"]) or "-"), ("randomised", fmt(d["randomized"])),
+                ("real-valued", fmt(d["divisible"])), ("may overdraw", fmt(d["may_go_negative"])),
+                ("dynamic networks", fmt(d["dynamic"]) + ("" if d["dynamic"] or not d.get("static_reason")
+                                                           else f": {d['static_reason']}")),
+                ("per-node rule", fmt(d["node_rule"])), ("summary", d["summary"])]
+        print_fitted(f"protocol {d['name']}", Col("", [r[0] for r in rows], justify="left"),
+                     [Group("", [Col("", [r[1] for r in rows], justify="left", wrap=True)])], wide=args.wide)
+        if d["params"]:
+            print_fitted("parameters (--param KEY=VALUE)", Col("parameter", [p["name"] for p in d["params"]],
+                                                               justify="left"),
+                         [Group("", [Col("default", [str(p["default"]) for p in d["params"]], justify="left"),
+                                     Col("help", [p["help"] + (f" (one of: {', '.join(map(str, p['choices']))})"
+                                                               if p.get("choices") else "")
+                                                  for p in d["params"]], justify="left", wrap=True)])],
+                         wide=args.wide)
         return 0

@@ -10,8 +10,15 @@ departures.
 Where tokens arrive (``inject_at``):
 
 * ``random`` -- each token at a node chosen uniformly at random (a random stream);
+* ``all`` -- every node in turn (0, 1, ..., n-1, 0, ...): an even, deterministic spread;
 * ``nodes`` -- only at the nodes listed in ``nodes``, in turn (an adversarial hot spot);
 * ``heaviest`` -- at a currently heaviest node (an adversary working against balance).
+
+``bursts`` adds ``count`` tokens after step ``t`` for each ``(t, count)``, placed the same way
+(a branch-and-bound node that suddenly expands). :class:`InjectionSchedule` replays a file of
+``step node tokens`` lines instead; :func:`parse_injection` reads the CLI's ``--inject`` spec, and
+:func:`stream_summary` gives the metrics that make sense for a stream (backlog, peak load,
+time-averaged discrepancy).
 
 Where tokens leave (``consume_from``): ``random`` (a uniformly random token, so nodes in proportion
 to their load), ``nodes`` (only the listed nodes, in turn, when they hold a token), ``lightest``
@@ -19,7 +26,7 @@ to their load), ``nodes`` (only the listed nodes, in turn, when they hold a toke
 from a node that holds one: loads never go negative.
 
 A non-integer rate r injects ``floor(r)`` tokens plus one more with probability ``r - floor(r)``;
-all randomness comes from the generator given to :meth:`reset` (the run's ``dynamics`` stream).
+all randomness comes from the generator given to :meth:`reset` (the run's ``injection`` stream).
 """
 
 from __future__ import annotations
@@ -28,9 +35,10 @@ import numpy as np
 
 from ..errors import TokendistError
 
-__all__ = ["Injection", "INJECT_AT", "CONSUME_FROM"]
+__all__ = ["Injection", "InjectionSchedule", "INJECT_AT", "CONSUME_FROM", "parse_injection", "stream_summary",
+           "INJECT_SPEC_HELP"]
 
-INJECT_AT = ("random", "nodes", "heaviest")
+INJECT_AT = ("random", "all", "nodes", "heaviest")
 CONSUME_FROM = ("random", "nodes", "lightest", "heaviest")
 
 
@@ -49,6 +57,8 @@ class Injection:
         The nodes for ``inject_at="nodes"`` / ``consume_from="nodes"`` (default: node 0).
     start, stop : int, optional
         Steps ``start <= t < stop`` at which the stream runs (default: all).
+    bursts : sequence of (int, int), optional
+        ``(t, count)``: ``count`` more tokens arrive after step ``t`` (outside the start/stop window too).
 
     Examples
     --------
@@ -60,7 +70,8 @@ class Injection:
     """
 
     def __init__(self, rate: float = 1.0, consume: float = 0.0, *, inject_at: str = "random",
-                 consume_from: str = "random", nodes=None, start: int = 0, stop: int | None = None):
+                 consume_from: str = "random", nodes=None, start: int = 0, stop: int | None = None,
+                 bursts=()):
         if rate < 0 or consume < 0:
             raise TokendistError("injection: rate and consume must be non-negative")
         if inject_at not in INJECT_AT:
@@ -73,11 +84,17 @@ class Injection:
         if self.nodes.size == 0:
             raise TokendistError("injection: nodes must not be empty")
         self.start, self.stop = int(start), stop
+        self.bursts: dict[int, int] = {}
+        for t, count in bursts:
+            if int(t) < 0 or int(count) < 0:
+                raise TokendistError("injection: a burst needs a step >= 0 and a count >= 0")
+            self.bursts[int(t)] = self.bursts.get(int(t), 0) + int(count)
 
     def reset(self, graph, rng: np.random.Generator) -> None:
         if self.nodes.min() < 0 or self.nodes.max() >= graph.n:
             raise TokendistError(f"injection: nodes must be in 0..{graph.n - 1}")
         self.n = graph.n
+        self._targets = np.arange(graph.n, dtype=np.int64) if self.inject_at == "all" else self.nodes
         self.rng = rng
         self.injected = 0
         self.consumed = 0
@@ -90,21 +107,23 @@ class Injection:
 
     def apply(self, t: int, loads: np.ndarray):
         """Return ``(new_loads, injected, consumed)`` after step ``t`` (``loads`` is not modified)."""
-        if t < self.start or (self.stop is not None and t >= self.stop):
+        running = t >= self.start and (self.stop is None or t < self.stop)
+        burst = self.bursts.get(t, 0)
+        if not running and not burst:
             return loads, 0, 0
         w = np.array(loads, copy=True)
-        k = self._count(self.rate)
+        k = (self._count(self.rate) if running else 0) + burst
         if k:
             if self.inject_at == "random":
                 w += np.bincount(self.rng.integers(0, self.n, size=k), minlength=self.n).astype(w.dtype)
-            elif self.inject_at == "nodes":
-                idx = self.nodes[(self._turn_in + np.arange(k)) % self.nodes.size]
+            elif self.inject_at in ("nodes", "all"):
+                idx = self._targets[(self._turn_in + np.arange(k)) % self._targets.size]
                 self._turn_in += k
                 w += np.bincount(idx, minlength=self.n).astype(w.dtype)
             else:
                 for _ in range(k):
                     w[int(np.argmax(w))] += 1
-        c = self._count(self.consume)
+        c = self._count(self.consume) if running else 0
         taken = 0
         for _ in range(c):
             node = self._consumer(w)
@@ -137,5 +156,200 @@ class Injection:
 
     def describe(self) -> dict:
         return {"rate": self.rate, "consume": self.consume, "inject_at": self.inject_at,
-                "consume_from": self.consume_from, "nodes": self.nodes.tolist(),
+                "consume_from": self.consume_from, "nodes": self.nodes.tolist(), "start": self.start,
+                "stop": self.stop, "bursts": sorted(self.bursts.items()),
                 "injected": getattr(self, "injected", 0), "consumed": getattr(self, "consumed", 0)}
+
+
+class InjectionSchedule:
+    """Arrivals and departures read from a file: one ``step node tokens`` line per event.
+
+    After step ``step``, ``tokens`` arrive at ``node`` (``tokens > 0``) or leave it (``tokens < 0``;
+    at most what the node then holds: loads never go negative, and the run records what really
+    left). Lines starting with ``#`` and blank lines are ignored; several lines may name one step.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from tokendist.engine import simulate
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
+    ...     _ = fh.write("# step node tokens\\n0 0 10\\n5 3 -4\\n")
+    >>> inj = InjectionSchedule(fh.name)
+    >>> r = simulate("ring:8", "multi-port", "constant:2", injection=inj, max_steps=20)
+    >>> int(r.initial_loads[3]), inj.injected, inj.consumed, r.tokens  # node 3 holds 2: only 2 of 4 leave
+    (2, 10, 2, 24)
+    >>> os.unlink(fh.name)
+    """
+
+    def __init__(self, path):
+        self.path = str(path)
+        try:
+            data = np.loadtxt(self.path, dtype=np.int64, comments="#", ndmin=2)
+        except OSError as exc:
+            raise TokendistError(f"{self.path}: cannot read the injection file ({exc.strerror or exc})") from None
+        except ValueError:
+            raise TokendistError(f"{self.path}: expected lines 'step node tokens' of integers") from None
+        if data.size and data.shape[1] != 3:
+            raise TokendistError(f"{self.path}: expected lines 'step node tokens' (3 integers), got {data.shape[1]}")
+        data = data.reshape(-1, 3)
+        if data.size and data[:, 0].min() < 0:
+            raise TokendistError(f"{self.path}: steps must be >= 0")
+        self.events = data[np.argsort(data[:, 0], kind="stable")]
+
+    def reset(self, graph, rng) -> None:
+        ev = self.events
+        if ev.size and (ev[:, 1].min() < 0 or ev[:, 1].max() >= graph.n):
+            raise TokendistError(f"{self.path}: nodes must be in 0..{graph.n - 1}")
+        self.n = graph.n
+        self.injected = 0
+        self.consumed = 0
+        self._starts = np.searchsorted(ev[:, 0], np.arange(0, int(ev[-1, 0]) + 2)) if ev.size else np.zeros(1, int)
+
+    def apply(self, t: int, loads: np.ndarray):
+        if t + 1 >= self._starts.size:
+            return loads, 0, 0
+        rows = self.events[self._starts[t]:self._starts[t + 1]]
+        if rows.size == 0:
+            return loads, 0, 0
+        w = np.array(loads, copy=True)
+        added = taken = 0
+        for _, node, tokens in rows:
+            if tokens >= 0:
+                w[node] += tokens
+                added += int(tokens)
+            else:
+                take = int(min(-tokens, max(w[node], 0)))
+                w[node] -= take
+                taken += take
+        self.injected += added
+        self.consumed += taken
+        return w, added, taken
+
+    def describe(self) -> dict:
+        return {"file": self.path, "events": int(self.events.shape[0]),
+                "injected": getattr(self, "injected", 0), "consumed": getattr(self, "consumed", 0)}
+
+
+#: The grammar of ``--inject`` (and of a scenario's ``inject`` key), for help texts and errors.
+INJECT_SPEC_HELP = ("KEY=VALUE,... with rate=R (tokens arriving per step), consume=C (leaving per step), "
+                    "nodes=random|all|heaviest|I;J;K (where they arrive), consume_from=random|lightest|heaviest|"
+                    "nodes|I;J;K, start=T, stop=T, burst=K@T[;K@T...]; or file:PATH (lines 'step node tokens')")
+
+_NUMBER_KEYS = {"rate", "consume"}
+_STEP_KEYS = {"start", "stop"}
+_KEYS = _NUMBER_KEYS | _STEP_KEYS | {"nodes", "consume_from", "burst"}
+
+
+def _node_list(spec: str, value: str) -> list[int]:
+    try:
+        nodes = [int(x) for x in value.split(";") if x.strip()]
+    except ValueError:
+        raise TokendistError(f"bad --inject {spec!r}: nodes are integers separated by ';', got {value!r}") from None
+    if not nodes:
+        raise TokendistError(f"bad --inject {spec!r}: empty node list")
+    return nodes
+
+
+def parse_injection(spec: str):
+    """An :class:`Injection` (or :class:`InjectionSchedule`) from an ``--inject`` spec.
+
+    Grammar (:data:`INJECT_SPEC_HELP`): ``rate=5,consume=4,nodes=random``; ``nodes=all``;
+    ``nodes=0;3;7`` (a hot spot, in turn); ``burst=100@50`` (100 more tokens after step 50);
+    ``consume_from=lightest``; ``start=10,stop=500``; or ``file:PATH``. Raises a one-line
+    :class:`~tokendist.errors.TokendistError` on anything else.
+
+    Examples
+    --------
+    >>> parse_injection("rate=2.5,consume=2,nodes=0;3,burst=100@50").describe()["bursts"]
+    [(50, 100)]
+    >>> parse_injection("rate=1,colour=3")
+    Traceback (most recent call last):
+    ...
+    tokendist.errors.TokendistError: bad --inject 'rate=1,colour=3': unknown key 'colour' (keys: burst, consume, consume_from, nodes, rate, start, stop)
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise TokendistError(f"bad --inject {spec!r}: expected {INJECT_SPEC_HELP}")
+    spec = spec.strip()
+    if spec.startswith("file:"):
+        if not spec[5:]:
+            raise TokendistError("bad --inject 'file:': expected file:PATH")
+        return InjectionSchedule(spec[5:])
+    kw: dict = {}
+    nodes = None
+    for part in spec.split(","):
+        key, sep, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise TokendistError(f"bad --inject {spec!r}: expected key=value, got {part!r}")
+        if key not in _KEYS:
+            raise TokendistError(f"bad --inject {spec!r}: unknown key {key!r} (keys: {', '.join(sorted(_KEYS))})")
+        if key in kw or (key == "nodes" and nodes is not None):
+            raise TokendistError(f"bad --inject {spec!r}: {key} given twice")
+        if key in _NUMBER_KEYS:
+            try:
+                x = float(value)
+            except ValueError:
+                x = float("nan")
+            if not np.isfinite(x) or x < 0:
+                raise TokendistError(f"bad --inject {spec!r}: {key} must be a number >= 0, got {value!r}")
+            kw[key] = x
+        elif key in _STEP_KEYS:
+            if not value.isdigit():
+                raise TokendistError(f"bad --inject {spec!r}: {key} must be a step (an integer >= 0), got {value!r}")
+            kw[key] = int(value)
+        elif key == "nodes":
+            if value in ("random", "all", "heaviest"):
+                kw["inject_at"] = value
+                nodes = []
+            else:
+                kw["inject_at"] = "nodes"
+                nodes = _node_list(spec, value)
+        elif key == "consume_from":
+            if value in ("random", "lightest", "heaviest", "nodes"):
+                kw["consume_from"] = value
+            else:
+                kw["consume_from"] = "nodes"
+                listed = _node_list(spec, value)
+                if nodes and listed != nodes:
+                    raise TokendistError(f"bad --inject {spec!r}: consume_from lists other nodes than nodes=; "
+                                         "one node list serves both")
+                nodes = listed
+        else:  # burst
+            bursts = []
+            for item in value.split(";"):
+                count, at, step = item.partition("@")
+                if not at or not count.strip().isdigit() or not step.strip().isdigit():
+                    raise TokendistError(f"bad --inject {spec!r}: burst expects COUNT@STEP, got {item!r}")
+                bursts.append((int(step), int(count)))
+            kw["bursts"] = bursts
+    if kw.get("consume_from") == "nodes" and not nodes:
+        raise TokendistError(f"bad --inject {spec!r}: consume_from=nodes needs nodes=I;J;K")
+    if "stop" in kw and kw["stop"] < kw.get("start", 0):
+        raise TokendistError(f"bad --inject {spec!r}: stop comes before start")
+    if "rate" not in kw and "bursts" not in kw and "consume" not in kw:
+        raise TokendistError(f"bad --inject {spec!r}: give rate=, consume= or burst= (nothing would arrive or leave)")
+    kw.setdefault("rate", 0.0)
+    return Injection(nodes=nodes or None, **kw)
+
+
+def stream_summary(steps, totals, maxima, discrepancy) -> dict:
+    """Metrics of a run with arrivals and departures, over its recorded states after step 0.
+
+    * ``backlog_*``: tokens in the network (the work waiting, for a branch-and-bound code): at the
+      end, at its peak and on average;
+    * ``max_load_peak``: the heaviest any node got; ``max_load_mean``: the heaviest node on average;
+    * ``discrepancy_time_average``: ``max - min`` averaged over time (a stream never settles, so the
+      final discrepancy alone says little), and ``discrepancy_peak``.
+
+    With ``record_every = k`` the averages are over every k-th step.
+    """
+    steps, totals, maxima, disc = (np.asarray(x, dtype=np.float64) for x in (steps, totals, maxima, discrepancy))
+    sl = slice(1, None) if steps.size > 1 else slice(None)
+    return {"backlog_final": _num(totals[-1]), "backlog_peak": _num(totals[sl].max()),
+            "backlog_mean": float(totals[sl].mean()), "max_load_peak": _num(maxima[sl].max()),
+            "max_load_mean": float(maxima[sl].mean()), "discrepancy_time_average": float(disc[sl].mean()),
+            "discrepancy_peak": _num(disc[sl].max())}
+
+
+def _num(x: float):
+    return int(x) if float(x).is_integer() else float(x)

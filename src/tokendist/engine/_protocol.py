@@ -109,6 +109,8 @@ class Protocol:
         infeasible steps instead of stopping only with ``allow_infeasible``).
     dynamic : bool
         Whether the protocol supports a graph that changes every step (edge failures, mobility).
+    static_reason : str
+        When ``dynamic`` is false: why the rule needs the network of the start (one line).
     period : int
         Steps after which the schedule repeats (1; the number of colours for dimension exchange).
         The engine detects fixed points and cycles of states at multiples of the period.
@@ -125,6 +127,7 @@ class Protocol:
     divisible: ClassVar[bool] = False
     may_go_negative: ClassVar[bool] = False
     dynamic: ClassVar[bool] = False
+    static_reason: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
 
     def __init_subclass__(cls, **kwargs):
@@ -222,6 +225,7 @@ class Protocol:
             "divisible": cls.divisible,
             "may_go_negative": cls.may_go_negative,
             "dynamic": cls.dynamic,
+            "static_reason": "" if cls.dynamic else cls.static_reason,
             "node_rule": cls.exchange_rounds > 0,
             "summary": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else "",
             "params": [{"name": p.name, "default": p.default, "help": p.help,

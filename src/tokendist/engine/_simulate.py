@@ -32,6 +32,7 @@ from ..errors import ConservationError, InfeasibleStepError, TokendistError
 from ..kernels._report import begin_step, step_variant
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
+from ._injection import stream_summary
 from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy
 from ._protocol import Protocol
 from ._user import make_protocol
@@ -76,6 +77,13 @@ class RunResult:
     seconds: float = 0.0
     cycle_length: int | None = None
     load_history: np.ndarray | None = None
+    #: Wall-clock seconds of stepping at each recorded step of the trace (0 at step 0: building the
+    #: graph, ``reset`` and compilation are in ``seconds`` only); kept apart from ``trace`` so that a
+    #: trace stays the same for the same seed.
+    clock: np.ndarray | None = None
+    #: With an injection: what arrived and left (``injection``) and the stream's metrics
+    #: (:func:`tokendist.engine._injection.stream_summary`: backlog, peak load, time-averaged discrepancy).
+    stream: dict | None = None
 
     def steps_to(self, metric: str, level: float) -> int | None:
         """First recorded step at which ``metric <= level`` (None if never)."""
@@ -102,6 +110,7 @@ class RunResult:
             "messages": int(self.messages),
             "infeasible_steps": int(self.infeasible_steps),
             "dynamics": self.dynamics,
+            "stream": self.stream,
             "report": self.report,
             "variants": self.variants,
             "seconds": round(self.seconds, 4),
@@ -233,7 +242,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     protocol = make_protocol(algo, params)
     protocol.check_graph(graph)
     if dynamics is not None and not protocol.dynamic:
-        raise TokendistError(f"{protocol.name} does not run on dynamic networks")
+        why = f": {protocol.static_reason}" if protocol.static_reason else ""
+        raise TokendistError(f"{protocol.name} does not run on dynamic networks{why}")
     loads = make_loads(init, graph, seed)
     if protocol.divisible:
         loads = loads.astype(np.float64)
@@ -252,15 +262,21 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     if dynamics is not None:
         dynamics.reset(graph, stream(seed, "dynamics"))
     if injection is not None:
-        injection.reset(graph, stream(seed, "dynamics"))
+        # Its own sub-stream: arrivals independent of edge failures drawn from "dynamics".
+        injection.reset(graph, stream(seed, "injection"))
 
     total = loads.sum()
     tol = 1e-9 * (abs(float(total)) + graph.n) if protocol.divisible else 0
     trace = {k: [] for k in ("step", "tokens_moved", "messages", *TRACE_METRICS)}
+    clock = []
+    totals = [] if injection is not None else None  # tokens in the network at each record (the backlog)
     moved_total, messages_total, infeasible = 0, 0, 0
     variants: dict[str, int] = {}  # which kernel ran how many steps (tokendist.kernels._report)
 
     def record(t, g, w):
+        clock.append(time.perf_counter())
+        if totals is not None:
+            totals.append(w.sum())
         trace["step"].append(t)
         trace["tokens_moved"].append(moved_total)
         trace["messages"].append(messages_total)
@@ -361,6 +377,10 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         progress(t, max_steps)
     steps = t
     trace_arrays = {k: np.asarray(v) for k, v in trace.items()}
+    stream_metrics = None
+    if injection is not None:
+        stream_metrics = {"injection": injection.describe(),
+                  **stream_summary(trace_arrays["step"], totals, trace_arrays["max"], trace_arrays["discrepancy"])}
     return RunResult(
         graph=graph, algorithm=protocol.name, params=dict(protocol.options), seed=seed, steps=steps,
         stop_reason=stop_reason, tokens=_plain(total), initial=measure(graph, initial_loads),
@@ -368,5 +388,6 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         infeasible_steps=infeasible, loads=loads, initial_loads=initial_loads, trace=trace_arrays,
         report=protocol.report(), variants=variants, dynamics=None if dynamics is None else dynamics.describe(),
         seconds=time.perf_counter() - started, cycle_length=cycle_length,
-        load_history=None if history is None else np.array(history),
+        load_history=None if history is None else np.array(history), clock=np.asarray(clock) - clock[0],
+        stream=stream_metrics,
     )

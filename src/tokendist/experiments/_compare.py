@@ -1,8 +1,10 @@
 """Every applicable protocol on the same graph, loads and seed: ``tokendist compare``.
 
 The answer to an engineer's question "which protocol balances my network fastest, and how well?":
-for each protocol, the steps to reach each discrepancy level, the final discrepancy and local
-discrepancy, tokens moved and messages, in one table and one overlay plot.
+for each protocol, the steps (and wall time) to reach each discrepancy level and to settle there
+(stay at or below it to the end), the final discrepancy and local discrepancy, tokens moved and
+messages, in one table and one overlay plot, and a verdict (:mod:`._verdict`) over the runs that
+are comparable: integer loads, no infeasible step.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engine import PROTOCOLS, make_loads, make_protocol, simulate
+from ..engine._injection import parse_injection
 from ..errors import InfeasibleStepError, TokendistError
 from ..graphs import make_graph
 from ._scenario import Scenario
+from ._verdict import exclusion, settle_step, verdict
 
 __all__ = ["compare", "Comparison", "CompareRow"]
 
@@ -24,9 +28,13 @@ class CompareRow:
     algorithm: str
     status: str                      # "ok", "skipped", "infeasible"
     reason: str = ""
+    divisible: bool = False          # real-valued loads: never in the verdict
     steps: int | None = None
     stop_reason: str | None = None
     steps_to_level: dict = field(default_factory=dict)
+    settled_at_level: dict = field(default_factory=dict)
+    seconds_to_level: dict = field(default_factory=dict)
+    seconds_to_settle: dict = field(default_factory=dict)
     final_discrepancy: float | None = None
     final_local_discrepancy: float | None = None
     tokens_moved: float | None = None
@@ -36,11 +44,20 @@ class CompareRow:
     steps_to_target: int | None = None
     offline_ratio: float | None = None
     seconds: float | None = None
+    stream: dict | None = None       # with an injection: backlog, peak load, time-averaged discrepancy
     result: object = None
+
+    @property
+    def comparable(self) -> bool:
+        """Integer loads, a finished run, no infeasible step: the runs the verdict compares."""
+        return exclusion(self) is None
 
     def to_json(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k != "result"}
-        d["steps_to_level"] = {str(k): v for k, v in self.steps_to_level.items()}
+        for key in ("steps_to_level", "settled_at_level", "seconds_to_level", "seconds_to_settle"):
+            d[key] = {str(k): v for k, v in getattr(self, key).items()}
+        d["comparable"] = self.comparable
+        d["excluded_because"] = exclusion(self)
         return d
 
 
@@ -52,12 +69,19 @@ class Comparison:
     rows: list
     offline: dict | None = None
 
+    def verdict(self) -> dict:
+        """Fastest to reach and to settle at each level, best final discrepancy, cheapest (comparable runs only)."""
+        return verdict(self.rows, self.scenario.levels)
+
     def to_json(self) -> dict:
         s = self.scenario
         return {"scenario": {"name": s.name, "graph": s.graph, "init": s.init, "seed": s.seed,
-                             "max_steps": s.max_steps, "levels": s.levels},
+                             "max_steps": s.max_steps, "levels": s.levels, "allow_infeasible": s.allow_infeasible,
+                             "inject": s.inject, "edge_failure": s.edge_failure,
+                             "params": s.params},
                 "graph": {"spec": self.graph.spec, "n": self.graph.n, "m": self.graph.m},
-                "tokens": self.tokens, "offline": self.offline, "rows": [r.to_json() for r in self.rows]}
+                "tokens": self.tokens, "offline": self.offline, "rows": [r.to_json() for r in self.rows],
+                "verdict": self.verdict()}
 
 
 def compare(scenario: Scenario, *, progress=None) -> Comparison:
@@ -93,33 +117,52 @@ def compare(scenario: Scenario, *, progress=None) -> Comparison:
             if scenario.edge_failure is not None:
                 from ..engine import EdgeFailures
                 if not proto.dynamic:
-                    raise TokendistError(f"{name} does not run on dynamic networks")
+                    why = f": {proto.static_reason}" if proto.static_reason else ""
+                    raise TokendistError(f"{name} does not run on dynamic networks{why}")
                 dynamics = EdgeFailures(scenario.edge_failure)
         except TokendistError as exc:
             rows.append(CompareRow(name, "skipped", reason=str(exc)))
             continue
         try:
+            # A fresh stream for every protocol: the same arrivals (same seed), its own counters.
+            injection = parse_injection(scenario.inject) if scenario.inject is not None else None
             r = simulate(g, proto, loads, seed=scenario.seed, max_steps=scenario.max_steps,
                          allow_infeasible=scenario.allow_infeasible, dynamics=dynamics,
-                         record_every=scenario.record_every)
+                         record_every=scenario.record_every, injection=injection)
         except InfeasibleStepError as exc:
-            rows.append(CompareRow(name, "infeasible", reason=str(exc).split(" (pass")[0]))
+            rows.append(CompareRow(name, "infeasible", reason=str(exc).split(" (pass")[0],
+                                   divisible=proto.divisible, steps=exc.step))
             continue
         except TokendistError as exc:
             rows.append(CompareRow(name, "skipped", reason=str(exc)))
             continue
         rows.append(CompareRow(
-            name, "ok", steps=r.steps, stop_reason=r.stop_reason,
-            steps_to_level={lv: r.steps_to("discrepancy", lv) for lv in scenario.levels},
+            name, "ok", divisible=proto.divisible, steps=r.steps, stop_reason=r.stop_reason,
+            **_level_times(r, scenario.levels),
             final_discrepancy=r.final["discrepancy"], final_local_discrepancy=r.final["local_discrepancy"],
             tokens_moved=r.tokens_moved, messages=r.messages, infeasible_steps=r.infeasible_steps,
-            lowest_load=float(r.trace["min"].min()) if r.trace["min"].size else None, seconds=r.seconds, result=r))
+            lowest_load=float(r.trace["min"].min()) if r.trace["min"].size else None, seconds=r.seconds,
+            stream=r.stream, result=r))
     if progress is not None:
         progress(len(names), len(names), "")
     offline = None
     if scenario.offline_slack is not None:
         offline = _offline_ratios(graph, loads, scenario.offline_slack, rows)
     return Comparison(scenario, graph, int(np.asarray(loads).sum()), rows, offline)
+
+
+def _level_times(r, levels) -> dict:
+    """Steps and wall time to reach each level and to settle at it (stay at or below it to the end)."""
+    steps, disc, clock = r.trace["step"], r.trace["discrepancy"], r.clock
+    out = {"steps_to_level": {}, "settled_at_level": {}, "seconds_to_level": {}, "seconds_to_settle": {}}
+    for lv in levels:
+        reach = r.steps_to("discrepancy", lv)
+        settle = settle_step(steps, disc, lv)
+        out["steps_to_level"][lv] = reach
+        out["settled_at_level"][lv] = settle
+        out["seconds_to_level"][lv] = None if reach is None else float(clock[np.searchsorted(steps, reach)])
+        out["seconds_to_settle"][lv] = None if settle is None else float(clock[np.searchsorted(steps, settle)])
+    return out
 
 
 def _offline_ratios(graph, loads, slack: int, rows) -> dict:

@@ -115,8 +115,10 @@ def static_figure(ctx: ReproContext, number: int, spec: str, quick_spec: str, la
                             f"seed {ctx.seed}, {steps} steps)",
                             ["curve", "final max weighted load", "min max weighted load", "final l2 error",
                              "min l2 error"], _summary_rows(curves)))
+    # A quick run says what it ran, not the paper's network (its title once read TORUS(16x16) over 8x8).
+    shown = f"{spec_used} (quick; the paper: {label})" if ctx.quick else f"{label} ({spec_used})"
     path = _plot(curves, ctx.figure_path(f"elsasser_fig{number}.png"),
-                 f"Fig. {number}: {label} ({spec_used}), edge failure {FAIL}", rw["switch_step"], float(n))
+                 f"Fig. {number}: {shown}, edge failure {FAIL}", rw["switch_step"], float(n))
     if path:
         rep.figures.append(path)
     fos_floor_best = float(np.min(fos_int.trace["max_weighted_load"]))
@@ -208,7 +210,8 @@ def mobile_figure(ctx: ReproContext, number: int, speed: tuple, label: str) -> R
                             ["curve", "final max weighted load", "min max weighted load", "final l2 error",
                              "min l2 error"], _summary_rows(acc)))
     path = _plot(acc, ctx.figure_path(f"elsasser_fig{number}.png"),
-                 f"Fig. {number}: mobile ad-hoc network, {label} movement (mean of {runs_count} runs)",
+                 f"Fig. {number}: mobile ad-hoc network, {label} movement (mean of {runs_count} runs"
+                 + (f", quick: {n} nodes)" if ctx.quick else ")"),
                  float(np.mean([s for s in switch if s is not None])) if any(s is not None for s in switch) else None,
                  float(n))
     if path:

@@ -65,11 +65,15 @@ class ReproContext:
     progress: Callable[[int, int], None] = lambda done, total: None
 
     def figure_path(self, filename: str) -> Path | None:
-        """Path for a figure in the output folder (None when no folder was asked for)."""
+        """Path for a figure in the output folder (None when no folder was asked for).
+
+        Names use hyphens, as the entries and their JSON files do (``elsasser-fig1.json`` next to
+        ``elsasser-fig1.png``, not ``elsasser_fig1.png``).
+        """
         if self.out is None:
             return None
         self.out.mkdir(parents=True, exist_ok=True)
-        return self.out / filename
+        return self.out / filename.replace("_", "-")
 
 
 @dataclass(frozen=True)

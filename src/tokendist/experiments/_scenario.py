@@ -12,8 +12,14 @@ applicable one), per-algorithm parameters, the step limit and the discrepancy le
     levels = [1000, 100, 10, 2]
     algos = []
 
-    [params.threshold1]
-    spanning_tree = "bfs"
+    [params.discrepancy1]
+    stop_cycles = 3
+
+Keys left out take the shared defaults of :mod:`tokendist.experiments.defaults` (seed 0, 10,000
+steps, levels 100, 20, 10, 4, 2, 1, infeasible steps stop a run), the same as ``tokendist run``.
+
+A relative ``file:`` path (loads, speeds, a graph, an injection schedule, a parameter such as
+``colouring = "file:colours.txt"``) is read next to the scenario file, not in the working directory.
 
 Everything is checked up front (the graph builds, the loads fit it, every algorithm and parameter
 exists) so a typo fails in a second, not after an hour of runs.
@@ -27,11 +33,13 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import TokendistError
+from ..engine._injection import parse_injection
+from .defaults import DEFAULT_ALLOW_INFEASIBLE, DEFAULT_LEVELS, DEFAULT_MAX_STEPS, DEFAULT_SEED
 
 __all__ = ["Scenario", "load_scenario", "default_scenario", "SCENARIO_KEYS"]
 
 SCENARIO_KEYS = {"name", "description", "graph", "init", "seed", "max_steps", "levels", "algos", "speeds",
-                 "edge_failure", "allow_infeasible", "record_every", "offline_slack"}
+                 "edge_failure", "allow_infeasible", "record_every", "offline_slack", "inject"}
 
 
 @dataclass
@@ -39,17 +47,19 @@ class Scenario:
     name: str
     graph: str
     init: str
-    seed: int = 0
-    max_steps: int = 3000
-    levels: list = field(default_factory=lambda: [100, 10, 2, 1])
+    seed: int = DEFAULT_SEED
+    max_steps: int = DEFAULT_MAX_STEPS
+    levels: list = field(default_factory=lambda: list(DEFAULT_LEVELS))
     algos: list = field(default_factory=list)
     params: dict = field(default_factory=dict)
     description: str = ""
     speeds: str | None = None
     edge_failure: float | None = None
-    allow_infeasible: bool = False
+    allow_infeasible: bool = DEFAULT_ALLOW_INFEASIBLE
     record_every: int = 1
     offline_slack: int | None = None
+    #: Tokens arriving and leaving every step, as ``--inject`` takes it (docs/guide/dynamic-load.md).
+    inject: str | None = None
 
     def validate(self) -> "Scenario":
         """Resolve every name now; raise TokendistError naming the first problem."""
@@ -64,6 +74,10 @@ class Scenario:
             raise TokendistError(f"scenario {self.name}: offline_slack must be a non-negative integer")
         if not all(isinstance(x, (int, float)) for x in self.levels):
             raise TokendistError(f"scenario {self.name}: levels must be numbers")
+        if self.inject is not None:
+            if not isinstance(self.inject, str):
+                raise TokendistError(f"scenario {self.name}: inject must be a string such as \"rate=5,consume=4\"")
+            parse_injection(self.inject)
         graph = make_graph(self.graph, seed=self.seed)
         make_loads(self.init, graph, self.seed)
         for a in self.algos:
@@ -101,9 +115,25 @@ def load_scenario(path) -> Scenario:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise TokendistError(f"{path}: not valid TOML ({exc})") from None
     try:
-        return _from_dict(data, str(path)).validate()
+        return _relative_to(_from_dict(data, str(path)), path.parent).validate()
     except TypeError as exc:
         raise TokendistError(f"{path}: {exc}") from None
+
+
+def _resolve(value, folder: Path):
+    # "file:PATH" with a relative PATH means next to the scenario file, wherever it is run from.
+    if isinstance(value, str) and value.startswith("file:") and value[5:] and not Path(value[5:]).is_absolute():
+        return "file:" + str(folder / value[5:])
+    return value
+
+
+def _relative_to(sc: Scenario, folder: Path) -> Scenario:
+    """Resolve the relative ``file:`` paths of a scenario (graph, init, speeds, inject, parameters) against ``folder``."""
+    for key in ("graph", "init", "speeds", "inject"):
+        setattr(sc, key, _resolve(getattr(sc, key), folder))
+    sc.params = {a: ({k: _resolve(v, folder) for k, v in p.items()} if isinstance(p, dict) else p)
+                 for a, p in sc.params.items()}
+    return sc
 
 
 def default_scenario() -> Scenario:

@@ -25,6 +25,26 @@ def family_style(algorithm: str) -> object:
     return "-"
 
 
+#: What each plotted metric is (the y-axis label says it, not only its name).
+_METRIC_LABELS = {"discrepancy": "discrepancy: max load - min load", "l2_error": "l2 error: ||load - average||_2",
+                  "local_discrepancy": "local discrepancy: largest difference across an edge"}
+
+
+def run_label(result) -> str:
+    """A run's legend entry: its name, marked when it is not comparable, and the perfect tree's rise explained."""
+    from ..engine import PROTOCOLS
+
+    label = result.algorithm
+    if result.algorithm in PROTOCOLS and PROTOCOLS.get(result.algorithm).divisible:
+        label += " (real-valued)"
+    if result.infeasible_steps:
+        label += f" ({result.infeasible_steps:,} infeasible steps)"
+    if result.algorithm == "perfect-tree":
+        # Margara, Pistocchi, Vassura, Theorem 2: after phase 2 the root holds Avg + (T mod N).
+        label += "\n  (rises: phase 2 gathers the T mod N\n   extra tokens at the root, Thm 2)"
+    return label
+
+
 def new_figure(ncols: int = 2, width: float = 11.0, height: float = 4.2):
     import matplotlib
 
@@ -53,15 +73,16 @@ def plot_compare(results, path, *, title: str | None = None, metrics=("discrepan
         style = family_style(r.algorithm)
         for ax, m in zip(axes, metrics):
             y = np.maximum(np.asarray(r.trace[m], dtype=float), floor)
-            ax.plot(r.trace["step"], y, label=r.algorithm, lw=1.4, ls=style, color=colours(k % colours.N))
+            ax.plot(r.trace["step"], y, label=run_label(r), lw=1.4, ls=style, color=colours(k % colours.N))
     for ax, m in zip(axes, metrics):
         ax.set_xlabel("step")
-        ax.set_ylabel(m.replace("_", " ") + f" (floor {floor:g})")
+        ax.set_ylabel(_METRIC_LABELS.get(m, m.replace("_", " ")) + f"\n(log scale; below {floor:g} drawn at {floor:g})")
         ax.set_xscale("symlog", linthresh=10)
         ax.set_yscale("log")
         ax.grid(alpha=0.3, which="both", lw=0.4)
     if len(results) > 1:
-        axes[-1].legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        axes[-1].legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+                        title="line style: paper family", title_fontsize=7.5)
     if title:
         fig.suptitle(title)
     path = Path(path)

@@ -204,6 +204,20 @@ class _DiffusionBase(Protocol):
         spec = self.options["matrix"]
         return {"matrix": spec if isinstance(spec, str) else "array", "min_diag": self.options["min_diag"]}
 
+    # ------------------------------------------------------------------ dynamic networks
+    def _live_alpha(self, graph) -> np.ndarray:
+        """``P_ij`` on the edges of a step graph other than the reset one (edge failures, mobility).
+
+        The rule of Figure 2, lines (3)-(7), is per edge and per step: on the edges that are up it is
+        unchanged. A failed edge carries nothing and its weight stays with its two ends (``P_ii``
+        grows), so the step's P is still symmetric and stochastic with ``P_ii`` at least the base
+        graph's (Sec. 2 asks ``P_ii >= 1/2``). A step graph with no map to the base graph (mobility
+        builds a new one every step) gets the configured ``matrix`` built afresh for it.
+        """
+        if graph.base_edges is not None and graph.n == self._lookup_graph.n:
+            return self.alpha[graph.base_edges]
+        return self._coefficients(graph)
+
 
 @register_protocol
 class Diffusion(_DiffusionBase):
@@ -224,6 +238,7 @@ class Diffusion(_DiffusionBase):
     paper = "Subramanian, Scherson 1994, Sec. 2"
     model = "flow"
     divisible = True
+    dynamic = True
     exchange_rounds = 1
     params = _MATRIX_PARAMS
 
@@ -268,6 +283,11 @@ class Diffusion(_DiffusionBase):
         return self._parts
 
     def step(self, t, graph, loads):
+        if graph is not self._graph:  # a dynamic network's step graph: the rule on the live edges
+            flows = self._live_alpha(graph) * (loads[graph.u] - loads[graph.v])
+            new = (loads - np.bincount(graph.u, weights=flows, minlength=graph.n)
+                   + np.bincount(graph.v, weights=flows, minlength=graph.n))
+            return Step(new, moved=float(np.abs(flows).sum()), messages=2 * graph.m, flows=flows)
         if self.options["kernel"] == "numpy":
             flows = self.alpha * (loads[graph.u] - loads[graph.v])
             # l_i(t+1) = sum_{j != i} P_ij l_j(t) + P_ii l_i(t): the numba kernel's order of additions.
@@ -314,7 +334,10 @@ class _RoundedDiffusion(_DiffusionBase):
         _AUTO_THREADS_PARAM,
     )
 
+    dynamic = True
+
     def reset(self, graph, loads, rng):
+        self._graph = graph
         self._threads = _threads(self.options, self.name)
         #: threads=auto on a large graph without a stencil: serial against threaded kernel, timed.
         self.kernel_choice = MeasuredChoice()
@@ -383,8 +406,35 @@ class _RoundedDiffusion(_DiffusionBase):
         return rounded_flows(h.u, h.v, self.alpha, loads, self.rounding, coins=self._coins(t) if self.rounding == "random" else None,
                              coin=self.options.get("coin", "pij"), orient=self.orient)
 
+    def _live_step(self, t, graph, loads) -> Step:
+        """Line (7) rounded on the live edges of a dynamic network's step graph (see ``_live_alpha``).
+
+        The coin of ``diffusion-random`` is the base edge's (its counter is the base edge index), so
+        an edge that is up flips the coin it would flip on the static network.
+        """
+        alpha = self._live_alpha(graph)
+        coins = None
+        if self.rounding == "random":
+            ids = graph.base_edges if graph.base_edges is not None else np.arange(graph.m)
+            coins = counter_uniform(self._key, t, np.asarray(ids, dtype=np.uint64))
+        fh = rounded_flows(graph.u, graph.v, alpha, loads, self.rounding, coins=coins,
+                           coin=self.options.get("coin", "pij"))
+        pos, neg = np.maximum(fh, 0), np.maximum(-fh, 0)
+        outflow = np.bincount(graph.u, weights=pos, minlength=graph.n) + np.bincount(graph.v, weights=neg,
+                                                                                      minlength=graph.n)
+        new = (loads - np.bincount(graph.u, weights=fh, minlength=graph.n).astype(np.int64)
+               + np.bincount(graph.v, weights=fh, minlength=graph.n).astype(np.int64))
+        return Step(new, moved=int(np.abs(fh).sum()), messages=2 * graph.m, flows=fh,
+                    outflow=outflow.astype(np.int64))
+
     def step(self, t, graph, loads):
         h = self.h
+        if graph is not self._graph:
+            out = self._live_step(t, graph, loads)
+            low = int(out.loads.min()) if out.loads.size else 0
+            self.min_load = min(self.min_load, low)
+            self.negative_steps += low < 0
+            return out
         if self.options["kernel"] == "numpy":
             fh = self._flows_h(t, loads)
             pos, neg = np.maximum(fh, 0), np.maximum(-fh, 0)
@@ -586,6 +636,9 @@ class DiffusionOriented(_RoundedDiffusion):
     """
 
     name = "diffusion-oriented"
+    dynamic = False
+    static_reason = ("the st-orientation (a unique source and sink joined by an edge, Sec. 4) is fixed on the "
+                     "network of the start and is lost when edges fail")
     title = "Diffusion, st-orientation rounding"
     paper = "Subramanian, Scherson 1994, Sec. 4 (Cases 1 and 2)"
     rounding = "oriented"

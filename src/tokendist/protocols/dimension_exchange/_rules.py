@@ -36,7 +36,9 @@ _COMMON = (
     Param("colour_start", int, 0, "the colour active at step 0 (stable distributions depend on it)"),
     Param("kernel", str, "numba", "numba (fast) or numpy (whole-array reference)", ("numba", "numpy")),
 )
-_SPANNING = Param("spanning_tree", str, "none", "on a graph that is not a tree: run on this spanning tree "
+# Default bfs, as for DISCREPANCY-1 and the perfect tree: every tree protocol runs on any connected
+# graph with its default parameters, so `compare` and `run` need no per-protocol override.
+_SPANNING = Param("spanning_tree", str, "bfs", "on a graph that is not a tree: run on this spanning tree "
                   "(bfs from node 0, or min-diameter); none refuses non-trees", SPANNING_TREES)
 
 
@@ -45,6 +47,8 @@ class _DimensionExchange(Protocol):
 
     model = "single-port"
     requires = frozenset({"connected", "colouring"})
+    static_reason = ("the schedule is an edge colouring (of a spanning tree for the tree protocols) of the network "
+                     "fixed at the start (Sec. 1.1)")
     exchange_rounds = 1
     #: Whether the protocol runs on a tree (the graph itself or a spanning tree of it).
     needs_tree = False
@@ -166,7 +170,7 @@ class Threshold1(_DimensionExchange):
     ``load(v) >= load(w) + 1`` send one token to w. Tokens on a difference-1 edge circulate along
     the observer tour (Sec. 4.2). On a tree the run reaches a stable distribution (Lemma 8) of
     discrepancy at most MSD(T) (Theorem 12), at most the bound of Theorem 16. On any other
-    connected graph it runs on a spanning tree when ``spanning_tree`` asks for one. Single-port,
+    connected graph it runs on a spanning tree (``spanning_tree``, default bfs). Single-port,
     deterministic.
     """
 

@@ -100,6 +100,10 @@ class MultiPort(Protocol):
     title = "Multi-port threshold (2d + 1)"
     paper = "Ghosh et al. 1995, Sec. 3.2"
     model = "multi-port"
+    # The rule is per edge and per step; on a dynamic network it applies to the edges that are up
+    # (d stays the base graph's maximum degree, as in the paper). step() reads every index from the
+    # step graph and uses the reset graph's stencil only for that graph object.
+    dynamic = True
     exchange_rounds = 1
     params = (Param("threshold", int, 0, "difference that moves a token; 0 means 2d + 1 (the paper's rule)"),
               Param("kernel", str, "numba", "numba (fast) or numpy (reference)", ("numba", "numpy")),
@@ -244,6 +248,7 @@ class SinglePort(Protocol):
     paper = "Ghosh et al. 1995, Sec. 3.1"
     model = "single-port"
     randomized = True
+    dynamic = True
     exchange_rounds = 2
     params = (Param("probability", float, 0.0, "candidate probability of an edge; 0 means 1/(4d) (the paper's)"),
               Param("threshold", int, 1, "smallest difference that moves a token; 1 is the paper's rule "
@@ -298,9 +303,34 @@ class SinglePort(Protocol):
                 self._partner = np.empty(graph.n, dtype=np.int32 if graph.n <= INT32_MAX else np.int64)
         self._flows_dense = False  # flows written on every edge (stencil kernel): clear before a sparse kernel
 
+    def _live_step(self, t, graph, loads) -> Step:
+        """One step on a dynamic network's step graph: the random matching among the edges that are up.
+
+        A base edge keeps its coin (the counter is its base index), so a failed edge is simply never a
+        candidate; p stays 1/(4d) with d the base graph's maximum degree (Sec. 1.1). A step graph with
+        no map to the base graph (mobility) numbers its own edges.
+        """
+        base = graph.base_edges is not None and graph.n == self._graph.n
+        ids = graph.base_edges if base else np.arange(graph.m)
+        if self.options["coins"] == "geometric":
+            cand = geometric_candidates(self._graph.m if base else graph.m, self.key, t, self.p)[ids]
+        else:
+            cand = counter_uniform(self.key, t, ids) < self.p
+        count = np.bincount(graph.u[cand], minlength=graph.n) + np.bincount(graph.v[cand], minlength=graph.n)
+        matched = cand & (count[graph.u] == 1) & (count[graph.v] == 1)
+        if base:
+            self._selected[ids[matched]] += 1
+        diff = loads[graph.u] - loads[graph.v]
+        s = (diff >= self.threshold).astype(np.int64) - (diff <= -self.threshold).astype(np.int64)
+        flows = np.where(matched, s, 0)
+        return Step(_apply_flows(graph, loads, flows), moved=int(np.abs(flows).sum()), messages=4 * graph.m,
+                    flows=flows)
+
     def step(self, t, graph, loads):
         self._steps += 1
         coins = self.options["coins"]
+        if graph is not self._graph:
+            return self._live_step(t, graph, loads)
         if self.options["kernel"] == "numpy":
             matched = single_port_matching(graph, self.key, t, self.p, coins)
             self._selected += matched
@@ -761,6 +791,8 @@ class AsyncMultiPort(Protocol):
     B. Ghosh et al., CMU-CS-95-131, Sec. 5; W. Aiello et al., STOC 1993 [2].
     """
 
+    static_reason = ("messages travel on the links of the start with adversarial delays (Sec. 5); a link "
+                     "failing under a message in transit is not part of the model")
     name = "async-multi-port"
     title = "Asynchronous multi-port (DS on message passing)"
     paper = "Ghosh et al. 1995, Sec. 5"

@@ -57,6 +57,8 @@ class PerfectTree(Protocol):
     L. Margara, A. Pistocchi, M. Vassura, Perfect Token Distribution on Trees, Sec. 2-5.
     """
 
+    static_reason = ("the three phases run on one spanning tree fixed at the start: a tree edge that fails "
+                     "breaks the convergecast and the token flows of Sec. 3")
     name = "perfect-tree"
     title = "Perfect token distribution on trees (three phases, message passing)"
     paper = "Margara, Pistocchi, Vassura, Sec. 3"
