@@ -187,6 +187,7 @@ class SweepOutcome:
     sweep: str
     total: int
     already_done: int
+    rerun: int = 0
     ran: int = 0
     failures: int = 0
     interrupted: bool = False
@@ -231,7 +232,8 @@ def run_sweep(sweep: Sweep, out, *, workers: int | None = None, scheduler: str |
     store = Store(out)
     done = store.keys
     todo = list(sweep.tasks) if force else [t for t in sweep.tasks if t.key not in done]
-    outcome = SweepOutcome(sweep.name, len(sweep.tasks), len(sweep.tasks) - len(todo))
+    outcome = SweepOutcome(sweep.name, len(sweep.tasks), len(sweep.tasks) - len(todo),
+                           rerun=sum(t.key in done for t in todo))
     order = {t.key: i for i, t in enumerate(sweep.tasks)}
     if progress is not None:
         progress(0, len(todo), 0)
