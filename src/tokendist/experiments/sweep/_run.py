@@ -168,7 +168,7 @@ def open_client(workers: int | None = None, scheduler: str | None = None):
                 yield client
             return
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None, silence_logs=logging.ERROR,
+                               dashboard_address=":0", silence_logs=logging.ERROR,
                                env={"NUMBA_NUM_THREADS": "1"})
         try:
             with Client(cluster) as client:
