@@ -14,7 +14,7 @@ The plots:
 
 * ``scaling-L.png|svg`` for each level L: mean steps to L against n, log-log, one line per variant
   and graph family, a band for the 95% interval, the least-squares slope of log(steps) against
-  log(n) in the legend (steps ~ n^slope);
+  log(n) in the legend (steps ~ n^slope); a hollow marker where not every run reached L;
 * ``final-discrepancy.png|svg``: the distribution over seeds of the final discrepancy, one box per
   variant for each graph;
 * ``wins.png|svg``: for each level, graph and initial distribution, the share of seeds in which each
@@ -196,6 +196,11 @@ def _fit_slope(ns, ys) -> float | None:
     return float(np.polyfit(x, y, 1)[0])
 
 
+def _ok_runs(groups, n) -> int:
+    """The number of successful runs of the group of size ``n`` among ``groups``."""
+    return next(g["ok"] for g in groups if g["n"] == n)
+
+
 def _plot_all(folder: Path, rows, summary, table) -> list[str]:
     plt = _pyplot()
     files = []
@@ -223,6 +228,10 @@ def _plot_all(folder: Path, rows, summary, table) -> list[str]:
                 if slope is not None:
                     label += f", slope {slope:.2f}"
                 (line,) = ax.plot(ns, mean, marker="o", label=label)
+                # A hollow marker: not every run reached the level, the mean is over those that did.
+                partial = [(n, m) for (n, d), m in zip(pts, mean) if d["count"] < _ok_runs(gs, n)]
+                if partial:
+                    ax.plot(*zip(*partial), "o", mfc="white", mec=line.get_color(), zorder=3)
                 lo = [max(d["ci_low"], 0.5) if d["ci_low"] is not None else m for (_, d), m in zip(pts, mean)]
                 hi = [d["ci_high"] if d["ci_high"] is not None else m for (_, d), m in zip(pts, mean)]
                 ax.fill_between(ns, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
@@ -238,8 +247,8 @@ def _plot_all(folder: Path, rows, summary, table) -> list[str]:
 
     graphs = list(dict.fromkeys(g["graph"] for g in summary))
     variants = list(dict.fromkeys(g["variant"] for g in summary))
-    fig, axes = plt.subplots(1, len(inits), figsize=(max(5.2, 1.2 * len(graphs) * max(1, len(variants)) ** 0.5 + 3)
-                                                      * len(inits), 4.2), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(1, len(inits), figsize=(max(5.2, 0.5 * len(graphs) * len(variants) + 2) * len(inits), 4.2),
+                             squeeze=False, constrained_layout=True)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     width = 0.8 / max(1, len(variants))
     for ax, init in zip(axes[0], inits):
@@ -277,7 +286,8 @@ def _plot_all(folder: Path, rows, summary, table) -> list[str]:
                 i = cells.index((w["graph"], w["init"]))
                 for v, k in w["wins"].items():
                     share[i, variants.index(v)] = k / w["seeds"]
-                    ax.text(variants.index(v), i, f"{k}/{w['seeds']}", ha="center", va="center", fontsize=7)
+                    ax.text(variants.index(v), i, f"{k}/{w['seeds']}", ha="center", va="center", fontsize=7,
+                            color="white" if k > 0.6 * w["seeds"] else "black")
             ax.imshow(share, vmin=0, vmax=1, cmap="Greens", aspect="auto")
             ax.set_xticks(range(len(variants)), variants, rotation=30, ha="right", fontsize=8)
             ax.set_yticks(range(len(cells)), [f"{g} | {i}" for g, i in cells], fontsize=7)
