@@ -19,6 +19,8 @@ import contextlib
 import functools
 import json
 import logging
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -31,6 +33,7 @@ from ...errors import InfeasibleStepError, TokendistError
 from ...graphs import make_graph
 from ._spec import Sweep, Task, level_name
 from ._store import Store
+from . import _worker
 
 __all__ = ["run_sweep", "run_task", "open_client", "flatten_run_json", "level_steps", "SweepOutcome"]
 
@@ -153,6 +156,23 @@ def run_task(task: Task, traces: bool = False) -> tuple[dict, dict | None]:
 
 
 @contextlib.contextmanager
+def _deferred_interrupt():
+    """Hold Ctrl-C while a cluster starts or stops, then raise it: Dask cannot close a cluster
+    interrupted half way through its start (its exit hook fails with a traceback)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
 def open_client(workers: int | None = None, scheduler: str | None = None):
     """A Dask client: to ``scheduler`` if given, else to a new local cluster of ``workers`` processes."""
     quiet = logging.getLogger("distributed")
@@ -167,14 +187,16 @@ def open_client(workers: int | None = None, scheduler: str | None = None):
             with client:
                 yield client
             return
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=":0", silence_logs=logging.ERROR,
-                               env={"NUMBA_NUM_THREADS": "1"})
+        with _deferred_interrupt():
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address=":0", silence_logs=logging.ERROR,
+                                   env={"NUMBA_NUM_THREADS": "1"}, preload=[_worker.__name__])
+            client = Client(cluster)
         try:
-            with Client(cluster) as client:
-                yield client
+            yield client
         finally:
-            with contextlib.suppress(Exception):
+            with _deferred_interrupt(), contextlib.suppress(Exception):
+                client.close(timeout=10)
                 cluster.close(timeout=10)
     finally:
         quiet.setLevel(level)
