@@ -20,8 +20,9 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from tokendist.cli import main  # noqa: E402
 from tokendist.errors import TokendistError  # noqa: E402
-from tokendist.experiments.sweep import (level_steps, load_sweep, open_client, run_sweep,  # noqa: E402
+from tokendist.experiments.sweep import (Store, level_steps, load_sweep, open_client, run_sweep,  # noqa: E402
                                          sweep_from_dict)
+from tokendist.experiments.sweep import _store  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 # Tiny graphs, numpy kernels (no numba compilation in each fresh worker process), a deterministic and
@@ -157,6 +158,25 @@ def test_level_steps_match_a_naive_scan(disc, level):
     name = f"{float(level):g}"
     assert got[f"steps_to_{name}"] == first
     assert got[f"settled_{name}"] == settled
+
+
+# ------------------------------------------------------------------------------------------ store
+
+def test_store_writes_atomically_and_keeps_mixed_columns(tmp_path, monkeypatch):
+    store = Store(tmp_path)
+    store.add([{"key": "a", "param_threads": 1}, {"key": "b", "param_threads": "auto", "extra": 2.5}])
+    assert _rows(tmp_path) == [{"key": "a", "param_threads": "1", "extra": None},
+                               {"key": "b", "param_threads": "auto", "extra": 2.5}]
+
+    def torn(table, where):
+        Path(where).write_bytes(b"PAR1 half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(_store.pq, "write_table", torn)
+    with pytest.raises(OSError):
+        store.add([{"key": "c", "param_threads": 2}])
+    assert [r["key"] for r in _rows(tmp_path)] == ["a", "b"]  # the previous file, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.parquet"]  # no temporary file left
 
 
 # ------------------------------------------------------------------------------------------ runs

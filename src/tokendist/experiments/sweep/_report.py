@@ -269,7 +269,8 @@ def _plot_all(folder: Path, rows, summary, table) -> list[str]:
         ax.set_xticks(range(len(graphs)), graphs, rotation=20, fontsize=8)
         ax.set_ylabel("final discrepancy")
         ax.set_title(f"init {init}", fontsize=10)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     files += _save(fig, folder, "final-discrepancy")
     plt.close(fig)
 
