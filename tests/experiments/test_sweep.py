@@ -1,0 +1,377 @@
+"""tokendist sweep: validation, determinism across Dask workers, rows = `run --json`, resume, failures,
+report statistics, an external scheduler."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy import stats
+
+pytest.importorskip("distributed")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from tokendist.cli import main  # noqa: E402
+from tokendist.errors import TokendistError  # noqa: E402
+from tokendist.experiments.sweep import (Store, level_steps, load_sweep, open_client, run_sweep,  # noqa: E402
+                                         sweep_from_dict)
+from tokendist.experiments.sweep import _store  # noqa: E402
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+# Tiny graphs, numpy kernels (no numba compilation in each fresh worker process), a deterministic and
+# a randomised protocol, 3 seeds: 12 tasks.
+SWEEP = """
+[sweep]
+name = "tiny"
+graphs = ["torus:4x4", "ring:12"]
+inits = ["random:0..20"]
+algos = ["multi-port", "single-port"]
+seeds = 3
+max_steps = 200
+levels = [4, 1]
+[params.multi-port]
+kernel = "numpy"
+[params.single-port]
+kernel = "numpy"
+"""
+WALL = {"seconds", "wall_seconds"}
+
+
+def _rows(folder):
+    return pq.read_table(Path(folder) / "runs.parquet").to_pylist()
+
+
+def _without_wall(rows):
+    return [{k: v for k, v in r.items() if k not in WALL} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def sweep_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sweep") / "tiny.toml"
+    path.write_text(SWEEP)
+    return path
+
+
+@pytest.fixture(scope="module")
+def client1():
+    with open_client(workers=1) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def client2():
+    with open_client(workers=2) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def two_worker_run(sweep_file, client2, tmp_path_factory):
+    out = tmp_path_factory.mktemp("two")
+    outcome = run_sweep(load_sweep(sweep_file), out, client=client2, traces=True)
+    return out, outcome
+
+
+# ------------------------------------------------------------------------------------------ validation
+
+BAD = [
+    ('algos = ["multi-port", "no-such-algo"]', "sweep.algos[1] = 'no-such-algo'"),
+    ('graphs = ["torus:4x4", "torus:4xq"]', "sweep.graphs[1] = 'torus:4xq'"),
+    ('inits = ["point:10@99"]', "sweep.inits[0] = 'point:10@99'"),
+    ('seeds = -2', "sweep.seeds = -2"),
+    ('levels = [1, "x"]', "sweep.levels = 'x'"),
+    ('colour = "red"', "sweep.colour"),
+]
+
+
+def _bad_sweep(tmp_path, line=None, extra=""):
+    lines = SWEEP.splitlines()
+    if line is not None:
+        key = line.split("=")[0].strip()
+        lines = [ln for ln in lines if not ln.startswith(key + " ")]
+        lines.insert(2, line)
+    path = tmp_path / "bad.toml"
+    path.write_text("\n".join(lines) + "\n" + extra)
+    return path
+
+
+def _one_line_error(capsys, argv, needle):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+    assert needle in err, err
+    return err
+
+
+@pytest.mark.parametrize("line, needle", BAD, ids=["algo", "graph", "init", "seeds", "levels", "key"])
+def test_validation_error_is_one_line_exit_2(tmp_path, capsys, line, needle):
+    _one_line_error(capsys, ["sweep", str(_bad_sweep(tmp_path, line)), "--out", str(tmp_path / "o")], needle)
+    assert not (tmp_path / "o" / "runs.parquet").exists()
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ('[params.single-port]\nprobability = "lots"\n', "params.single-port.probability = 'lots'"),
+    ('[params.multi-port]\nspeed = 3\n', "params.multi-port.speed = 3: multi-port: unknown parameter 'speed'"),
+    ('[params.sos]\nbeta = 1.5\n', "[params.sos]: 'sos' is not in sweep.algos"),
+], ids=["bad-param-value", "unknown-param", "param-of-absent-algo"])
+def test_bad_parameter_is_one_line_exit_2(tmp_path, capsys, extra, needle):
+    text = SWEEP.split("[params.multi-port]")[0] + extra
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    _one_line_error(capsys, ["sweep", str(path), "--out", str(tmp_path / "o")], needle)
+
+
+def test_cli_usage_errors(tmp_path, capsys, sweep_file):
+    _one_line_error(capsys, ["sweep", str(sweep_file)], "--out DIR is required")
+    _one_line_error(capsys, ["sweep", "report", str(tmp_path)], "no runs.parquet")
+    _one_line_error(capsys, ["sweep", str(tmp_path / "missing.toml"), "--out", str(tmp_path)], "cannot read")
+
+
+def test_task_keys_are_stable_and_resolved():
+    base = {"sweep": {"name": "a", "graphs": ["ring:6"], "inits": ["point:60"], "algos": ["sos"], "seeds": 2}}
+    renamed = {"sweep": {**base["sweep"], "name": "b"}, "params": {"sos": {"beta": 0}}}  # beta=0 is the default
+    a, b = sweep_from_dict(base), sweep_from_dict(renamed)
+    assert [t.key for t in a.tasks] == [t.key for t in b.tasks]
+    more = sweep_from_dict({"sweep": {**base["sweep"], "seeds": 3}})
+    assert {t.key for t in a.tasks} < {t.key for t in more.tasks}
+    axis = sweep_from_dict({**base, "params": {"sos": {"beta": [0, 1.5]}}})
+    assert len(axis.tasks) == 4 and len({t.key for t in axis.tasks}) == 4
+    with pytest.raises(TokendistError, match="same run twice"):
+        sweep_from_dict({**base, "params": {"sos": {"beta": [0, 0.0]}}})
+
+
+# ------------------------------------------------------------------------------------------ steps to levels
+
+@given(st.lists(st.integers(0, 12), min_size=1, max_size=30), st.sampled_from([0, 1, 2.5, 7]))
+def test_level_steps_match_a_naive_scan(disc, level):
+    steps = np.arange(len(disc))
+    got = level_steps(steps, np.asarray(disc, dtype=float), [level])
+    first = next((t for t, d in enumerate(disc) if d <= level), None)
+    settled = next((t for t in range(len(disc)) if all(d <= level for d in disc[t:])), None)
+    name = f"{float(level):g}"
+    assert got[f"steps_to_{name}"] == first
+    assert got[f"settled_{name}"] == settled
+
+
+# ------------------------------------------------------------------------------------------ store
+
+def test_store_writes_atomically_and_keeps_mixed_columns(tmp_path, monkeypatch):
+    store = Store(tmp_path)
+    store.add([{"key": "a", "param_threads": 1}, {"key": "b", "param_threads": "auto", "extra": 2.5}])
+    assert _rows(tmp_path) == [{"key": "a", "param_threads": "1", "extra": None},
+                               {"key": "b", "param_threads": "auto", "extra": 2.5}]
+
+    def torn(table, where):
+        Path(where).write_bytes(b"PAR1 half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(_store.pq, "write_table", torn)
+    with pytest.raises(OSError):
+        store.add([{"key": "c", "param_threads": 2}])
+    assert [r["key"] for r in _rows(tmp_path)] == ["a", "b"]  # the previous file, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.parquet"]  # no temporary file left
+
+
+# ------------------------------------------------------------------------------------------ runs
+
+def test_one_and_two_workers_give_identical_rows(sweep_file, client1, two_worker_run, tmp_path):
+    out2, outcome2 = two_worker_run
+    assert outcome2.ran == 12 and outcome2.already_done == 0
+    out1 = tmp_path / "one"
+    run_sweep(load_sweep(sweep_file), out1, client=client1)
+    rows1, rows2 = _rows(out1), _rows(out2)
+    assert len(rows1) == 12 and all(r["status"] == "ok" for r in rows1)
+    assert _without_wall(rows1) == _without_wall(rows2)
+
+
+def test_a_row_equals_run_json(capsys, two_worker_run):
+    rows = _rows(two_worker_run[0])
+    for r in (rows[3], rows[-1]):  # multi-port and single-port (randomised) rows
+        code = main(["run", "--graph", r["graph"], "--init", r["init"], "--algo", r["algo"], "--param",
+                     "kernel=numpy", "--seed", str(r["seed"]), "--max-steps", str(r["max_steps"]), "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        d = json.loads(out)
+        assert (r["graph"], r["n"], r["m"], r["heterogeneous"]) == (d["graph"]["spec"], d["graph"]["n"],
+                                                                    d["graph"]["m"], d["graph"]["heterogeneous"])
+        assert r["algo"] == d["algorithm"]
+        assert json.loads(r["params"]) == d["params"]
+        assert all(r[f"param_{k}"] == v for k, v in d["params"].items())
+        for k in ("seed", "steps", "stop_reason", "cycle_length", "tokens", "tokens_moved", "messages",
+                  "infeasible_steps"):
+            assert r[k] == d[k], k
+        for k, v in d["initial"].items():
+            assert r[f"initial_{k}"] == v
+        for k, v in d["final"].items():
+            assert r[f"final_{k}"] == v
+        assert json.loads(r["report"]) == d["report"]
+
+
+def test_traces_match_rows(two_worker_run):
+    out = two_worker_run[0]
+    for r in _rows(out):
+        trace = pq.read_table(out / "traces" / f"{r['key']}.parquet").to_pydict()
+        assert set(trace["key"]) == {r["key"]}
+        assert trace["step"][-1] == r["steps"]
+        assert trace["discrepancy"][-1] == r["final_discrepancy"]
+        hit = [s for s, d in zip(trace["step"], trace["discrepancy"]) if d <= 4]
+        assert r["steps_to_4"] == (hit[0] if hit else None)
+
+
+def test_resume_skips_finished_tasks_and_force_reruns(sweep_file, client2, capsys, tmp_path):
+    out = tmp_path / "resume"
+    sweep = load_sweep(sweep_file)
+    first = run_sweep(sweep, out, client=client2)
+    before = _rows(out)
+    # Nothing left: the CLI says so without starting a cluster.
+    assert main(["sweep", str(sweep_file), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "12 of 12 task(s) already in" in text and "every task is done" in text
+    # One more seed: only its 4 tasks run, the old rows are kept as they were.
+    grown = sweep_file.with_name("grown.toml")
+    grown.write_text(SWEEP.replace("seeds = 3", "seeds = 4"))
+    more = run_sweep(load_sweep(grown), out, client=client2)
+    assert (first.ran, more.already_done, more.ran) == (12, 12, 4)
+    after = _rows(out)
+    assert len(after) == 16
+    assert _without_wall([r for r in after if r["seed"] < 3]) == _without_wall(before)
+    forced = run_sweep(sweep, out, client=client2, force=True)
+    assert (forced.ran, forced.rerun, forced.already_done) == (12, 12, 0)
+    by_key = {r["key"]: r for r in _without_wall(after)}
+    assert {r["key"]: r for r in _without_wall(_rows(out))} == by_key
+
+
+def test_interrupt_saves_finished_rows(sweep_file, client1, tmp_path):
+    def progress(done, total, failures):
+        if done == 2:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "cut"
+    outcome = run_sweep(load_sweep(sweep_file), out, client=client1, progress=progress)
+    assert outcome.interrupted and outcome.ran == 2
+    assert len(_rows(out)) == 2
+    rest = run_sweep(load_sweep(sweep_file), out, client=client1)
+    assert (rest.already_done, rest.ran) == (2, 10)
+
+
+def test_failing_tasks_are_recorded_and_the_sweep_goes_on(client1, tmp_path):
+    sweep = sweep_from_dict({
+        "sweep": {"name": "fails", "graphs": ["torus:4x4"], "inits": ["point:1000"],
+                  "algos": ["threshold1", "sos", "multi-port"], "seeds": 1, "max_steps": 50},
+        "params": {"sos": {"kernel": "numpy", "beta": 1.5}, "multi-port": {"kernel": "numpy"}}})
+    outcome = run_sweep(sweep, tmp_path, client=client1)
+    assert outcome.failures == 2
+    rows = {r["algo"]: r for r in _rows(tmp_path)}
+    assert rows["threshold1"]["status"] == "skipped" and "runs on trees" in rows["threshold1"]["reason"]
+    assert rows["sos"]["status"] == "infeasible" and rows["sos"]["reason"].startswith("infeasible step 1")
+    assert "\n" not in rows["sos"]["reason"] and rows["sos"]["steps"] is None
+    assert rows["multi-port"]["status"] == "ok" and rows["multi-port"]["tokens"] == 1000
+
+
+# ------------------------------------------------------------------------------------------ report
+
+def test_report_statistics_match_numpy_and_scipy(two_worker_run, capsys):
+    out = two_worker_run[0]
+    assert main(["sweep", "report", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    rows = _rows(out)
+    assert report["runs"] == 12 and len(report["summary"]) == 4
+    checked = 0
+    for g in report["summary"]:
+        rs = [r for r in rows if (r["graph"], r["init"], r["variant"]) == (g["graph"], g["init"], g["variant"])]
+        assert g["runs"] == len(rs) == 3
+        for metric in ("steps_to_4", "steps_to_1", "settled_1", "final_discrepancy"):
+            vals = np.array([r[metric] for r in rs if r[metric] is not None], dtype=float)
+            d = g["metrics"][metric]
+            assert d["count"] == vals.size
+            if vals.size == 0:
+                assert d["mean"] is None
+                continue
+            assert d["mean"] == pytest.approx(np.mean(vals)) and d["median"] == pytest.approx(np.median(vals))
+            if vals.size >= 2 and np.std(vals) > 0:
+                lo, hi = stats.t.interval(0.95, vals.size - 1, loc=np.mean(vals), scale=stats.sem(vals))
+                assert (d["ci_low"], d["ci_high"]) == (pytest.approx(lo), pytest.approx(hi))
+                checked += 1
+    assert checked  # at least one interval of positive width was compared
+    for w in report["wins"]:
+        col = f"steps_to_{w['level']}"
+        expected = {v: 0 for v in w["wins"]}
+        seeds = 0
+        for seed in {r["seed"] for r in rows}:
+            rs = [r for r in rows if (r["graph"], r["init"], r["seed"]) == (w["graph"], w["init"], seed)
+                  and r[col] is not None]
+            if rs:
+                seeds += 1
+                best = min(r[col] for r in rs)
+                for r in rs:
+                    expected[r["variant"]] += r[col] == best
+        assert (w["seeds"], w["wins"]) == (seeds, expected)
+    for f in report["files"]:
+        assert Path(f).stat().st_size > 0
+    assert {Path(f).name for f in report["files"]} >= {"report.json", "summary.parquet", "scaling-1.png", "scaling-1.svg",
+                                                   "final-discrepancy.png", "wins.svg"}
+
+
+# ------------------------------------------------------------------------------------------ external cluster
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def external_cluster():
+    """A `dask scheduler` and two `dask worker` processes on 127.0.0.1, started and stopped here."""
+    dask = Path(sys.executable).with_name("dask")
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+           "NUMBA_NUM_THREADS": "1"}
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
+    procs = [subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--no-dashboard"], **quiet)]
+    try:
+        for _ in range(2):
+            procs.append(subprocess.Popen([str(dask), "worker", address, "--nthreads", "1",
+                                           "--no-nanny", "--host", "127.0.0.1", "--no-dashboard"], **quiet))
+        from distributed import Client
+
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with Client(address, timeout="5s") as c:
+                    c.wait_for_workers(2, timeout=60)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        yield address
+    finally:
+        # The workers run without a nanny, so killing them leaves no orphan; then the scheduler.
+        for p in procs[1:]:
+            p.kill()
+        procs[0].terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest.mark.slow
+def test_external_scheduler_gives_the_same_rows(sweep_file, two_worker_run, external_cluster, tmp_path, capsys):
+    out = tmp_path / "ext"
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--scheduler", external_cluster, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["sweep"]["ran"] == 12 and d["sweep"]["failures"] == 0
+    assert _without_wall(_rows(out)) == _without_wall(_rows(two_worker_run[0]))
