@@ -46,6 +46,7 @@ def test_bad_specs_are_one_line_errors(spec, words):
     ["run", "--graph", "ring:8", "--algo", "multi-port", "--init", "point:8", "--inject", "rate=x"],
     ["run", "--graph", "ring:8", "--algo", "multi-port", "--init", "point:8", "--inject", "rate=1,nodes=0;99"],
     ["compare", "--graph", "ring:8", "--init", "point:8", "--inject", "burst=1", "--no-files"],
+    ["compare", "--graph", "ring:8", "--init", "point:8", "--inject", "rate=1,nodes=0;99", "--no-files"],
     ["run", "--graph", "ring:8", "--algo", "multi-port", "--init", "point:8", "--inject", "file:/no/such/file"],
 ])
 def test_cli_errors_are_one_line(capsys, argv):

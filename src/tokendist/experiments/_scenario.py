@@ -74,11 +74,14 @@ class Scenario:
             raise TokendistError(f"scenario {self.name}: offline_slack must be a non-negative integer")
         if not all(isinstance(x, (int, float)) for x in self.levels):
             raise TokendistError(f"scenario {self.name}: levels must be numbers")
+        injection = None
         if self.inject is not None:
             if not isinstance(self.inject, str):
                 raise TokendistError(f"scenario {self.name}: inject must be a string such as \"rate=5,consume=4\"")
-            parse_injection(self.inject)
+            injection = parse_injection(self.inject)
         graph = make_graph(self.graph, seed=self.seed)
+        if injection is not None:
+            injection.reset(graph, None)  # its nodes exist in this graph (no draw happens here)
         make_loads(self.init, graph, self.seed)
         for a in self.algos:
             resolve_protocol(a)
