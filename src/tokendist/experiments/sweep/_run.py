@@ -187,17 +187,21 @@ def open_client(workers: int | None = None, scheduler: str | None = None):
             with client:
                 yield client
             return
-        with _deferred_interrupt():
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address=":0", silence_logs=logging.ERROR,
-                                   env={"NUMBA_NUM_THREADS": "1"}, preload=[_worker.__name__])
-            client = Client(cluster)
+        closing = []
         try:
+            with _deferred_interrupt():
+                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address=":0", silence_logs=logging.ERROR,
+                                       env={"NUMBA_NUM_THREADS": "1"}, preload=[_worker.__name__])
+                closing.append(cluster)
+                client = Client(cluster)
+                closing.insert(0, client)
             yield client
         finally:
-            with _deferred_interrupt(), contextlib.suppress(Exception):
-                client.close(timeout=10)
-                cluster.close(timeout=10)
+            with _deferred_interrupt():
+                for thing in closing:
+                    with contextlib.suppress(Exception):
+                        thing.close(timeout=10)
     finally:
         quiet.setLevel(level)
 
