@@ -232,6 +232,8 @@ def sweep_from_dict(data: dict, origin: str = "sweep") -> Sweep:
     if not isinstance(allow, bool):
         raise TokendistError(f"{origin}: sweep.allow_infeasible = {allow!r}: expected true or false")
     description = s.get("description", "")
+    if not isinstance(description, str):
+        raise TokendistError(f"{origin}: sweep.description = {description!r}: expected a string")
 
     for i, a in enumerate(algos):
         if a not in PROTOCOLS:
