@@ -71,6 +71,11 @@ def level_steps(steps: np.ndarray, discrepancy: np.ndarray, levels) -> dict:
     ``steps_to_L`` is the first step at which the discrepancy is <= L; ``settled_L`` the first step
     from which it stays <= L to the end of the run. None where it never happens (a randomised rule
     may reach a level and leave it again, so the two differ).
+
+    Examples
+    --------
+    >>> level_steps(np.arange(5), np.array([9.0, 3, 1, 2, 1]), [1, 0])
+    {'steps_to_1': 2, 'settled_1': 4, 'steps_to_0': None, 'settled_0': None}
     """
     out = {}
     for lv in levels:

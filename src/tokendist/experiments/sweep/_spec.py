@@ -197,7 +197,36 @@ def _param_axes(origin, algo, table) -> list[dict]:
 
 
 def sweep_from_dict(data: dict, origin: str = "sweep") -> Sweep:
-    """Validate a parsed sweep file and expand it into its tasks (see the module docstring)."""
+    """Validate a parsed sweep file and expand it into its tasks (see the module docstring).
+
+    Parameters
+    ----------
+    data : dict
+        The parsed TOML: a ``sweep`` table and optional ``params.ALGO`` tables.
+    origin : str
+        Where it came from, for the error messages.
+
+    Returns
+    -------
+    Sweep
+        The settings and every combination of the axes as a :class:`Task`.
+
+    Raises
+    ------
+    TokendistError
+        A one-line message naming the first bad key and its value.
+
+    Examples
+    --------
+    >>> s = sweep_from_dict({"sweep": {"name": "demo", "graphs": ["ring:8"], "inits": ["point:80"],
+    ...                                "algos": ["sos"], "seeds": 2}, "params": {"sos": {"beta": [0, 1.5]}}})
+    >>> len(s.tasks), s.tasks[-1].variant, s.tasks[-1].seed
+    (4, 'sos beta=1.5', 1)
+    >>> sweep_from_dict({"sweep": {"graphs": ["ring:8"], "inits": ["point:80"], "algos": ["nope"]}})
+    Traceback (most recent call last):
+    ...
+    tokendist.errors.TokendistError: sweep: sweep.algos[0] = 'nope': unknown algorithm (see 'tokendist algos')
+    """
     if not isinstance(data.get("sweep"), dict):
         raise TokendistError(f"{origin}: missing [sweep] table")
     extra = set(data) - {"sweep", "params"}
