@@ -148,6 +148,12 @@ def test_task_keys_are_stable_and_resolved():
         sweep_from_dict({**base, "params": {"sos": {"beta": [0, 0.0]}}})
 
 
+def test_the_example_sweep_is_valid():
+    s = load_sweep(SRC.parent / "examples" / "sweeps" / "torus-scaling.toml")
+    assert len(s.tasks) == len(s.graphs) * len(s.inits) * len(s.algos) * len(s.seeds)
+    assert len({t.key for t in s.tasks}) == len(s.tasks)
+
+
 # ------------------------------------------------------------------------------------------ steps to levels
 
 @given(st.lists(st.integers(0, 12), min_size=1, max_size=30), st.sampled_from([0, 1, 2.5, 7]))

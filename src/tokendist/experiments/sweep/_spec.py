@@ -37,7 +37,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...engine import PROTOCOLS, make_loads, make_protocol
+from ...engine import DEFAULT_MAX_STEPS, PROTOCOLS, make_loads, make_protocol
 from ...errors import TokendistError
 from ...graphs import make_graph
 
@@ -46,7 +46,6 @@ __all__ = ["Sweep", "Task", "load_sweep", "sweep_from_dict", "SWEEP_KEYS", "leve
 SWEEP_KEYS = {"name", "description", "graphs", "inits", "algos", "seeds", "max_steps", "levels",
               "until_discrepancy", "allow_infeasible"}
 DEFAULT_LEVELS = (10, 2, 1)
-DEFAULT_MAX_STEPS = 10_000
 
 
 def level_name(level) -> str:
