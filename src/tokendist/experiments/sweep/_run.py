@@ -270,6 +270,7 @@ def run_sweep(sweep: Sweep, out, *, workers: int | None = None, scheduler: str |
         progress(0, len(todo), 0)
     if not todo:
         outcome.seconds = time.perf_counter() - started
+        outcome.files = [str(store.path)] if store.path.exists() else []
         return outcome
     pending: list[dict] = []
     last = time.monotonic()
