@@ -3,6 +3,7 @@ report statistics, an external scheduler."""
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -147,6 +148,12 @@ def test_task_keys_are_stable_and_resolved():
         sweep_from_dict({**base, "params": {"sos": {"beta": [0, 0.0]}}})
 
 
+def test_the_example_sweep_is_valid():
+    s = load_sweep(SRC.parent / "examples" / "sweeps" / "torus-scaling.toml")
+    assert len(s.tasks) == len(s.graphs) * len(s.inits) * len(s.algos) * len(s.seeds)
+    assert len({t.key for t in s.tasks}) == len(s.tasks)
+
+
 # ------------------------------------------------------------------------------------------ steps to levels
 
 @given(st.lists(st.integers(0, 12), min_size=1, max_size=30), st.sampled_from([0, 1, 2.5, 7]))
@@ -225,10 +232,10 @@ def test_traces_match_rows(two_worker_run):
         assert r["steps_to_4"] == (hit[0] if hit else None)
 
 
-def test_resume_skips_finished_tasks_and_force_reruns(sweep_file, client2, capsys, tmp_path):
+def test_resume_skips_finished_tasks_and_force_reruns(sweep_file, client2, two_worker_run, capsys, tmp_path):
     out = tmp_path / "resume"
-    sweep = load_sweep(sweep_file)
-    first = run_sweep(sweep, out, client=client2)
+    out.mkdir()
+    shutil.copy(two_worker_run[0] / "runs.parquet", out / "runs.parquet")  # a finished sweep
     before = _rows(out)
     # Nothing left: the CLI says so without starting a cluster.
     assert main(["sweep", str(sweep_file), "--out", str(out)]) == 0
@@ -238,12 +245,15 @@ def test_resume_skips_finished_tasks_and_force_reruns(sweep_file, client2, capsy
     grown = sweep_file.with_name("grown.toml")
     grown.write_text(SWEEP.replace("seeds = 3", "seeds = 4"))
     more = run_sweep(load_sweep(grown), out, client=client2)
-    assert (first.ran, more.already_done, more.ran) == (12, 12, 4)
+    assert (more.already_done, more.ran) == (12, 4)
     after = _rows(out)
-    assert len(after) == 16
-    assert _without_wall([r for r in after if r["seed"] < 3]) == _without_wall(before)
-    forced = run_sweep(sweep, out, client=client2, force=True)
-    assert (forced.ran, forced.rerun, forced.already_done) == (12, 12, 0)
+    assert len(after) == 16 and {r["seed"] for r in after} == {0, 1, 2, 3}
+    assert _without_wall(after[:3] + after[4:7] + after[8:11] + after[12:15]) == _without_wall(before)
+    # --force re-runs (here: the 4 tasks of seed 0) and replaces their rows, which come out the same.
+    seed0 = sweep_file.with_name("seed0.toml")
+    seed0.write_text(SWEEP.replace("seeds = 3", "seeds = [0]"))
+    forced = run_sweep(load_sweep(seed0), out, client=client2, force=True)
+    assert (forced.ran, forced.rerun, forced.already_done) == (4, 4, 0)
     by_key = {r["key"]: r for r in _without_wall(after)}
     assert {r["key"]: r for r in _without_wall(_rows(out))} == by_key
 
@@ -369,9 +379,8 @@ def external_cluster():
 
 
 @pytest.mark.slow
-def test_external_scheduler_gives_the_same_rows(sweep_file, two_worker_run, external_cluster, tmp_path, capsys):
+def test_external_scheduler_gives_the_same_rows(sweep_file, two_worker_run, external_cluster, tmp_path):
     out = tmp_path / "ext"
-    assert main(["sweep", str(sweep_file), "--out", str(out), "--scheduler", external_cluster, "--json"]) == 0
-    d = json.loads(capsys.readouterr().out)
-    assert d["sweep"]["ran"] == 12 and d["sweep"]["failures"] == 0
+    outcome = run_sweep(load_sweep(sweep_file), out, scheduler=external_cluster)
+    assert (outcome.ran, outcome.failures) == (12, 0)
     assert _without_wall(_rows(out)) == _without_wall(_rows(two_worker_run[0]))

@@ -39,7 +39,16 @@ __all__ = ["Report", "summarize", "wins", "describe", "write_report", "read_repo
 
 
 def describe(values) -> dict:
-    """Count, mean, median, sample standard deviation and 95% t-interval of the mean of ``values``."""
+    """Count, mean, median, sample standard deviation and 95% t-interval of the mean of ``values``.
+
+    ``None`` values (a level not reached) are left out; the interval needs two values.
+
+    Examples
+    --------
+    >>> d = describe([10, 12, 14, None])
+    >>> d["count"], d["mean"], d["median"], d["std"], round(d["ci_low"], 3), round(d["ci_high"], 3)
+    (3, 12.0, 12.0, 2.0, 7.032, 16.968)
+    """
     a = np.asarray([v for v in values if v is not None], dtype=np.float64)
     k = int(a.size)
     out = {"count": k, "mean": None, "median": None, "std": None, "ci_low": None, "ci_high": None}

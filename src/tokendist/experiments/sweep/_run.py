@@ -71,6 +71,11 @@ def level_steps(steps: np.ndarray, discrepancy: np.ndarray, levels) -> dict:
     ``steps_to_L`` is the first step at which the discrepancy is <= L; ``settled_L`` the first step
     from which it stays <= L to the end of the run. None where it never happens (a randomised rule
     may reach a level and leave it again, so the two differ).
+
+    Examples
+    --------
+    >>> level_steps(np.arange(5), np.array([9.0, 3, 1, 2, 1]), [1, 0])
+    {'steps_to_1': 2, 'settled_1': 4, 'steps_to_0': None, 'settled_0': None}
     """
     out = {}
     for lv in levels:
@@ -187,17 +192,21 @@ def open_client(workers: int | None = None, scheduler: str | None = None):
             with client:
                 yield client
             return
-        with _deferred_interrupt():
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address=":0", silence_logs=logging.ERROR,
-                                   env={"NUMBA_NUM_THREADS": "1"}, preload=[_worker.__name__])
-            client = Client(cluster)
+        closing = []
         try:
+            with _deferred_interrupt():
+                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address=":0", silence_logs=logging.ERROR,
+                                       env={"NUMBA_NUM_THREADS": "1"}, preload=[_worker.__name__])
+                closing.append(cluster)
+                client = Client(cluster)
+                closing.insert(0, client)
             yield client
         finally:
-            with _deferred_interrupt(), contextlib.suppress(Exception):
-                client.close(timeout=10)
-                cluster.close(timeout=10)
+            with _deferred_interrupt():
+                for thing in closing:
+                    with contextlib.suppress(Exception):
+                        thing.close(timeout=10)
     finally:
         quiet.setLevel(level)
 
@@ -261,6 +270,7 @@ def run_sweep(sweep: Sweep, out, *, workers: int | None = None, scheduler: str |
         progress(0, len(todo), 0)
     if not todo:
         outcome.seconds = time.perf_counter() - started
+        outcome.files = [str(store.path)] if store.path.exists() else []
         return outcome
     pending: list[dict] = []
     last = time.monotonic()

@@ -37,7 +37,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...engine import PROTOCOLS, make_loads, make_protocol
+from ...engine import DEFAULT_MAX_STEPS, PROTOCOLS, make_loads, make_protocol
 from ...errors import TokendistError
 from ...graphs import make_graph
 
@@ -46,7 +46,6 @@ __all__ = ["Sweep", "Task", "load_sweep", "sweep_from_dict", "SWEEP_KEYS", "leve
 SWEEP_KEYS = {"name", "description", "graphs", "inits", "algos", "seeds", "max_steps", "levels",
               "until_discrepancy", "allow_infeasible"}
 DEFAULT_LEVELS = (10, 2, 1)
-DEFAULT_MAX_STEPS = 10_000
 
 
 def level_name(level) -> str:
@@ -197,7 +196,36 @@ def _param_axes(origin, algo, table) -> list[dict]:
 
 
 def sweep_from_dict(data: dict, origin: str = "sweep") -> Sweep:
-    """Validate a parsed sweep file and expand it into its tasks (see the module docstring)."""
+    """Validate a parsed sweep file and expand it into its tasks (see the module docstring).
+
+    Parameters
+    ----------
+    data : dict
+        The parsed TOML: a ``sweep`` table and optional ``params.ALGO`` tables.
+    origin : str
+        Where it came from, for the error messages.
+
+    Returns
+    -------
+    Sweep
+        The settings and every combination of the axes as a :class:`Task`.
+
+    Raises
+    ------
+    TokendistError
+        A one-line message naming the first bad key and its value.
+
+    Examples
+    --------
+    >>> s = sweep_from_dict({"sweep": {"name": "demo", "graphs": ["ring:8"], "inits": ["point:80"],
+    ...                                "algos": ["sos"], "seeds": 2}, "params": {"sos": {"beta": [0, 1.5]}}})
+    >>> len(s.tasks), s.tasks[-1].variant, s.tasks[-1].seed
+    (4, 'sos beta=1.5', 1)
+    >>> sweep_from_dict({"sweep": {"graphs": ["ring:8"], "inits": ["point:80"], "algos": ["nope"]}})
+    Traceback (most recent call last):
+    ...
+    tokendist.errors.TokendistError: sweep: sweep.algos[0] = 'nope': unknown algorithm (see 'tokendist algos')
+    """
     if not isinstance(data.get("sweep"), dict):
         raise TokendistError(f"{origin}: missing [sweep] table")
     extra = set(data) - {"sweep", "params"}
@@ -232,6 +260,8 @@ def sweep_from_dict(data: dict, origin: str = "sweep") -> Sweep:
     if not isinstance(allow, bool):
         raise TokendistError(f"{origin}: sweep.allow_infeasible = {allow!r}: expected true or false")
     description = s.get("description", "")
+    if not isinstance(description, str):
+        raise TokendistError(f"{origin}: sweep.description = {description!r}: expected a string")
 
     for i, a in enumerate(algos):
         if a not in PROTOCOLS:
