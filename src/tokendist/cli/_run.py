@@ -9,6 +9,8 @@ import numpy as np
 
 from ..engine import PROTOCOLS, make_protocol, simulate
 from ..engine._simulate import DEFAULT_MAX_STEPS
+from ..engine.mpi import PARTITIONS, mpi_world
+from ..errors import TokendistError
 from ._app import Command, command
 from ._common import add_run_arguments, check_outputs, dynamics_from_args
 from ._output import fmt, parse_key_values, print_json, progress_bar, table
@@ -44,18 +46,39 @@ class RunCommand(Command):
                        help="protocol parameter (repeatable)")
         p.add_argument("--save-loads", type=Path, default=None, help="write the final loads, one per line")
         p.add_argument("--out", type=Path, default=None, help="folder for trace.csv, summary.json and run.png")
+        p.add_argument("--backend", choices=("local", "mpi"), default="local",
+                       help="local: this process; mpi: the graph partitioned over the ranks of 'mpiexec -n K' "
+                            "(same results; rank 0 prints and writes)")
+        p.add_argument("--partition", choices=PARTITIONS, default="contiguous",
+                       help="with --backend mpi: contiguous node ranges (default) or metis")
 
     def run(self, args):
+        if args.backend != "mpi":
+            if args.partition != "contiguous":
+                raise TokendistError("--partition needs --backend mpi")
+            return self._run(args, root=True)
+        root = mpi_world().Get_rank() == 0
+        try:
+            return self._run(args, root=root)
+        except TokendistError:
+            if root:
+                raise
+            return 2  # every rank meets the same error; rank 0 alone says it
+
+    def _run(self, args, root):
         max_steps = args.max_steps if args.max_steps is not None else DEFAULT_MAX_STEPS
-        check_outputs(args.out, args.save_loads)
+        if root:
+            check_outputs(args.out, args.save_loads)
         protocol = make_protocol(args.algo, parse_key_values(args.param))
-        with progress_bar(f"{args.algo} on {args.graph}", max_steps, enabled=not args.json) as update:
+        with progress_bar(f"{args.algo} on {args.graph}", max_steps, enabled=root and not args.json) as update:
             result = simulate(
                 args.graph, protocol, args.init, seed=args.seed,
                 max_steps=max_steps, until_discrepancy=args.until_discrepancy,
                 until_local_discrepancy=args.until_local_discrepancy, record_every=args.record_every,
                 allow_infeasible=args.allow_infeasible, check=args.check, dynamics=dynamics_from_args(args),
-                speeds=args.speeds, progress=update)
+                speeds=args.speeds, progress=update, backend=args.backend, partition=args.partition)
+        if not root:
+            return 0
         files = []
         if args.save_loads is not None:
             np.savetxt(args.save_loads, result.loads, fmt="%d" if result.loads.dtype.kind in "iu" else "%.17g")
@@ -77,6 +100,9 @@ class RunCommand(Command):
                 ["infeasible steps", result.infeasible_steps], ["seconds", round(result.seconds, 3)]]
         if result.cycle_length:
             rows.append(["cycle length", result.cycle_length])
+        if result.ranks is not None:
+            rows.append(["ranks", f"{result.ranks['count']} ({result.ranks['partition']}, edge cut "
+                                  f"{result.ranks['edge_cut']:,})"])
         choice = getattr(protocol, "kernel_choice", None)  # threads=auto: which kernel ran (same results)
         if choice is not None and sum(choice.calls):
             rows.append(["threads=auto", f"threaded kernel in {choice.calls[1]} of {sum(choice.calls)} steps"])
