@@ -54,8 +54,8 @@ def partition(graph, k: int, method: str = "contiguous") -> np.ndarray:
         raise TokendistError("--partition metis needs pymetis (pip install 'tokendist[mpi]')") from None
     if graph.m == 0:
         return partition(graph, k, "contiguous")
-    _, membership = pymetis.part_graph(k, xadj=np.asarray(graph.indptr, dtype=np.int64),
-                                       adjncy=np.asarray(graph.indices, dtype=np.int64))
+    adjacency = pymetis.CSRAdjacency(np.asarray(graph.indptr, dtype=np.int64), np.asarray(graph.indices, dtype=np.int64))
+    _, membership = pymetis.part_graph(k, adjacency)
     owner = np.asarray(membership, dtype=np.int32)
     return owner
 

@@ -204,6 +204,14 @@ def run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None
         return False
 
     cycles = detect_cycles and not protocol.randomized and graph.n <= _CYCLE_DETECTION_MAX_N
+    state = 0  # the step after which the current loads are (0: the initial loads)
+    cache = [-1, None]  # (state, the loads gathered on rank 0): a record and the next cycle check share one
+
+    def gathered(at):
+        if cache[0] != at:
+            cache[:] = [at, gather(local)]
+        return cache[1]
+
     seen: dict[bytes, tuple[int, float]] = {}
     record(0, initial_loads)
     history = [initial_loads.copy()] if keep_loads_every and root else None
@@ -211,14 +219,12 @@ def run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None
     step_seconds = 0.0
     bytes_before = part.bytes_exchanged
     steps_run = 0
-    if root and (until_discrepancy is not None or until_local_discrepancy is not None):
-        pass
     if reached(local):
         stop_reason = "target-reached"
     else:
         for t in range(max_steps):
             if cycles and t % protocol.period == 0:
-                full = gather(local)
+                full = gathered(t)
                 verdict = np.zeros(2, dtype=np.int64)  # (0 go on | 1 fixed point | 2 cycle | 3 rounding cycle, length)
                 if root:
                     key = hashlib.blake2b(full.tobytes() + protocol.state_key(), digest_size=16).digest()
@@ -241,12 +247,12 @@ def run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None
             mine_new = new[own]
             if protocol.divisible:
                 moved = _ordered_sum(comm, gather, sent)
-                held = part.allreduce(float(mine_new.sum()), "sum")
+                held, bad_ranks = part.allreduce_array(np.array([mine_new.sum(), float(bad.size > 0)]), "sum")
             else:
-                held, moved = (int(x) for x in part.allreduce_array(
-                    np.array([mine_new.sum(), sent[own].sum()], dtype=np.int64), "sum"))
-            first_bad = int(part.allreduce(first_bad, "min"))
-            if first_bad < graph.n:
+                held, moved, bad_ranks = (int(x) for x in part.allreduce_array(
+                    np.array([mine_new.sum(), sent[own].sum(), bad.size > 0], dtype=np.int64), "sum"))
+            if bad_ranks:
+                first_bad = int(part.allreduce(first_bad, "min"))
                 if not allow_infeasible:
                     src = int(owner[first_bad])
                     pair = np.zeros(2, dtype=local.dtype)
@@ -261,6 +267,7 @@ def run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None
                                         f"{total} tokens became {held}")
             local = np.ascontiguousarray(new)
             part.exchange(local)
+            state = t + 1  # the loads now held are those after step t
             step_seconds += time.perf_counter() - tick
             steps_run += 1
             moved_total += moved
@@ -274,11 +281,11 @@ def run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None
             elif done:
                 stop_reason = "target-reached"
             if keep_loads_every and step_no % keep_loads_every == 0:
-                full = gather(local)
+                full = gathered(step_no)
                 if root:
-                    history.append(full)
+                    history.append(full.copy())
             if step_no % record_every == 0 or done or step_no == max_steps:
-                record(step_no, gather(local))
+                record(step_no, gathered(step_no))
             if progress is not None and root and (step_no & 63) == 0:
                 progress(step_no, max_steps)
             if done:
@@ -290,7 +297,7 @@ def run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None
             stop_reason = "stable"
     if progress is not None and root:
         progress(t, max_steps)
-    final = gather(local)
+    final = gathered(state)
     exchanged = part.allreduce(part.bytes_exchanged - bytes_before, "sum")
     step_seconds = part.allreduce(step_seconds, "max")
     for name in getattr(protocol, "partitioned_edge_sums", ()):
