@@ -26,7 +26,7 @@ from ..engine import MessageExecutor, Param, Protocol, Step, register_protocol
 from ..errors import TokendistError
 from ..graphs._model import unsigned_view
 from ..graphs._stencil import lower_edge_runs
-from ._local_balancing_kernels import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, ds_step_indexed,
+from ._local_balancing_kernels import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, ds_step_indexed, multi_port_rows,
                                        ds_step_nodes, ds_step_nodes_stencil, multi_port_step, multi_port_step_regular,
                                        multi_port_step_stencil, single_port_counter_step, single_port_geometric_step)
 from ._local_balancing_stencil import single_port_stencil_step
@@ -165,8 +165,11 @@ class MultiPort(Protocol):
         Only the owned entries are meaningful (a ghost misses the edges at its other ranks).
         """
         g = part.graph
-        flows = multi_port_flows(g, loads, self.threshold)
-        new, outflow = _flows_and_outflow(g, loads, flows)
+        if self.options["kernel"] == "numpy":
+            new, outflow = _flows_and_outflow(g, loads, multi_port_flows(g, loads, self.threshold))
+        else:
+            new, outflow = np.empty_like(loads), np.zeros(g.n, dtype=np.int64)
+            multi_port_rows(g.indptr, g.indices, part.owned, loads, self.threshold, new, outflow)
         return Step(new, messages=2 * part.global_graph.m, outflow=outflow)
 
     def partitioned_is_stable(self, part, loads):

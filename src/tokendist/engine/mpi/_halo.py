@@ -34,7 +34,8 @@ class LocalPart:
     edges : ndarray of int64
         Global id of each local edge (increasing).
     owned : ndarray of int64
-        Local ids of the owned nodes (increasing); ``owned_global`` their global ids.
+        Local ids of the owned nodes (increasing); ``owned_global`` their global ids;
+        ``owned_sel`` the same selection as a slice when they are consecutive.
     edge_owned : ndarray of bool
         The local edges this rank counts as its own (those whose lower end ``u`` it owns): every
         global edge is counted by exactly one rank.
@@ -60,12 +61,21 @@ class LocalPart:
         self.edges = np.flatnonzero(mine_u | mine_v).astype(np.int64)
         self.owned_global = np.flatnonzero(owner == rank).astype(np.int64)
         eu, ev = gu[self.edges].astype(np.int64), gv[self.edges].astype(np.int64)
-        self.nodes = np.unique(np.concatenate([self.owned_global, eu, ev]))
+        present = np.zeros(graph.n, dtype=bool)  # O(n) flags rather than a sort or hash of 2 m ids
+        present[self.owned_global] = True
+        present[eu] = True
+        present[ev] = True
+        self.nodes = np.flatnonzero(present).astype(np.int64)
         lu = np.searchsorted(self.nodes, eu)
         lv = np.searchsorted(self.nodes, ev)
         # A monotone relabelling keeps u < v and the (u, v) order: the trusted constructor applies.
         self.graph = Graph(self.nodes.size, lu, lv, spec=f"{graph.spec} (rank {rank})", base_edges=self.edges)
         self.owned = np.searchsorted(self.nodes, self.owned_global)
+        # A slice when the owned nodes are consecutive local ids (contiguous ranges on a torus or
+        # hypercube): reading them is then a view, not a gather of n / K values per use.
+        first = int(self.owned[0]) if self.owned.size else 0
+        consecutive = self.owned.size == 0 or int(self.owned[-1]) - first + 1 == self.owned.size
+        self.owned_sel = slice(first, first + self.owned.size) if consecutive else self.owned
         self.is_owned = np.zeros(self.nodes.size, dtype=bool)
         self.is_owned[self.owned] = True
         self.edge_owned = mine_u[self.edges]
