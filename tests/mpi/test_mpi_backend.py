@@ -130,7 +130,7 @@ def test_missing_mpi4py_is_one_line_and_exit_2(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- under mpiexec
 @needs_mpi
-@pytest.mark.parametrize("k,max_steps", [(2, 30), (3, 15)])
+@pytest.mark.parametrize("k,max_steps", [(2, 20), (3, 12)])
 def test_every_partitioned_protocol_matches_single_process(k, max_steps, tmp_path):
     """Both partitions, one launch: every protocol on the torus, hypercube, random regular graph, tree."""
     cases = cases_for(GRAPHS, PARTITIONED_PROTOCOLS, max_steps=max_steps)

@@ -94,6 +94,13 @@ class _Gather:
         comm.Gatherv(np.ascontiguousarray(part.owned_global), [ids, (counts, self.displs)] if ids is not None else None,
                      root=0)
         self.order = ids
+        # Each rank one range of ids, in rank order: running sums can go from rank to rank.
+        own = part.owned_global
+        one_range = bool(own.size == 0 or own[-1] - own[0] + 1 == own.size)
+        starts = comm.allgather(int(own[0]) if own.size else -1)
+        chained = comm.allreduce(one_range) == comm.Get_size()
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        self.chained = bool(chained and all(s == -1 or s == o for s, o in zip(starts, offsets)))
 
     def __call__(self, local: np.ndarray):
         """The whole array on rank 0 (None on the others); collective."""
@@ -349,10 +356,24 @@ def _ordered_sum(comm, gather, values) -> float:
 
     The order in which the serial kernels add the per-node outflows of a real-valued scheme:
     the load moved is then the single-process figure bit for bit (numpy's cumulative sum adds
-    strictly left to right).
+    strictly left to right). When every rank owns one range of node ids, in rank order (the
+    contiguous partition), the running sum is passed from rank to rank (K - 1 messages of one
+    number); otherwise the values are gathered on rank 0 (n numbers).
     """
-    full = gather(values)
+    part = gather.part
     out = np.zeros(1)
+    if gather.chained:
+        rank, size = part.rank, part.size
+        if rank > 0:
+            comm.Recv(out, source=rank - 1, tag=7)
+        mine = values[part.owned_sel]
+        if mine.size:
+            out[0] = np.cumsum(np.concatenate([out, mine]))[-1]
+        if rank < size - 1:
+            comm.Send(out, dest=rank + 1, tag=7)
+        comm.Bcast(out, root=size - 1)
+        return float(out[0])
+    full = gather(values)
     if full is not None and full.size:
         out[0] = np.cumsum(full)[-1]
     comm.Bcast(out, root=0)
