@@ -9,6 +9,8 @@ import numpy as np
 
 from ..engine import PROTOCOLS, make_protocol, simulate
 from ..engine._injection import INJECT_SPEC_HELP, parse_injection
+from ..engine.mpi import PARTITIONS, mpi_world
+from ..errors import TokendistError
 from ..experiments.defaults import DEFAULT_MAX_STEPS
 from ._app import Command, command
 from ._common import add_run_arguments, check_outputs, dynamics_from_args
@@ -59,19 +61,41 @@ class RunCommand(Command):
                             + " (see docs/guide/dynamic-load.md)")
         p.add_argument("--save-loads", type=Path, default=None, help="write the final loads, one per line")
         p.add_argument("--out", type=Path, default=None, help="folder for trace.csv, summary.json and run.png")
+        p.add_argument("--backend", choices=("local", "mpi"), default="local",
+                       help="local: this process; mpi: the graph partitioned over the ranks of 'mpiexec -n K' "
+                            "(same results; rank 0 prints and writes)")
+        p.add_argument("--partition", choices=PARTITIONS, default="contiguous",
+                       help="with --backend mpi: contiguous node ranges (default) or metis")
 
     def run(self, args):
+        if args.backend != "mpi":
+            if args.partition != "contiguous":
+                raise TokendistError("--partition needs --backend mpi")
+            return self._run(args, root=True)
+        root = mpi_world().Get_rank() == 0
+        try:
+            return self._run(args, root=root)
+        except TokendistError:
+            if root:
+                raise
+            return 2  # every rank meets the same error; rank 0 alone says it
+
+    def _run(self, args, root):
         max_steps = args.max_steps if args.max_steps is not None else DEFAULT_MAX_STEPS
-        check_outputs(args.out, args.save_loads)
+        if root:
+            check_outputs(args.out, args.save_loads)
         protocol = make_protocol(args.algo, parse_key_values(args.param))
         injection = parse_injection(args.inject) if args.inject is not None else None
-        with progress_bar(f"{args.algo} on {args.graph}", max_steps, enabled=not args.json) as update:
+        with progress_bar(f"{args.algo} on {args.graph}", max_steps, enabled=root and not args.json) as update:
             result = simulate(
                 args.graph, protocol, args.init, seed=args.seed,
                 max_steps=max_steps, until_discrepancy=args.until_discrepancy,
                 until_local_discrepancy=args.until_local_discrepancy, record_every=args.record_every,
                 allow_infeasible=args.allow_infeasible, check=args.check, dynamics=dynamics_from_args(args),
-                speeds=args.speeds, injection=injection, progress=update)
+                speeds=args.speeds, injection=injection, progress=update, backend=args.backend,
+                partition=args.partition)
+        if not root:
+            return 0
         files = []
         if args.save_loads is not None:
             np.savetxt(args.save_loads, result.loads, fmt="%d" if result.loads.dtype.kind in "iu" else "%.17g")
@@ -96,6 +120,9 @@ class RunCommand(Command):
             rows.append(["cycle length", result.cycle_length])
         for variant, count in result.variants.items():  # which kernel ran (tokendist.kernels._report)
             rows.append(["variant", f"{variant}: {count} steps"])
+        if result.ranks is not None:
+            rows.append(["ranks", f"{result.ranks['count']} ({result.ranks['partition']}, edge cut "
+                                  f"{result.ranks['edge_cut']:,})"])
         if result.stream is not None:
             inj = result.stream["injection"]
             rows += [["injected", inj["injected"]], ["consumed", inj["consumed"]]]

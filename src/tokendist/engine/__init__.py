@@ -11,6 +11,7 @@ from ._simulate import DEFAULT_MAX_STEPS, RunResult, make_speeds, simulate
 from ._local import NodeView, run_node_rules
 from ._conformance import CONFORMANCE_GRAPHS, ConformanceCheck, check_protocol
 from . import _mobility, _injection  # noqa: F401  (register their models)
+from . import mpi  # noqa: F401  (registers simulate's backend="mpi"; mpi4py is imported only when used)
 from ._mobility import *  # noqa: F401,F403
 from ._injection import *  # noqa: F401,F403
 

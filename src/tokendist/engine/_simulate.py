@@ -37,7 +37,7 @@ from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy
 from ._protocol import Protocol
 from ._user import make_protocol
 
-__all__ = ["simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS", "TRACE_METRICS"]
+__all__ = ["simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS", "TRACE_METRICS", "BACKENDS", "register_backend"]
 
 DEFAULT_MAX_STEPS = 10_000
 #: Metrics recorded in the per-step trace.
@@ -46,6 +46,13 @@ TRACE_METRICS = ("discrepancy", "max", "min", "local_discrepancy", "l1_error", "
 # Cycle detection hashes the whole state at each period boundary; beyond this size the O(n) hash
 # would cost as much as the step itself, so large runs rely on is_stable and the stopping rules.
 _CYCLE_DETECTION_MAX_N = 200_000
+#: Executors other than this module's loop, by ``backend`` name (``mpi``: :mod:`tokendist.engine.mpi`).
+BACKENDS: dict[str, Callable] = {}
+
+
+def register_backend(name: str, run: Callable) -> None:
+    """Make ``simulate(..., backend=name)`` call ``run`` with simulate's arguments."""
+    BACKENDS[name] = run
 
 
 @dataclass
@@ -84,6 +91,8 @@ class RunResult:
     #: With an injection: what arrived and left (``injection``) and the stream's metrics
     #: (:func:`tokendist.engine._injection.stream_summary`: backlog, peak load, time-averaged discrepancy).
     stream: dict | None = None
+    #: Partitioned runs (``backend="mpi"``): ranks, partition, edge cut, halo bytes, time per step.
+    ranks: dict | None = None
 
     def steps_to(self, metric: str, level: float) -> int | None:
         """First recorded step at which ``metric <= level`` (None if never)."""
@@ -114,6 +123,7 @@ class RunResult:
             "report": self.report,
             "variants": self.variants,
             "seconds": round(self.seconds, 4),
+            **({} if self.ranks is None else {"ranks": self.ranks}),
         }
 
 
@@ -188,7 +198,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
              until_local_discrepancy: float | None = None, record_every: int = 1,
              allow_infeasible: bool = False, check: bool = False, dynamics=None, injection=None,
              speeds=None, progress: Callable[[int, int], None] | None = None,
-             detect_cycles: bool = True, keep_loads_every: int | None = None) -> RunResult:
+             detect_cycles: bool = True, keep_loads_every: int | None = None, backend: str = "local",
+             partition: str = "contiguous") -> RunResult:
     """Run one protocol on one graph from one initial distribution.
 
     Parameters
@@ -224,6 +235,11 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         ``progress(step, max_steps)`` called now and then.
     keep_loads_every : int, optional
         Keep a copy of the loads every k steps in ``RunResult.load_history`` (row 0: initial).
+    backend : str
+        ``local`` (this process) or ``mpi``: the graph partitioned over the ranks of
+        ``MPI.COMM_WORLD`` (call on every rank; see :mod:`tokendist.engine.mpi`). Same result.
+    partition : str
+        With ``backend="mpi"``: ``contiguous`` node ranges or ``metis``.
 
     Returns
     -------
@@ -235,6 +251,15 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     >>> r.tokens, round(r.final["discrepancy"], 6) < 1e-3  # real loads: the total is a float
     (80.0, True)
     """
+    if backend != "local":
+        if backend not in BACKENDS:
+            raise TokendistError(f"unknown backend {backend!r}; choose one of local, {', '.join(BACKENDS)}")
+        return BACKENDS[backend](graph, algo, init, seed=seed, params=params, max_steps=max_steps,
+                                 until_discrepancy=until_discrepancy, until_local_discrepancy=until_local_discrepancy,
+                                 record_every=record_every, allow_infeasible=allow_infeasible, check=check,
+                                 dynamics=dynamics, injection=injection, speeds=speeds, progress=progress,
+                                 detect_cycles=detect_cycles, keep_loads_every=keep_loads_every,
+                                 partition_method=partition)
     started = time.perf_counter()
     graph = make_graph(graph, seed=seed)
     if speeds is not None:

@@ -313,6 +313,37 @@ class Diffusion(_DiffusionBase):
     def is_stable(self, graph, loads):
         return bool(np.ptp(loads) <= 1e-12 * max(1.0, float(np.abs(loads).max())))
 
+    # Partitioned form (tokendist.engine.mpi): the serial kernel's general (CSR) path on one
+    # rank's local graph. An owned node's row lists the same neighbours in the same order with the
+    # same P_ij as the whole graph's row (local ids follow global ids), so the kernel adds the same
+    # floats in the same order: the owned loads and outflows are the single-process ones, bit for bit.
+    def partitioned_refusal(self) -> str | None:
+        if self.options["kernel"] != "numba":
+            return "kernel=numpy sums the load moved in another order; use kernel=numba (the default)"
+        return None
+
+    def partitioned_setup(self, part):
+        """Per-slot ``P_ij`` and per-node ``P_ii`` of the local graph (scalars stay scalars)."""
+        g = part.graph
+        coef = self._coef if self._coef.size == 1 else self.alpha[part.edges[g.csr_edges]]
+        diag = self._diag if self._diag.size == 1 else self._diag[part.nodes]
+        self._part_args = (np.ascontiguousarray(coef, dtype=np.float64), np.ascontiguousarray(diag, dtype=np.float64))
+
+    def partitioned_step(self, t, part, loads):
+        """One step on a rank's local graph; the owned entries of the result are the kernel's."""
+        g = part.graph
+        coef, diag = self._part_args
+        new, outflow = np.empty(g.n), np.empty(g.n)
+        diffuse_step(g.indptr, unsigned_view(g.indices), coef, diag, np.ascontiguousarray(loads, dtype=np.float64),
+                     0, new, outflow)
+        return Step(new, messages=2 * part.global_graph.m, outflow=outflow)
+
+    def partitioned_is_stable(self, part, loads):
+        own = loads[part.owned]
+        hi, lo, top = part.allreduce_array(np.array([own.max(initial=-np.inf), -own.min(initial=np.inf),
+                                                     np.abs(own).max(initial=0.0)]), "max")
+        return bool(hi - (-lo) <= 1e-12 * max(1.0, float(top)))
+
     # Per-node form: lines (3)-(7) of Figure 2.
     def publish(self, rnd, t, node, view):
         return view.load
@@ -511,6 +542,42 @@ class _RoundedDiffusion(_DiffusionBase):
 
     def report(self):
         return {**super().report(), "min_load": self.min_load, "negative_load_steps": int(self.negative_steps)}
+
+    # Partitioned form (tokendist.engine.mpi): the numpy rule per edge (rounded_flows) on one
+    # rank's local graph with the whole graph's P_ij and the coins of the global edge ids: integer
+    # flows, so the owned loads and outflows are the kernel's exactly.
+    def partitioned_refusal(self) -> str | None:
+        if self.rounding == "oriented":
+            return ("the st-orientation is computed on the whole graph and, on a graph that is not biconnected, "
+                    "relays transfers over two hops")
+        return None
+
+    def _partitioned_flows(self, t, part, loads):
+        g = part.graph
+        coins = counter_uniform(self._key, t, part.edges) if self.rounding == "random" else None
+        flows = rounded_flows(g.u, g.v, self.alpha[part.edges], loads, self.rounding, coins=coins,
+                              coin=self.options.get("coin", "pij"))
+        pos, neg = np.maximum(flows, 0), np.maximum(-flows, 0)
+        outflow = (np.bincount(g.u, weights=pos, minlength=g.n) + np.bincount(g.v, weights=neg, minlength=g.n))
+        new = (loads - np.bincount(g.u, weights=flows, minlength=g.n).astype(np.int64)
+               + np.bincount(g.v, weights=flows, minlength=g.n).astype(np.int64))
+        return new, outflow.astype(np.int64)
+
+    def partitioned_step(self, t, part, loads):
+        """One step on a rank's local graph; the owned entries of the result are the kernel's."""
+        new, outflow = self._partitioned_flows(t, part, loads)
+        own = new[part.owned]
+        low = part.allreduce(int(own.min()) if own.size else np.iinfo(np.int64).max, "min")
+        self.min_load = min(self.min_load, low)
+        self.negative_steps += low < 0
+        return Step(new, messages=2 * part.global_graph.m * self.exchange_rounds, outflow=outflow)
+
+    def partitioned_is_stable(self, part, loads):
+        g = part.graph
+        if self.randomized:
+            return part.allreduce(g.m == 0 or bool(np.all(loads[g.u] == loads[g.v])), "and")
+        _, outflow = self._partitioned_flows(0, part, loads)
+        return part.allreduce(not np.any(outflow[part.owned]), "and")
 
     # Per-node form: broadcast the load (line (4)); send the rounded amount to each lighter neighbour.
     def publish(self, rnd, t, node, view):

@@ -249,6 +249,25 @@ class HeterogeneousDiffusion(Protocol):
         return {j: y for j, y in fos_node_flows(self, node, view).items() if y > 0}
 
 
+def _partitioned_refusal(protocol) -> str | None:
+    if not protocol._fast():
+        return "kernel=numpy sums the load moved in another order; use kernel=numba (the default)"
+    return None
+
+
+def _partitioned_coefs(protocol, part):
+    """``(mode, a0, inv, alpha, s)`` of a rank's local graph for the serial CSR kernels.
+
+    The whole graph's coefficients restricted to the local nodes and edges: ``inv`` per local
+    node, ``alpha`` per local edge (capacities), ``s`` the local nodes' scaled speeds.
+    """
+    mode, a0, inv, alpha = protocol._kernel_coefs(part.global_graph)
+    inv = inv[part.nodes] if inv.size else inv
+    alpha = np.ascontiguousarray(alpha[part.edges]) if alpha.size else alpha
+    s = np.ones(part.nodes.size) if protocol._unit else np.ascontiguousarray(protocol._s[part.nodes])
+    return mode, a0, np.ascontiguousarray(inv), alpha, s
+
+
 def _carry(prev_keys, prev_vals, graph):
     """Per-edge state of the previous step's graph mapped onto ``graph`` (0 on new edges).
 
@@ -317,6 +336,32 @@ class FOS(HeterogeneousDiffusion):
     def is_stable(self, graph, loads):
         return self._balanced(loads)
 
+    # Partitioned form (tokendist.engine.mpi): the serial CSR kernel on one rank's local graph
+    # with the whole graph's coefficients (c_ij = min(inv_i, inv_j), inv_i = 1/(c d_i) of the
+    # whole graph's degrees): an owned row adds the same floats in the same order as the
+    # single-process kernel, so the owned loads and outflows agree bit for bit.
+    def partitioned_refusal(self) -> str | None:
+        return _partitioned_refusal(self)
+
+    def partitioned_setup(self, part):
+        self._part_coefs = _partitioned_coefs(self, part)
+
+    def partitioned_step(self, t, part, loads):
+        """One step on a rank's local graph; the owned entries of the result are the kernel's."""
+        g = part.graph
+        loads = np.ascontiguousarray(loads, dtype=np.float64)
+        mode, a0, inv, alpha, s = self._part_coefs
+        out, outflow = np.empty(g.n), np.empty(g.n)
+        x = loads if self._unit else loads / s
+        fos_real_step(g.indptr, g.indices, g.csr_edges, mode, a0, inv, alpha, x, loads, out, outflow)
+        return Step(out, messages=2 * part.global_graph.m, outflow=outflow)
+
+    def partitioned_is_stable(self, part, loads):
+        x = (loads if self._unit else loads / self._part_coefs[4])[part.owned]
+        hi, lo, top = part.allreduce_array(np.array([x.max(initial=-np.inf), -x.min(initial=np.inf),
+                                                     np.abs(x).max(initial=0.0)]), "max")
+        return bool(hi - (-lo) <= 1e-12 * max(1.0, float(top)))
+
     def decide(self, t, node, view):
         return self._node_flows(node, view)
 
@@ -370,6 +415,31 @@ class FOSFloor(HeterogeneousDiffusion):
     def is_stable(self, graph, loads):
         alpha = self._alpha(graph)
         return bool(np.all(np.abs(fos_flows(graph, alpha, self._s, loads)) < 1.0))
+
+    # Partitioned form (tokendist.engine.mpi): as FOS.partitioned_step, with the floor kernel
+    # (integer flows: the owned loads and outflows are exact).
+    def partitioned_refusal(self) -> str | None:
+        return _partitioned_refusal(self)
+
+    def partitioned_setup(self, part):
+        self._part_coefs = _partitioned_coefs(self, part)
+
+    def partitioned_step(self, t, part, loads):
+        """One step on a rank's local graph; the owned entries of the result are the kernel's."""
+        g = part.graph
+        loads = np.ascontiguousarray(loads, dtype=np.int64)
+        mode, a0, inv, alpha, s = self._part_coefs
+        out, outflow = np.empty(g.n, np.int64), np.empty(g.n, np.int64)
+        x = loads if self._unit else loads / s
+        fos_floor_step(g.indptr, g.indices, g.csr_edges, mode, a0, inv, alpha, x, loads, out, outflow)
+        return Step(out, messages=2 * part.global_graph.m, outflow=outflow)
+
+    def partitioned_is_stable(self, part, loads):
+        g = part.graph
+        mode, a0, inv, alpha, s = self._part_coefs
+        whole = self._alpha(part.global_graph)[part.edges]
+        x = loads / s
+        return part.allreduce(bool(np.all(np.abs(whole * (x[g.u] - x[g.v])) < 1.0)), "and")
 
     def decide(self, t, node, view):
         return {j: int(np.floor(y)) for j, y in self._node_flows(node, view).items() if y >= 1.0}

@@ -26,7 +26,7 @@ from ...engine import MessageExecutor, Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from ...graphs._model import unsigned_view
 from ...graphs._stencil import lower_edge_runs
-from .kernels._serial import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, ds_step_indexed,
+from .kernels._serial import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, ds_step_indexed, multi_port_rows,
                                        ds_step_nodes, ds_step_nodes_stencil, multi_port_step, multi_port_step_regular,
                                        multi_port_step_stencil, single_port_counter_step, single_port_geometric_step)
 from .kernels._stencil import single_port_stencil_step
@@ -53,6 +53,14 @@ def multi_port_flows(graph, loads, threshold: int) -> np.ndarray:
 def _apply_flows(graph, loads, flows) -> np.ndarray:
     return (loads - np.bincount(graph.u, weights=flows, minlength=graph.n).astype(np.int64)
             + np.bincount(graph.v, weights=flows, minlength=graph.n).astype(np.int64))
+
+
+def _flows_and_outflow(graph, loads, flows):
+    """``(loads after flows, tokens each node sent)`` for signed integer per-edge ``flows``."""
+    pos, neg = np.maximum(flows, 0), np.maximum(-flows, 0)
+    outflow = (np.bincount(graph.u, weights=pos, minlength=graph.n)
+               + np.bincount(graph.v, weights=neg, minlength=graph.n)).astype(np.int64)
+    return _apply_flows(graph, loads, flows), outflow
 
 
 def _regular_degree(graph) -> int:
@@ -155,6 +163,25 @@ class MultiPort(Protocol):
 
     def report(self):
         return {"threshold": self.threshold}
+
+    # Partitioned form (tokendist.engine.mpi): the same per-edge rule on one rank's local graph
+    # (its nodes, their ghosts, the edges at its nodes); the threshold is the whole graph's 2d + 1.
+    def partitioned_step(self, t, part, loads):
+        """One step on ``part.graph`` (a rank's local graph): new loads and outflow per local node.
+
+        Only the owned entries are meaningful (a ghost misses the edges at its other ranks).
+        """
+        g = part.graph
+        if self.options["kernel"] == "numpy":
+            new, outflow = _flows_and_outflow(g, loads, multi_port_flows(g, loads, self.threshold))
+        else:
+            new, outflow = np.empty_like(loads), np.zeros(g.n, dtype=np.int64)
+            multi_port_rows(g.indptr, g.indices, part.owned, loads, self.threshold, new, outflow)
+        return Step(new, messages=2 * part.global_graph.m, outflow=outflow)
+
+    def partitioned_is_stable(self, part, loads):
+        g = part.graph
+        return part.allreduce(g.m == 0 or np.abs(loads[g.u] - loads[g.v]).max() < self.threshold, "and")
 
     # Per-node form: exchange loads with every neighbour, then send one token to each neighbour
     # at least 2d + 1 lighter.
@@ -410,6 +437,37 @@ class SinglePort(Protocol):
                             "observed_selection_rate_max": float(rate.max()),
                             "expected_selection_rate_mean": float(exact.mean())})
         return out
+
+    # Partitioned form (tokendist.engine.mpi): the coin of edge e is counter_uniform(key, t, e)
+    # with e the global edge id, so every rank flips the coins of its edges as the whole-graph
+    # kernel does; a node's candidate count needs all its edges, which its owner has: the counts
+    # of the ghosts come from their owners by a second halo exchange.
+    #: Per-edge arrays summed over the ranks at the end of a partitioned run (each rank counts its own edges).
+    partitioned_edge_sums = ("_selected",)
+
+    def partitioned_refusal(self) -> str | None:
+        if self.options["coins"] == "geometric":
+            return ("coins=geometric draws the gaps between candidates one after the other over the whole edge "
+                    "list; use coins=per-edge")
+        return None
+
+    def partitioned_step(self, t, part, loads):
+        """One step on a rank's local graph; the owned entries of the result are the kernel's."""
+        self._steps += 1
+        g = part.graph
+        cand = counter_uniform(self.key, t, part.edges) < self.p
+        count = (np.bincount(g.u[cand], minlength=g.n) + np.bincount(g.v[cand], minlength=g.n)).astype(np.int64)
+        part.exchange(count)
+        matched = cand & (count[g.u] == 1) & (count[g.v] == 1)
+        self._selected[part.edges[matched & part.edge_owned]] += 1
+        diff = loads[g.u] - loads[g.v]
+        s = (diff >= self.threshold).astype(np.int64) - (diff <= -self.threshold).astype(np.int64)
+        new, outflow = _flows_and_outflow(g, loads, np.where(matched, s, 0))
+        return Step(new, messages=4 * part.global_graph.m, outflow=outflow)
+
+    def partitioned_is_stable(self, part, loads):
+        g = part.graph
+        return part.allreduce(g.m == 0 or np.abs(loads[g.u] - loads[g.v]).max() < self.threshold, "and")
 
     def selection_counts(self) -> np.ndarray:
         """How often each edge was in the matching so far (for statistical tests)."""

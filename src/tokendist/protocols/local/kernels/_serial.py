@@ -61,7 +61,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["multi_port_step", "multi_port_step_regular", "multi_port_step_stencil", "single_port_counter_step",
+__all__ = ["multi_port_step", "multi_port_rows", "multi_port_step_regular", "multi_port_step_stencil", "single_port_counter_step",
            "single_port_geometric_step", "coin_bound", "ds_step", "ds_step_indexed", "ds_step_nodes",
            "ds_step_nodes_stencil", "INT32_MIN", "INT32_MAX", "BLOCK"]
 
@@ -77,6 +77,27 @@ BLOCK = 1024
 # ---------------------------------------------------------------------------------------------------
 # multi-port (Sec. 1.1, 3.2)
 # ---------------------------------------------------------------------------------------------------
+@numba.njit(cache=True, nogil=True)
+def multi_port_rows(indptr, indices, rows, loads, threshold, out, outflow):
+    """The multi-port step of the nodes ``rows`` only, each over its CSR row (the per-node rule).
+
+    ``out[i]`` and ``outflow[i]`` (tokens i sends) for every i in ``rows``; other entries are left
+    as they are. A partitioned run (``tokendist.engine.mpi``) passes a rank's owned nodes of its
+    local graph: their rows hold every edge at them, so the values are the whole-graph step's.
+    """
+    for r in range(rows.shape[0]):
+        i = rows[r]
+        wi = loads[i]
+        sent = 0
+        got = 0
+        for k in range(indptr[i], indptr[i + 1]):
+            diff = wi - loads[indices[k]]
+            sent += np.int64(diff >= threshold)
+            got += np.int64(diff <= -threshold)
+        out[i] = wi - sent + got
+        outflow[i] = sent
+
+
 @numba.njit(cache=True, nogil=True)
 def multi_port_step(eu, ev, loads, threshold, out):
     """One multi-port step; writes the new loads to ``out`` and returns the tokens moved.

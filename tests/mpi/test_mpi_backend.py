@@ -1,0 +1,204 @@
+"""The partitioned executor under real ``mpiexec`` against the single-process engine.
+
+Each test launches ``mpiexec -n K`` on a batch of runs (``mpi_cases.py``, or the CLI) and asserts
+that rank 0's results equal :func:`tokendist.simulate`'s without MPI: the same JSON (but wall time
+and ``ranks``), final loads and trace, for every partitioned protocol on a torus, a hypercube, a
+random regular graph and a tree, with contiguous and METIS partitions, K = 1 .. 4.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tokendist
+from tokendist.engine.mpi import PARTITIONED_PROTOCOLS, edge_cut, partition, partitioned_refusal
+from tokendist.engine import make_protocol
+from tokendist.errors import TokendistError
+from tokendist.graphs import make_graph
+
+HERE = Path(__file__).resolve().parent
+SRC = Path(tokendist.__file__).resolve().parent.parent
+GRAPHS = ("torus:6x5", "hypercube:5", "random-regular:30,3", "random-tree:30")
+KEYS = ("params", "max_steps", "until_discrepancy", "until_local_discrepancy", "record_every", "allow_infeasible")
+
+
+def _mpiexec() -> str | None:
+    beside = Path(sys.executable).parent / "mpiexec"
+    return str(beside) if beside.exists() else shutil.which("mpiexec")
+
+
+MPIEXEC = _mpiexec()
+needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec beside the Python interpreter or on PATH")
+
+
+def launch(k: int, args: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
+    """``mpiexec -n k python ARGS`` with this checkout on the path; returns the finished process."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([MPIEXEC, "-n", str(k), sys.executable, *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def run_cases(k: int, cases: list[dict], tmp_path) -> list[dict]:
+    """Rank 0's result line for each case of a batch run under ``mpiexec -n k``."""
+    path = tmp_path / f"cases-{k}.json"
+    path.write_text(json.dumps(cases))
+    done = launch(k, [str(HERE / "mpi_cases.py"), str(path)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == len(cases), done.stdout[-2000:] + done.stderr[-2000:]
+    return lines
+
+
+def single(case: dict):
+    kw = {key: case[key] for key in KEYS if key in case}
+    return tokendist.simulate(case["graph"], case["algo"], case["init"], seed=case["seed"], **kw)
+
+
+def assert_same(case: dict, got: dict) -> None:
+    """The partitioned result equals the single-process one in every field but seconds, ranks and variants."""
+    assert "error" not in got, got
+    r = single(case)
+    want = json.loads(json.dumps(r.to_json(), default=float))
+    assert got["ranks"]["count"] >= 1
+    for key in want:
+        if key not in ("seconds", "variants"):  # variants: the partitioned step, not a single-process kernel
+            assert got[key] == want[key], (case, key, got[key], want[key])
+    assert sum(got["variants"].values()) == got["steps"] and all(v.startswith("partitioned") for v in got["variants"])
+    assert got["loads"] == r.loads.tolist(), case
+    assert got["trace"] == {k: v.tolist() for k, v in r.trace.items()}, case
+    assert got["same_on_all_ranks"]
+
+
+def cases_for(graphs, algos, partitions=("contiguous", "metis"), max_steps=30, seed=5) -> list[dict]:
+    out = []
+    for method in partitions:
+        for spec in graphs:
+            for algo in algos:
+                case = {"graph": spec, "algo": algo, "init": "random:0..1000", "seed": seed, "partition": method,
+                        "max_steps": max_steps}
+                if algo in ("diffusion-ceil", "diffusion-random"):
+                    case["allow_infeasible"] = True  # the roundings up may overdraw (Sec. 4): recorded, not fatal
+                out.append(case)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- in-process
+def test_partitions_are_deterministic_and_cover_every_rank():
+    g = make_graph("random-regular:60,3", seed=1)
+    for method in ("contiguous", "metis"):
+        a, b = partition(g, 3, method), partition(g, 3, method)
+        assert np.array_equal(a, b)
+        assert set(a.tolist()) == {0, 1, 2}
+    # Contiguous ranges of a torus cut whole rows: 2 * (cut lines) * width edges.
+    t = make_graph("torus:8x8", seed=0)
+    assert edge_cut(t, partition(t, 2, "contiguous")) == 2 * 8
+    assert edge_cut(t, partition(t, 1, "metis")) == 0
+
+
+def test_every_unsupported_protocol_gives_one_line_reason():
+    for name, cls in tokendist.engine.PROTOCOLS.items():
+        why = partitioned_refusal(make_protocol(name))
+        if name in PARTITIONED_PROTOCOLS:
+            assert why is None, name
+        else:
+            assert why is not None and why.startswith(f"{name} cannot run partitioned yet: ") and "\n" not in why
+    assert "geometric" in partitioned_refusal(make_protocol("single-port", {"coins": "geometric"}))
+
+
+def test_dynamics_and_check_are_refused_in_one_line():
+    with pytest.raises(TokendistError, match="cannot run partitioned yet"):
+        tokendist.simulate("ring:8", "multi-port", "point:80", backend="mpi", check=True)
+
+
+def test_missing_mpi4py_is_one_line_and_exit_2(tmp_path):
+    code = ("import sys; sys.modules['mpi4py'] = None; from tokendist.cli import main; "
+            "sys.exit(main(['run', '--graph', 'ring:8', '--algo', 'multi-port', '--init', 'point:80', "
+            "'--backend', 'mpi']))")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "mpi4py" in lines[0], done.stderr
+
+
+# ---------------------------------------------------------------------------------------------- under mpiexec
+@needs_mpi
+@pytest.mark.parametrize("k,max_steps", [(2, 20), (3, 12)])
+def test_every_partitioned_protocol_matches_single_process(k, max_steps, tmp_path):
+    """Both partitions, one launch: every protocol on the torus, hypercube, random regular graph, tree."""
+    cases = cases_for(GRAPHS, PARTITIONED_PROTOCOLS, max_steps=max_steps)
+    for case, got in zip(cases, run_cases(k, cases, tmp_path)):
+        assert_same(case, got)
+
+
+@needs_mpi
+@pytest.mark.slow
+@pytest.mark.parametrize("k,max_steps", [(1, 30), (4, 12)])
+def test_every_partitioned_protocol_matches_for_one_and_four_ranks(k, max_steps, tmp_path):
+    cases = cases_for(GRAPHS, PARTITIONED_PROTOCOLS, max_steps=max_steps)
+    for case, got in zip(cases, run_cases(k, cases, tmp_path)):
+        assert_same(case, got)
+
+
+@needs_mpi
+def test_stopping_rules_and_errors_are_collective(tmp_path):
+    """Stops by target, stability and cycle at the single-process step; an overdraw stops every rank."""
+    cases = [
+        {"graph": "torus:8x8", "algo": "multi-port", "init": "random:0..1000", "seed": 5},  # stable
+        {"graph": "torus:8x8", "algo": "diffusion-floor", "init": "point:5000", "seed": 1, "until_discrepancy": 40},
+        {"graph": "torus:8x8", "algo": "single-port", "init": "random:0..100", "seed": 2,
+         "until_local_discrepancy": 6, "record_every": 7, "params": {"probability": "0.2"}},
+        {"graph": "torus:8x8", "algo": "diffusion-ceil", "init": "random:0..1000", "seed": 5,
+         "allow_infeasible": True},  # ends in a cycle of length 2 (Figure 4's oscillation)
+        {"graph": "hypercube:6", "algo": "fos", "init": "point:1000", "seed": 3, "until_discrepancy": 1e-3},
+        {"graph": "torus:8x8", "algo": "diffusion-ceil", "init": "random:0..3", "seed": 5},  # infeasible: error
+    ]
+    got = run_cases(3, cases, tmp_path)
+    for case, line in zip(cases[:-1], got[:-1]):
+        assert_same(case, line)
+    reasons = [line["stop_reason"] for line in got[:-1]]
+    assert {"stable", "target-reached", "cycle"} <= set(reasons)
+    with pytest.raises(TokendistError) as single_error:
+        single(cases[-1])
+    assert got[-1] == {"error": str(single_error.value)}
+
+
+@needs_mpi
+def test_cli_json_equal_but_wall_time_and_ranks_and_tokens_conserved(tmp_path):
+    args = ["-m", "tokendist.cli", "run", "--graph", "torus:12x12", "--algo", "multi-port", "--init",
+            "random:0..1000", "--seed", "5", "--max-steps", "40", "--json"]
+    done = launch(3, args + ["--backend", "mpi", "--partition", "metis", "--save-loads", str(tmp_path / "w.txt")])
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)  # rank 0 alone printed: one JSON document
+    plain = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=240,
+                           env={**os.environ, "PYTHONPATH": str(SRC)})
+    want = json.loads(plain.stdout)
+    ranks = got.pop("ranks")
+    got.pop("files")
+    assert ranks["count"] == 3 and ranks["partition"] == "metis"
+    assert ranks["halo_bytes"] > 0 and ranks["edge_cut"] > 0
+    got.pop("seconds"), want.pop("seconds")
+    assert list(got.pop("variants")) == ["partitioned, 3 ranks (metis)"]
+    want.pop("variants")
+    assert got == want
+    loads = np.loadtxt(tmp_path / "w.txt", dtype=np.int64)
+    assert loads.sum() == want["tokens"]  # the loads gathered from every rank hold every token
+
+
+@needs_mpi
+def test_cli_unsupported_protocol_is_one_line_from_rank_0():
+    done = launch(3, ["-m", "tokendist.cli", "run", "--graph", "torus:6x6", "--algo", "sos", "--init",
+                      "random:0..100", "--backend", "mpi"])
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert lines == ["error: sos cannot run partitioned yet: second-order diffusion keeps the previous step's flow "
+                     "on every edge, state not yet kept on both sides of a cut edge"], done.stderr
+    assert done.stdout == ""
