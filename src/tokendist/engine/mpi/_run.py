@@ -29,7 +29,7 @@ from ...errors import ConservationError, InfeasibleStepError, TokendistError
 from ...graphs import make_graph
 from .._initial import make_loads
 from .._metrics import discrepancy, measure
-from .._protocol import make_protocol
+from .._user import make_protocol
 from .._simulate import (_CYCLE_DETECTION_MAX_N, DEFAULT_MAX_STEPS, TRACE_METRICS, RunResult, _check_count, _plain,
                          make_speeds, register_backend)
 from ._halo import LocalPart
