@@ -52,7 +52,8 @@ from ._heterogeneous_parallel import (AUTO_THREADS_PARAM, SOS_BLOCK, THREADS_PAR
 from ._measured_choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_allowed, auto_threads_param
 from ._heterogeneous_stencil_parallel import STENCIL_CHUNKS_PER_THREAD, sos_iou_stencil_par, stencil_chunks
 from ._heterogeneous_sos_cube_parallel import cube_chunk_bits, sos_iou_cube_par
-from ._heterogeneous_node import fos_node_flows, node_publish, sos_iou_node_sends, sos_node_flows
+from ._heterogeneous_node import fos_node_flows, node_publish, shadow_publish, sos_iou_node_sends, sos_node_flows
+from ._heterogeneous_sos_readings import IDEAL_READINGS, fold_dropped_ious
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
 
@@ -584,12 +585,22 @@ class SOSIOU(_SecondOrder):
     params = tuple(AUTO_THREADS_PARAM if p is THREADS_PARAM else p for p in _SecondOrder.params) + (
         Param("overdraw", str, "iou", "iou: pay at most the tokens held, owe the rest; allow: pay in full",
               ("iou", "allow")),
+        Param("ideal", str, "shadow", "which idealised SOS process the IOUs track (docs/guide/sos-iou-readings.md): "
+              "shadow (real-valued SOS on its own divisible loads, run alongside: the paper's text), sent "
+              "(momentum on the flow actually sent: eq. (5) of Theorem 1's proof) or driven (momentum on the "
+              "previous ideal flow, driven by the integer loads: the reading before issue 28)", IDEAL_READINGS),
     )
 
     def reset(self, graph, loads, rng):
         super().reset(graph, loads, rng)
         self._iou = None
         self._exc_bits = None
+        #: ideal=shadow: the idealised real-valued SOS process's own loads w' (w'^0 = w^0).
+        self._shadow = np.array(loads, dtype=np.float64) if self.options["ideal"] == "shadow" else None
+        self._ref_graph = None  # the reference path's previous graph (ideal=shadow folds its dropped IOUs)
+        self.iou_returned = 0.0
+        #: Which variant ran the last step (``kernel=numba`` with ideal=sent runs the numpy reference).
+        self.path = None
         self.events = 0
         self.event_steps = 0
         self.iou_series: list[float] = []
@@ -669,7 +680,8 @@ class SOSIOU(_SecondOrder):
             self._chunks_graph, self._chunks_val = graph, val
         return self._chunks_val
 
-    def _fast_step(self, graph, loads):
+    def _fast_step(self, graph, loads, x=None):
+        """One step on the numba kernels; ``x`` replaces ``w / s`` in the flows (ideal=shadow: ``w' / s``)."""
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         mode, a0, inv, alpha = self._kernel_coefs(graph)
         out = np.zeros(graph.n, np.int64)  # zeros: the kernel adds load corrections into it
@@ -697,7 +709,7 @@ class SOSIOU(_SecondOrder):
         threads = self.options["threads"]
         chunks = self._stencil_chunks(graph, mode, threads) if use_threads(self.name, threads) else None
         tail = (self.beta, first, self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou",
-                self._x(loads), loads, yhat, iou, out, outflow)
+                self._x(loads) if x is None else x, loads, yhat, iou, out, outflow)
         if d is not None:  # same results bit for bit, the state by dimension
             res = self._cube_step(graph, d, a0, tail)
         elif chunks is not None:  # threads=k on a torus or ring: same results bit for bit
@@ -739,9 +751,28 @@ class SOSIOU(_SecondOrder):
         return self._race(graph, serial, threaded)
 
     def step(self, t, graph, loads):
-        if self._fast():
-            return self._fast_step(graph, loads)
-        yhat = self._sos_flow(graph, loads)
+        ideal = self.options["ideal"]
+        if self._fast() and ideal != "sent":
+            self.path = "numba"
+            if ideal == "driven":
+                return self._fast_step(graph, loads)
+            # The kernels of reading driven, fed the shadow's x' = w' / s instead of w / s: their
+            # yhat is then the shadow's own SOS flow (same expression, same bits as the reference).
+            if self._state_graph is not None and graph is not self._state_graph:
+                self.iou_returned += fold_dropped_ious(self._shadow, self._state_graph, self._iou, graph)
+            x = self._shadow if self._unit else self._shadow / self._s
+            step = self._fast_step(graph, loads, x=np.ascontiguousarray(x))
+            y = self._prev if self._prev.ndim == 1 else flows_from_cube(graph, self._prev)
+            self._shadow = apply_flows(graph, self._shadow, y)
+            return step
+        # The numpy reference; with kernel=numba only for ideal=sent, which has no kernel (reported).
+        self.path = "numpy" if not self._fast() else "numpy (ideal=sent has no numba kernel)"
+        if ideal == "shadow":
+            if self._ref_graph is not None:
+                self.iou_returned += fold_dropped_ious(self._shadow, self._ref_graph, self._iou, graph)
+            yhat = self._sos_flow(graph, self._shadow)
+        else:  # driven and sent: the flow from the integer loads; _prev holds the momentum term
+            yhat = self._sos_flow(graph, loads)
         iou, dropped = _carry(self._keys, self._iou, graph)
         self.dropped += dropped
         owed = yhat + iou
@@ -761,8 +792,12 @@ class SOSIOU(_SecondOrder):
                 send = np.where(pays, np.sign(send) * prop, send)
         new_iou = owed - send
         self._keys = graph.edge_keys
-        self._prev = yhat
+        self._ref_graph = graph
+        # ideal=sent: next step's momentum is the flow actually sent (eq. (5) on the real loads).
+        self._prev = send.astype(np.float64) if ideal == "sent" else yhat
         self._iou = new_iou
+        if ideal == "shadow":
+            self._shadow = apply_flows(graph, self._shadow, yhat)
         units = float(np.floor(np.abs(new_iou)).sum())
         self.iou_series.append(units)
         if new_iou.size:
@@ -771,18 +806,26 @@ class SOSIOU(_SecondOrder):
         return Step(apply_flows(graph, loads, send), moved=int(np.abs(send).sum()), messages=2 * graph.m,
                     flows=send, info={"iou_units": units})
 
+    def publish(self, rnd, t, node, view):
+        if self.options["ideal"] == "shadow":
+            return shadow_publish(self, node, view)
+        return node_publish(self, node, view)
+
     def decide(self, t, node, view):
         return sos_iou_node_sends(self, node, view)
 
     def state_key(self):
         if self._prev is None:
             return b""
-        return np.ascontiguousarray(self._prev).tobytes() + np.ascontiguousarray(self._iou).tobytes()
+        key = np.ascontiguousarray(self._prev).tobytes() + np.ascontiguousarray(self._iou).tobytes()
+        return key if self._shadow is None else key + self._shadow.tobytes()
 
     def report(self):
         iou = np.zeros(0) if self._iou is None else self._iou
         return {"beta": self.beta, **({} if self.spectrum is None else {"gamma": self.spectrum["gamma"],
                                                                 "gamma_method": self.spectrum.get("method", "dense")}),
+                "ideal": self.options["ideal"], "path": self.path,
+                **({} if self._shadow is None else {"iou_returned_with_edges": self.iou_returned}),
                 "iou_total": float(np.abs(iou).sum()), "iou_units": float(np.floor(np.abs(iou)).sum()),
                 "iou_max_ever": self.iou_max, "negative_load_events": self.events,
                 "steps_with_negative_load_events": self.event_steps,
