@@ -824,7 +824,9 @@ class SOSIOU(_SecondOrder):
         iou = np.zeros(0) if self._iou is None else self._iou
         return {"beta": self.beta, **({} if self.spectrum is None else {"gamma": self.spectrum["gamma"],
                                                                 "gamma_method": self.spectrum.get("method", "dense")}),
-                "ideal": self.options["ideal"], "path": self.path,
+                "ideal": self.options["ideal"],
+                # Said only when the variant asked for does not exist for the reading (kernel=numba, ideal=sent).
+                **({"kernel_fallback": self.path} if self._fast() and self.path and self.path != "numba" else {}),
                 **({} if self._shadow is None else {"iou_returned_with_edges": self.iou_returned}),
                 "iou_total": float(np.abs(iou).sum()), "iou_units": float(np.floor(np.abs(iou)).sum()),
                 "iou_max_ever": self.iou_max, "negative_load_events": self.events,
