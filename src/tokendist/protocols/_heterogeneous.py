@@ -8,7 +8,8 @@ Registered protocols:
   ``w^k = beta M w^{k-1} + (1 - beta) w^{k-2}``, ``beta = 2 / (1 + sqrt(1 - gamma^2))`` (Lemma 1).
 * ``fos-floor`` -- integer FOS of [22] as Section 1 and 4 describe it: every edge carries the integer
   part of its FOS flow, rounded towards zero (``floor`` of the flow's size, in the flow's direction).
-* ``sos-iou`` -- integer SOS with an "I owe you" account per edge (Sec. 3, [22]).
+* ``sos-iou`` -- integer SOS with an "I owe you" account per edge (Sec. 3, [22]); ``ideal`` chooses
+  the idealised process the IOUs track (:mod:`._heterogeneous_sos_readings`).
 * ``random-walk`` -- the randomized two-phase algorithm of Section 3
   (:mod:`tokendist.protocols._heterogeneous_random_walk`).
 
@@ -53,7 +54,7 @@ from ._measured_choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads
 from ._heterogeneous_stencil_parallel import STENCIL_CHUNKS_PER_THREAD, sos_iou_stencil_par, stencil_chunks
 from ._heterogeneous_sos_cube_parallel import cube_chunk_bits, sos_iou_cube_par
 from ._heterogeneous_node import fos_node_flows, node_publish, shadow_publish, sos_iou_node_sends, sos_node_flows
-from ._heterogeneous_sos_readings import IDEAL_READINGS, fold_dropped_ious
+from ._heterogeneous_sos_readings import IDEAL_READINGS, fold_dropped_ious, shadow_update
 from ._heterogeneous_matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
 
@@ -557,22 +558,33 @@ class SOS(_SecondOrder):
 class SOSIOU(_SecondOrder):
     """Integer SOS with an "I owe you" (IOU) account per edge (Sec. 3, Theorem 1; [22]).
 
-    Per edge e and step k: the idealised SOS flow ``yhat_e^k = beta c_e (w_u/s_u - w_v/s_v) +
-    (beta - 1) yhat_e^{k-1}`` (driven by the integer loads, ``yhat^1`` the FOS flow); the amount owed
-    ``o = yhat_e^k + IOU_e^{k-1}``; the sender transfers the integer part of ``o`` (rounded towards
-    zero). A node whose integer transfers add up to more than it holds pays each of them in
-    proportion, rounded down (``overdraw=iou``, default), so it never goes negative; what is not paid
-    stays owed: ``IOU_e^k = o - sent``, i.e. the IOU is the total ideal flow minus the total real flow
-    on the edge, the paper's definition. Each such node-step is a negative-load event (the
-    idealised integer SOS would have overdrawn there). ``overdraw=allow`` pays in full and lets loads
-    go negative (run with ``allow_infeasible``).
+    Per edge e and step k: an idealised SOS flow ``y_e^k``, the amount owed ``o = y_e^k +
+    IOU_e^{k-1}``, and the sender transfers the integer part of ``o`` (rounded towards zero). A node
+    whose integer transfers add up to more than it holds pays each of them in proportion, rounded
+    down (``overdraw=iou``, default), so it never goes negative; what is not paid stays owed:
+    ``IOU_e^k = o - sent``, i.e. the IOU is the total ideal flow minus the total real flow on the
+    edge, the paper's definition. Each such node-step is a negative-load event (the idealised
+    integer SOS would have overdrawn there). ``overdraw=allow`` pays in full and lets loads go
+    negative (run with ``allow_infeasible``).
 
-    Per node i, each step: publish ``(w_i/s_i, d_i)``; for every neighbour j, settle last step's
+    Which idealised process ``y`` is (``ideal``; :mod:`._heterogeneous_sos_readings`,
+    ``docs/guide/sos-iou-readings.md``): ``shadow`` (default) ``y^k = beta F(w'^{k-1}) + (beta - 1)
+    y^{k-1}`` of a real-valued SOS process on its own divisible loads ``w'`` (``w'^0 = w^0``,
+    ``w'^k = w'^{k-1} - div y^k``), the paper's "idealized scheme"; ``sent`` ``y^k = beta F(w^{k-1})
+    + (beta - 1) sent^{k-1}`` (eq. (5) on the real loads); ``driven`` ``y^k = beta F(w^{k-1}) +
+    (beta - 1) y^{k-1}`` (the reading before issue 28). ``F_e(w) = c_e (w_u/s_u - w_v/s_v)``;
+    ``y^1 = F`` of the first step's loads. ``kernel=numba`` runs ``shadow`` and ``driven`` on the
+    kernels (``shadow`` feeds them ``w' / s``); ``sent`` has no kernel and runs the numpy reference,
+    which ``report()`` says (``kernel_fallback``).
+
+    Per node i, each step: publish ``(w_i/s_i, d_i)`` (``shadow``: ``(w'_i/s_i, d_i)``, after giving
+    back to ``w'_i`` the IOUs of edges gone this step); for every neighbour j, settle last step's
     account ``IOU_ij = o_ij - (sent_ij - got_ij)`` (``got_ij``: the tokens that arrived from j,
-    ``view.delivered``), compute ``y_ij`` as ``sos`` does, ``o_ij = y_ij + IOU_ij`` and
+    ``view.delivered``), compute ``y_ij`` as the reading says, ``o_ij = y_ij + IOU_ij`` and
     ``t_ij = trunc(o_ij)``; send ``t_ij`` tokens where positive, or, if they add up to
-    ``T_i > w_i`` and ``overdraw=iou``, ``floor(t_ij w_i / T_i)`` each. Node j holds the negated
-    values of the same edge. See :mod:`._heterogeneous_node`.
+    ``T_i > w_i`` and ``overdraw=iou``, ``floor(t_ij w_i / T_i)`` each; ``shadow``: ``w'_i`` loses
+    ``sum_j y_ij``. Node j holds the negated values of the same edge. See
+    :mod:`._heterogeneous_node`.
 
     References
     ----------
@@ -763,7 +775,7 @@ class SOSIOU(_SecondOrder):
             x = self._shadow if self._unit else self._shadow / self._s
             step = self._fast_step(graph, loads, x=np.ascontiguousarray(x))
             y = self._prev if self._prev.ndim == 1 else flows_from_cube(graph, self._prev)
-            self._shadow = apply_flows(graph, self._shadow, y)
+            shadow_update(graph.u, graph.v, y, self._shadow)
             return step
         # The numpy reference; with kernel=numba only for ideal=sent, which has no kernel (reported).
         self.path = "numpy" if not self._fast() else "numpy (ideal=sent has no numba kernel)"

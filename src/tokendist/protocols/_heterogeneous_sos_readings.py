@@ -29,9 +29,10 @@ pays in proportion, ``overdraw=iou``) and ``IOU = o - sent``.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
-__all__ = ["IDEAL_READINGS", "fold_dropped_ious"]
+__all__ = ["IDEAL_READINGS", "fold_dropped_ious", "shadow_update"]
 
 #: The readings of ``sos-iou``'s ``ideal`` parameter; the first is the default.
 IDEAL_READINGS = ("shadow", "sent", "driven")
@@ -60,3 +61,20 @@ def fold_dropped_ious(shadow: np.ndarray, prev_graph, prev_iou: np.ndarray, grap
     # np.add.at applies the pairs in order (unbuffered): each node sees its edges in edge order.
     np.add.at(shadow, at, np.column_stack((iou, -iou)).ravel())
     return float(np.abs(iou).sum())
+
+
+@numba.njit(cache=True, nogil=True)
+def shadow_update(u, v, flows, shadow):
+    """``shadow + (bincount(v, flows) - bincount(u, flows))`` in place: the shadow's ``w' - div y``.
+
+    The same sums in the same (edge) order as :func:`._heterogeneous_matrix.apply_flows`, so the
+    same bits, without its four n-sized temporaries (the numba path of ``ideal=shadow``).
+    """
+    n = shadow.shape[0]
+    up = np.zeros(n)
+    low = np.zeros(n)
+    for e in range(u.shape[0]):
+        up[u[e]] += flows[e]
+        low[v[e]] += flows[e]
+    for i in range(n):
+        shadow[i] = shadow[i] + (low[i] - up[i])
