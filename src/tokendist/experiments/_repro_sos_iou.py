@@ -65,7 +65,6 @@ def measure_reading(graph, ideal: str, steps: int, checkpoints, *, seed: int, in
         "moved_per_step_tail": float(tail.mean()) if tail.size else 0.0,
         "moved_last_step": float(moved[-1]),
         "tokens": float(r.tokens),
-        "path": r.report.get("kernel_fallback", "numba"),
         "seconds": r.seconds,
     }
 
@@ -119,9 +118,6 @@ def _readings(ctx: ReproContext) -> Reproduction:
         f"initial loads {INIT}, seed {ctx.seed}; every run goes the full {steps} steps (no cycle detection).",
         "Theorem 1's bound is an O(): shown with constant 1, assuming what the theorem assumes (IOUs bounded).",
     ]
-    fallback = sorted({m["ideal"] for m in runs if m["path"] != "numba"})
-    if fallback:
-        notes.append(f"ideal={', '.join(fallback)} ran on the numpy reference (no numba kernel for that reading).")
     return Reproduction("sos-iou-readings", "sos-iou: which idealised scheme the IOUs track", PAPER + ", Sec. 3",
                         tables=[Table("sos-iou readings from " + INIT, cols, rows)], claims=claims, notes=notes,
                         data={"runs": runs, "steps": steps, "checkpoints": checkpoints, "seed": ctx.seed})

@@ -248,6 +248,29 @@ class HeterogeneousDiffusion(Protocol):
         return {j: y for j, y in fos_node_flows(self, node, view).items() if y > 0}
 
 
+def _actual_ious(raw, owed_stored, has_exc, bits):
+    """The IOUs of ``sos-iou``'s kernel state ``raw`` (the amounts owed where ``owed_stored``, see
+    ``SOSIOU._iou``), in the layout of ``raw`` (edge order or by dimension), as a new array."""
+    if not owed_stored:
+        return raw.copy()
+    iou = raw - np.trunc(raw)
+    if has_exc:
+        exc = np.unpackbits(bits, count=raw.size, bitorder="little").view(bool)
+        iou.reshape(-1)[exc] = raw.reshape(-1)[exc]
+    return iou
+
+
+def _sent_flows(y, iou_before, iou_after):
+    """The tokens sent on each edge, ``(y + IOU^{k-1}) - IOU^k``, from the kernels' state (ideal=sent).
+
+    Exact, so the numpy reference's integer ``sent`` bit for bit (up to the sign of a zero): the
+    amount owed ``o = y + IOU^{k-1}`` is the kernel's own sum, the IOU is ``o - sent`` with
+    ``sent`` an integer between 0 and ``trunc(o)``, a multiple of ``ulp(o)`` while ``|o| < 2^53``,
+    so ``o - sent`` and then ``o - (o - sent)`` are exact.
+    """
+    return (y + iou_before) - iou_after
+
+
 def _carry(prev_keys, prev_vals, graph):
     """Per-edge state of the previous step's graph mapped onto ``graph`` (0 on new edges).
 
@@ -573,9 +596,8 @@ class SOSIOU(_SecondOrder):
     ``w'^k = w'^{k-1} - div y^k``), the paper's "idealized scheme"; ``sent`` ``y^k = beta F(w^{k-1})
     + (beta - 1) sent^{k-1}`` (eq. (5) on the real loads); ``driven`` ``y^k = beta F(w^{k-1}) +
     (beta - 1) y^{k-1}`` (the reading before issue 28). ``F_e(w) = c_e (w_u/s_u - w_v/s_v)``;
-    ``y^1 = F`` of the first step's loads. ``kernel=numba`` runs ``shadow`` and ``driven`` on the
-    kernels (``shadow`` feeds them ``w' / s``); ``sent`` has no kernel and runs the numpy reference,
-    which ``report()`` says (``kernel_fallback``).
+    ``y^1 = F`` of the first step's loads. ``kernel=numba`` runs every reading on the kernels:
+    ``shadow`` feeds them ``w' / s``, ``sent`` keeps the flow sent as their momentum state.
 
     Per node i, each step: publish ``(w_i/s_i, d_i)`` (``shadow``: ``(w'_i/s_i, d_i)``, after giving
     back to ``w'_i`` the IOUs of edges gone this step); for every neighbour j, settle last step's
@@ -611,7 +633,7 @@ class SOSIOU(_SecondOrder):
         self._shadow = np.array(loads, dtype=np.float64) if self.options["ideal"] == "shadow" else None
         self._ref_graph = None  # the reference path's previous graph (ideal=shadow folds its dropped IOUs)
         self.iou_returned = 0.0
-        #: Which variant ran the last step (``kernel=numba`` with ideal=sent runs the numpy reference).
+        #: Which variant ran the last step: ``numba`` (the kernels) or ``numpy`` (the reference).
         self.path = None
         self.events = 0
         self.event_steps = 0
@@ -692,8 +714,13 @@ class SOSIOU(_SecondOrder):
             self._chunks_graph, self._chunks_val = graph, val
         return self._chunks_val
 
-    def _fast_step(self, graph, loads, x=None):
-        """One step on the numba kernels; ``x`` replaces ``w / s`` in the flows (ideal=shadow: ``w' / s``)."""
+    def _fast_step(self, graph, loads, x=None, keep_sent=False):
+        """One step on the numba kernels; ``x`` replaces ``w / s`` in the flows (ideal=shadow: ``w' / s``).
+
+        ``keep_sent`` (ideal=sent): the kernels read their momentum from the state they keep as
+        ``yhat``; afterwards that state becomes the flow actually sent, ``o - IOU^k`` with
+        ``o = y + IOU^{k-1}`` the amount owed (exact: see :func:`_sent_flows`).
+        """
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         mode, a0, inv, alpha = self._kernel_coefs(graph)
         out = np.zeros(graph.n, np.int64)  # zeros: the kernel adds load corrections into it
@@ -720,6 +747,7 @@ class SOSIOU(_SecondOrder):
         runs = self._stencil_runs(graph, mode, edges=True)
         threads = self.options["threads"]
         chunks = self._stencil_chunks(graph, mode, threads) if use_threads(self.name, threads) else None
+        iou_before = _actual_ious(iou, self._owed_stored, self._has_exc, bits) if keep_sent else None
         tail = (self.beta, first, self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou",
                 self._x(loads) if x is None else x, loads, yhat, iou, out, outflow)
         if d is not None:  # same results bit for bit, the state by dimension
@@ -744,6 +772,8 @@ class SOSIOU(_SecondOrder):
             self.event_steps += 1
         self._state_graph = graph
         self._prev, self._iou_raw = yhat, iou
+        if keep_sent:
+            self._prev = _sent_flows(yhat, iou_before, _actual_ious(iou, True, self._has_exc, bits))
         units = float(units)
         self.iou_series.append(units)
         if graph.m:
@@ -764,10 +794,10 @@ class SOSIOU(_SecondOrder):
 
     def step(self, t, graph, loads):
         ideal = self.options["ideal"]
-        if self._fast() and ideal != "sent":
+        if self._fast():
             self.path = "numba"
-            if ideal == "driven":
-                return self._fast_step(graph, loads)
+            if ideal != "shadow":
+                return self._fast_step(graph, loads, keep_sent=ideal == "sent")
             # The kernels of reading driven, fed the shadow's x' = w' / s instead of w / s: their
             # yhat is then the shadow's own SOS flow (same expression, same bits as the reference).
             if self._state_graph is not None and graph is not self._state_graph:
@@ -777,8 +807,7 @@ class SOSIOU(_SecondOrder):
             y = self._prev if self._prev.ndim == 1 else flows_from_cube(graph, self._prev)
             shadow_update(graph.u, graph.v, y, self._shadow)
             return step
-        # The numpy reference; with kernel=numba only for ideal=sent, which has no kernel (reported).
-        self.path = "numpy" if not self._fast() else "numpy (ideal=sent has no numba kernel)"
+        self.path = "numpy"  # the reference
         if ideal == "shadow":
             if self._ref_graph is not None:
                 self.iou_returned += fold_dropped_ious(self._shadow, self._ref_graph, self._iou, graph)
@@ -837,8 +866,6 @@ class SOSIOU(_SecondOrder):
         return {"beta": self.beta, **({} if self.spectrum is None else {"gamma": self.spectrum["gamma"],
                                                                 "gamma_method": self.spectrum.get("method", "dense")}),
                 "ideal": self.options["ideal"],
-                # Said only when the variant asked for does not exist for the reading (kernel=numba, ideal=sent).
-                **({"kernel_fallback": self.path} if self._fast() and self.path and self.path != "numba" else {}),
                 **({} if self._shadow is None else {"iou_returned_with_edges": self.iou_returned}),
                 "iou_total": float(np.abs(iou).sum()), "iou_units": float(np.floor(np.abs(iou)).sum()),
                 "iou_max_ever": self.iou_max, "negative_load_events": self.events,
