@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["fos_node_flows", "sos_node_flows", "sos_iou_node_sends", "node_publish"]
+__all__ = ["fos_node_flows", "sos_node_flows", "sos_iou_node_sends", "node_publish", "shadow_publish"]
 
 
 def _degree(protocol, node, view) -> float:
@@ -65,13 +65,43 @@ def node_publish(protocol, node, view):
     return (view.load / protocol._s[node], _degree(protocol, node, view))
 
 
-def _fos_out(protocol, node, view):
+def shadow_publish(protocol, node, view):
+    """``sos-iou`` with ``ideal=shadow``: the message ``(w'_i / s_i, d_i)`` of the node's shadow load.
+
+    First gives back to the shadow the IOU of every edge that is gone this step (a neighbour of last
+    step that is not a neighbour now), in ascending order of the neighbour, as
+    :func:`._heterogeneous_sos_readings.fold_dropped_ious` does for the whole graph.
+    """
+    mem = view.memory
+    if "shadow" not in mem:
+        mem["shadow"] = float(view.load)  # w'^0 = w^0
+    live = {int(j) for j in view.neighbours}
+    owed = mem.get("owed", {})
+    for j in sorted(owed):
+        if j not in live:
+            mem["shadow"] += _settle(mem, view, j)
+            del owed[j]
+    return (mem["shadow"] / protocol._s[node], _degree(protocol, node, view))
+
+
+def _settle(mem, view, j) -> float:
+    """Last step's IOU on the edge to ``j``: what was owed minus the net tokens that went out on it.
+
+    ``o - t`` exactly when paid in full (``o - trunc(o)`` is exact); ``got``: the tokens that
+    arrived from j (``view.delivered``), which alone tell i what j paid.
+    """
+    return mem["owed"][j] - float(mem.get("sent", {}).get(j, 0) - view.delivered.get(j, 0))
+
+
+def _fos_out(protocol, node, view, x_i=None):
     """``{j: (f_ij, live)}``: the FOS flow out of ``node`` to each neighbour it heard from this step.
 
     The same expression as the kernels' ``c_e (x_u - x_v)`` (negated at the upper endpoint, which
-    IEEE arithmetic does exactly); ``fos`` and ``fos-floor`` send its positive entries.
+    IEEE arithmetic does exactly); ``fos`` and ``fos-floor`` send its positive entries. ``x_i``:
+    the node's own published value when it is not ``w_i / s_i`` (``sos-iou``, ``ideal=shadow``).
     """
-    x_i, d_i = node_publish(protocol, node, view)
+    pub_x, d_i = node_publish(protocol, node, view)
+    x_i = pub_x if x_i is None else x_i
     c = protocol.options["c"]
     base = protocol._base
     out = {}
@@ -105,19 +135,26 @@ def sos_node_flows(protocol, node, view) -> dict:
 
 
 def sos_iou_node_sends(protocol, node, view) -> dict:
-    """``sos-iou``: the tokens ``node`` sends this step, ``{j: count}``; updates its IOU accounts."""
+    """``sos-iou``: the tokens ``node`` sends this step, ``{j: count}``; updates its IOU accounts.
+
+    The flow ``y_ij`` per reading (:mod:`._heterogeneous_sos_readings`): ``shadow`` from the
+    published shadow values (``shadow_publish``), then ``w'_i`` loses ``sum_j y_ij``; ``sent`` with
+    last step's net tokens on the edge as the momentum; ``driven`` as ``sos``.
+    """
     mem = view.memory
+    ideal = protocol.options["ideal"]
     owed_prev = mem.get("owed", {})
     sent_prev = mem.get("sent", {})
-    y = _sos_out(protocol, node, view, _fos_out(protocol, node, view))
+    x_i = mem["shadow"] / protocol._s[node] if ideal == "shadow" else None
+    f = _fos_out(protocol, node, view, x_i)
+    if ideal == "sent" and mem.get("k", 0):
+        # Momentum on the tokens that crossed the edge last step (0 on an edge new this step).
+        mem["yhat"] = {j: float(sent_prev.get(j, 0) - view.delivered.get(j, 0)) for j in owed_prev}
+    y = _sos_out(protocol, node, view, f)
     owed, trunc = {}, {}
     for j, yj in y.items():
-        if j in owed_prev:
-            # Total ideal minus total real flow: last step's amount owed minus the net tokens that
-            # went out on the edge (o - t exactly when paid in full: o - trunc(o) is exact).
-            iou = owed_prev[j] - float(sent_prev.get(j, 0) - view.delivered.get(j, 0))
-        else:
-            iou = 0.0  # first step, or an edge that is new this step
+        # Total ideal minus total real flow (0 on the first step or on an edge new this step).
+        iou = _settle(mem, view, j) if j in owed_prev else 0.0
         o = yj + iou
         owed[j] = o
         trunc[j] = math.trunc(o)
@@ -126,6 +163,16 @@ def sos_iou_node_sends(protocol, node, view) -> dict:
     if total > view.load and protocol.options["overdraw"] == "iou":
         # Short: pay every outgoing edge in proportion, rounded down (the kernel's operations).
         sends = {j: int(math.floor((float(t) * float(view.load)) / float(total))) for j, t in sends.items()}
+    if ideal == "shadow":
+        # w' - div y, summed as numpy's bincount sums the reference's edge flows: the edges where i
+        # is the lower end (neighbours above i, ascending) and those where it is the upper end.
+        up = low = 0.0
+        for j in sorted(y):
+            if j > node:
+                up += y[j]
+            else:
+                low += -y[j]
+        mem["shadow"] = mem["shadow"] + (low - up)
     mem["owed"] = owed
     mem["sent"] = sends
     return {j: t for j, t in sends.items() if t > 0}

@@ -8,7 +8,8 @@ Registered protocols:
   ``w^k = beta M w^{k-1} + (1 - beta) w^{k-2}``, ``beta = 2 / (1 + sqrt(1 - gamma^2))`` (Lemma 1).
 * ``fos-floor`` -- integer FOS of [22] as Section 1 and 4 describe it: every edge carries the integer
   part of its FOS flow, rounded towards zero (``floor`` of the flow's size, in the flow's direction).
-* ``sos-iou`` -- integer SOS with an "I owe you" account per edge (Sec. 3, [22]).
+* ``sos-iou`` -- integer SOS with an "I owe you" account per edge (Sec. 3, [22]); ``ideal`` chooses
+  the idealised process the IOUs track (:mod:`._heterogeneous_sos_readings`).
 * ``random-walk`` -- the randomized two-phase algorithm of Section 3
   (:mod:`tokendist.protocols.heterogeneous._random_walk`).
 
@@ -52,7 +53,8 @@ from .kernels._threaded import (AUTO_THREADS_PARAM, SOS_BLOCK, THREADS_PARAM, bl
 from ...kernels._choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_allowed, auto_threads_param
 from .kernels._stencil_threaded import STENCIL_CHUNKS_PER_THREAD, sos_iou_stencil_par, stencil_chunks
 from .kernels._sos_cube_threaded import cube_chunk_bits, sos_iou_cube_par
-from ._node import fos_node_flows, node_publish, sos_iou_node_sends, sos_node_flows
+from ._node import fos_node_flows, node_publish, shadow_publish, sos_iou_node_sends, sos_node_flows
+from ._sos_readings import IDEAL_READINGS, fold_dropped_ious, shadow_update
 from ._matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
 from ...kernels._report import instrument_kernels
@@ -266,6 +268,29 @@ def _partitioned_coefs(protocol, part):
     alpha = np.ascontiguousarray(alpha[part.edges]) if alpha.size else alpha
     s = np.ones(part.nodes.size) if protocol._unit else np.ascontiguousarray(protocol._s[part.nodes])
     return mode, a0, np.ascontiguousarray(inv), alpha, s
+
+
+def _actual_ious(raw, owed_stored, has_exc, bits):
+    """The IOUs of ``sos-iou``'s kernel state ``raw`` (the amounts owed where ``owed_stored``, see
+    ``SOSIOU._iou``), in the layout of ``raw`` (edge order or by dimension), as a new array."""
+    if not owed_stored:
+        return raw.copy()
+    iou = raw - np.trunc(raw)
+    if has_exc:
+        exc = np.unpackbits(bits, count=raw.size, bitorder="little").view(bool)
+        iou.reshape(-1)[exc] = raw.reshape(-1)[exc]
+    return iou
+
+
+def _sent_flows(y, iou_before, iou_after):
+    """The tokens sent on each edge, ``(y + IOU^{k-1}) - IOU^k``, from the kernels' state (ideal=sent).
+
+    Exact, so the numpy reference's integer ``sent`` bit for bit (up to the sign of a zero): the
+    amount owed ``o = y + IOU^{k-1}`` is the kernel's own sum, the IOU is ``o - sent`` with
+    ``sent`` an integer between 0 and ``trunc(o)``, a multiple of ``ulp(o)`` while ``|o| < 2^53``,
+    so ``o - sent`` and then ``o - (o - sent)`` are exact.
+    """
+    return (y + iou_before) - iou_after
 
 
 def _carry(prev_keys, prev_vals, graph):
@@ -629,22 +654,32 @@ class SOS(_SecondOrder):
 class SOSIOU(_SecondOrder):
     """Integer SOS with an "I owe you" (IOU) account per edge (Sec. 3, Theorem 1; [22]).
 
-    Per edge e and step k: the idealised SOS flow ``yhat_e^k = beta c_e (w_u/s_u - w_v/s_v) +
-    (beta - 1) yhat_e^{k-1}`` (driven by the integer loads, ``yhat^1`` the FOS flow); the amount owed
-    ``o = yhat_e^k + IOU_e^{k-1}``; the sender transfers the integer part of ``o`` (rounded towards
-    zero). A node whose integer transfers add up to more than it holds pays each of them in
-    proportion, rounded down (``overdraw=iou``, default), so it never goes negative; what is not paid
-    stays owed: ``IOU_e^k = o - sent``, i.e. the IOU is the total ideal flow minus the total real flow
-    on the edge, the paper's definition. Each such node-step is a negative-load event (the
-    idealised integer SOS would have overdrawn there). ``overdraw=allow`` pays in full and lets loads
-    go negative (run with ``allow_infeasible``).
+    Per edge e and step k: an idealised SOS flow ``y_e^k``, the amount owed ``o = y_e^k +
+    IOU_e^{k-1}``, and the sender transfers the integer part of ``o`` (rounded towards zero). A node
+    whose integer transfers add up to more than it holds pays each of them in proportion, rounded
+    down (``overdraw=iou``, default), so it never goes negative; what is not paid stays owed:
+    ``IOU_e^k = o - sent``, i.e. the IOU is the total ideal flow minus the total real flow on the
+    edge, the paper's definition. Each such node-step is a negative-load event (the idealised
+    integer SOS would have overdrawn there). ``overdraw=allow`` pays in full and lets loads go
+    negative (run with ``allow_infeasible``).
 
-    Per node i, each step: publish ``(w_i/s_i, d_i)``; for every neighbour j, settle last step's
+    Which idealised process ``y`` is (``ideal``; :mod:`._heterogeneous_sos_readings`,
+    ``docs/guide/sos-iou-readings.md``): ``shadow`` (default) ``y^k = beta F(w'^{k-1}) + (beta - 1)
+    y^{k-1}`` of a real-valued SOS process on its own divisible loads ``w'`` (``w'^0 = w^0``,
+    ``w'^k = w'^{k-1} - div y^k``), the paper's "idealized scheme"; ``sent`` ``y^k = beta F(w^{k-1})
+    + (beta - 1) sent^{k-1}`` (eq. (5) on the real loads); ``driven`` ``y^k = beta F(w^{k-1}) +
+    (beta - 1) y^{k-1}`` (the reading before issue 28). ``F_e(w) = c_e (w_u/s_u - w_v/s_v)``;
+    ``y^1 = F`` of the first step's loads. ``kernel=numba`` runs every reading on the kernels:
+    ``shadow`` feeds them ``w' / s``, ``sent`` keeps the flow sent as their momentum state.
+
+    Per node i, each step: publish ``(w_i/s_i, d_i)`` (``shadow``: ``(w'_i/s_i, d_i)``, after giving
+    back to ``w'_i`` the IOUs of edges gone this step); for every neighbour j, settle last step's
     account ``IOU_ij = o_ij - (sent_ij - got_ij)`` (``got_ij``: the tokens that arrived from j,
-    ``view.delivered``), compute ``y_ij`` as ``sos`` does, ``o_ij = y_ij + IOU_ij`` and
+    ``view.delivered``), compute ``y_ij`` as the reading says, ``o_ij = y_ij + IOU_ij`` and
     ``t_ij = trunc(o_ij)``; send ``t_ij`` tokens where positive, or, if they add up to
-    ``T_i > w_i`` and ``overdraw=iou``, ``floor(t_ij w_i / T_i)`` each. Node j holds the negated
-    values of the same edge. See :mod:`._heterogeneous_node`.
+    ``T_i > w_i`` and ``overdraw=iou``, ``floor(t_ij w_i / T_i)`` each; ``shadow``: ``w'_i`` loses
+    ``sum_j y_ij``. Node j holds the negated values of the same edge. See
+    :mod:`._heterogeneous_node`.
 
     References
     ----------
@@ -657,12 +692,22 @@ class SOSIOU(_SecondOrder):
     params = tuple(AUTO_THREADS_PARAM if p is THREADS_PARAM else p for p in _SecondOrder.params) + (
         Param("overdraw", str, "iou", "iou: pay at most the tokens held, owe the rest; allow: pay in full",
               ("iou", "allow")),
+        Param("ideal", str, "shadow", "which idealised SOS process the IOUs track (docs/guide/sos-iou-readings.md): "
+              "shadow (real-valued SOS on its own divisible loads, run alongside: the paper's text), sent "
+              "(momentum on the flow actually sent: eq. (5) of Theorem 1's proof) or driven (momentum on the "
+              "previous ideal flow, driven by the integer loads: the reading before issue 28)", IDEAL_READINGS),
     )
 
     def reset(self, graph, loads, rng):
         super().reset(graph, loads, rng)
         self._iou = None
         self._exc_bits = None
+        #: ideal=shadow: the idealised real-valued SOS process's own loads w' (w'^0 = w^0).
+        self._shadow = np.array(loads, dtype=np.float64) if self.options["ideal"] == "shadow" else None
+        self._ref_graph = None  # the reference path's previous graph (ideal=shadow folds its dropped IOUs)
+        self.iou_returned = 0.0
+        #: Which variant ran the last step: ``numba`` (the kernels) or ``numpy`` (the reference).
+        self.path = None
         self.events = 0
         self.event_steps = 0
         self.iou_series: list[float] = []
@@ -742,7 +787,13 @@ class SOSIOU(_SecondOrder):
             self._chunks_graph, self._chunks_val = graph, val
         return self._chunks_val
 
-    def _fast_step(self, graph, loads):
+    def _fast_step(self, graph, loads, x=None, keep_sent=False):
+        """One step on the numba kernels; ``x`` replaces ``w / s`` in the flows (ideal=shadow: ``w' / s``).
+
+        ``keep_sent`` (ideal=sent): the kernels read their momentum from the state they keep as
+        ``yhat``; afterwards that state becomes the flow actually sent, ``o - IOU^k`` with
+        ``o = y + IOU^{k-1}`` the amount owed (exact: see :func:`_sent_flows`).
+        """
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         mode, a0, inv, alpha = self._kernel_coefs(graph)
         out = np.zeros(graph.n, np.int64)  # zeros: the kernel adds load corrections into it
@@ -769,8 +820,9 @@ class SOSIOU(_SecondOrder):
         runs = self._stencil_runs(graph, mode, edges=True)
         threads = self.options["threads"]
         chunks = self._stencil_chunks(graph, mode, threads) if use_threads(self.name, threads) else None
+        iou_before = _actual_ious(iou, self._owed_stored, self._has_exc, bits) if keep_sent else None
         tail = (self.beta, first, self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou",
-                self._x(loads), loads, yhat, iou, out, outflow)
+                self._x(loads) if x is None else x, loads, yhat, iou, out, outflow)
         if d is not None:  # same results bit for bit, the state by dimension
             res = self._cube_step(graph, d, a0, tail)
         elif chunks is not None:  # threads=k on a torus or ring: same results bit for bit
@@ -793,6 +845,8 @@ class SOSIOU(_SecondOrder):
             self.event_steps += 1
         self._state_graph = graph
         self._prev, self._iou_raw = yhat, iou
+        if keep_sent:
+            self._prev = _sent_flows(yhat, iou_before, _actual_ious(iou, True, self._has_exc, bits))
         units = float(units)
         self.iou_series.append(units)
         if graph.m:
@@ -812,9 +866,27 @@ class SOSIOU(_SecondOrder):
         return self._race(graph, serial, threaded)
 
     def step(self, t, graph, loads):
+        ideal = self.options["ideal"]
         if self._fast():
-            return self._fast_step(graph, loads)
-        yhat = self._sos_flow(graph, loads)
+            self.path = "numba"
+            if ideal != "shadow":
+                return self._fast_step(graph, loads, keep_sent=ideal == "sent")
+            # The kernels of reading driven, fed the shadow's x' = w' / s instead of w / s: their
+            # yhat is then the shadow's own SOS flow (same expression, same bits as the reference).
+            if self._state_graph is not None and graph is not self._state_graph:
+                self.iou_returned += fold_dropped_ious(self._shadow, self._state_graph, self._iou, graph)
+            x = self._shadow if self._unit else self._shadow / self._s
+            step = self._fast_step(graph, loads, x=np.ascontiguousarray(x))
+            y = self._prev if self._prev.ndim == 1 else flows_from_cube(graph, self._prev)
+            shadow_update(graph.u, graph.v, y, self._shadow)
+            return step
+        self.path = "numpy"  # the reference
+        if ideal == "shadow":
+            if self._ref_graph is not None:
+                self.iou_returned += fold_dropped_ious(self._shadow, self._ref_graph, self._iou, graph)
+            yhat = self._sos_flow(graph, self._shadow)
+        else:  # driven and sent: the flow from the integer loads; _prev holds the momentum term
+            yhat = self._sos_flow(graph, loads)
         iou, dropped = _carry(self._keys, self._iou, graph)
         self.dropped += dropped
         owed = yhat + iou
@@ -834,8 +906,12 @@ class SOSIOU(_SecondOrder):
                 send = np.where(pays, np.sign(send) * prop, send)
         new_iou = owed - send
         self._keys = graph.edge_keys
-        self._prev = yhat
+        self._ref_graph = graph
+        # ideal=sent: next step's momentum is the flow actually sent (eq. (5) on the real loads).
+        self._prev = send.astype(np.float64) if ideal == "sent" else yhat
         self._iou = new_iou
+        if ideal == "shadow":
+            self._shadow = apply_flows(graph, self._shadow, yhat)
         units = float(np.floor(np.abs(new_iou)).sum())
         self.iou_series.append(units)
         if new_iou.size:
@@ -844,18 +920,26 @@ class SOSIOU(_SecondOrder):
         return Step(apply_flows(graph, loads, send), moved=int(np.abs(send).sum()), messages=2 * graph.m,
                     flows=send, info={"iou_units": units})
 
+    def publish(self, rnd, t, node, view):
+        if self.options["ideal"] == "shadow":
+            return shadow_publish(self, node, view)
+        return node_publish(self, node, view)
+
     def decide(self, t, node, view):
         return sos_iou_node_sends(self, node, view)
 
     def state_key(self):
         if self._prev is None:
             return b""
-        return np.ascontiguousarray(self._prev).tobytes() + np.ascontiguousarray(self._iou).tobytes()
+        key = np.ascontiguousarray(self._prev).tobytes() + np.ascontiguousarray(self._iou).tobytes()
+        return key if self._shadow is None else key + self._shadow.tobytes()
 
     def report(self):
         iou = np.zeros(0) if self._iou is None else self._iou
         return {"beta": self.beta, **({} if self.spectrum is None else {"gamma": self.spectrum["gamma"],
                                                                 "gamma_method": self.spectrum.get("method", "dense")}),
+                "ideal": self.options["ideal"],
+                **({} if self._shadow is None else {"iou_returned_with_edges": self.iou_returned}),
                 "iou_total": float(np.abs(iou).sum()), "iou_units": float(np.floor(np.abs(iou)).sum()),
                 "iou_max_ever": self.iou_max, "negative_load_events": self.events,
                 "steps_with_negative_load_events": self.event_steps,
