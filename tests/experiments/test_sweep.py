@@ -275,7 +275,8 @@ def test_failing_tasks_are_recorded_and_the_sweep_goes_on(client1, tmp_path):
     sweep = sweep_from_dict({
         "sweep": {"name": "fails", "graphs": ["torus:4x4"], "inits": ["point:1000"],
                   "algos": ["threshold1", "sos", "multi-port"], "seeds": 1, "max_steps": 50},
-        "params": {"sos": {"kernel": "numpy", "beta": 1.5}, "multi-port": {"kernel": "numpy"}}})
+        "params": {"sos": {"kernel": "numpy", "beta": 1.5}, "multi-port": {"kernel": "numpy"},
+                   "threshold1": {"spanning_tree": "none"}}})  # none: refuse a graph that is not a tree
     outcome = run_sweep(sweep, tmp_path, client=client1)
     assert outcome.failures == 2
     rows = {r["algo"]: r for r in _rows(tmp_path)}
