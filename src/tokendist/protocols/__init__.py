@@ -10,6 +10,7 @@ Importing this package registers every protocol in :data:`tokendist.engine.PROTO
 """
 
 from . import _dimension_exchange, _perfect_tree, _diffusion, _heterogeneous, _local_balancing  # noqa: F401
+from . import modern  # noqa: F401
 from ..engine import PROTOCOLS
 
 __all__ = ["PROTOCOLS"]

@@ -1,0 +1,163 @@
+"""The modern family (protocols/modern): each rule against a naive per-node reference, its invariants
+as Hypothesis properties, and seeded statistical tests for the randomised ones.
+
+The conformance suite (tests/engine/test_conformance.py) picks every protocol of the family up
+through the registry; ``test_registered`` checks they are there.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import tokendist  # noqa: F401  (registers everything)
+from tokendist.engine import PROTOCOLS, make_protocol, simulate
+from tokendist.graphs import make_graph
+from tokendist._random import stream
+
+SMALL = ["ring:7", "torus:4x4", "hypercube:3", "grid:3x4", "star:6", "complete:5", "random-tree:12"]
+MODERN = ["quasirandom", "rotor-router"]
+
+
+def _run_steps(proto, graph, loads, steps, seed=3):
+    proto.reset(graph, loads.copy(), stream(seed, "protocol"))
+    out = [loads.copy()]
+    x = loads.copy()
+    for t in range(steps):
+        x = np.array(proto.step(t, graph, x).loads, copy=True)
+        out.append(x.copy())  # (the protocol may write its next step into its last input)
+    return out
+
+
+def test_registered():
+    for name in MODERN:
+        assert name in dict(PROTOCOLS.items())
+
+
+# ------------------------------------------------------------------------------------ quasirandom
+def naive_quasirandom(graph, loads, steps, *, p_of, ties_up=False):
+    """Per node, per neighbour in increasing order: send the nearest integer to err + x_i P_ij (guarded)."""
+    nbrs = {i: sorted(int(j) for j in graph.neighbours(i)) for i in range(graph.n)}
+    err = {(i, j): 0.0 for i in nbrs for j in nbrs[i]}
+    x = [int(a) for a in loads]
+    hist = [np.array(x)]
+    for _ in range(steps):
+        new = list(x)
+        for i in range(graph.n):
+            sent = {}
+            for j in nbrs[i]:
+                acc = err[i, j] + x[i] * p_of(i, j)
+                s = max(math.floor(acc + 0.5) if ties_up else math.ceil(acc - 0.5), 0)
+                err[i, j] = acc - s
+                sent[j] = s
+            while sum(sent.values()) > x[i]:
+                j = min((j for j in nbrs[i] if sent[j] > 0), key=lambda j: (err[i, j], j))
+                sent[j] -= 1
+                err[i, j] += 1.0
+            for j, s in sent.items():
+                new[i] -= s
+                new[j] += s
+        x = new
+        hist.append(np.array(x))
+    return hist, err
+
+
+@pytest.mark.parametrize("spec", SMALL)
+@pytest.mark.parametrize("kernel", ["numba", "numpy"])
+@pytest.mark.parametrize("ties", ["down", "up"])
+def test_quasirandom_matches_naive(spec, kernel, ties):
+    g = make_graph(spec, seed=5)
+    d = g.degrees
+    loads = np.random.default_rng(1).integers(0, 60, g.n).astype(np.int64)
+    hist, _ = naive_quasirandom(g, loads, 30, p_of=lambda i, j: 1.0 / (2 * max(d[i], d[j])), ties_up=ties == "up")
+    got = _run_steps(make_protocol("quasirandom", {"kernel": kernel, "ties": ties}), g, loads, 30)
+    np.testing.assert_array_equal(np.array(got), np.array(hist))
+
+
+@settings(max_examples=25, deadline=None)
+@given(side=st.integers(3, 7), seed=st.integers(0, 10_000), scale=st.integers(20, 200), ties=st.sampled_from(["down", "up"]))
+def test_quasirandom_error_at_most_half_and_conserved(side, seed, scale, ties):
+    """FGS Sec. 2: the accumulated error of every directed edge stays within 1/2 (loads large enough
+    that the non-negativity guard never acts), and the tokens are conserved."""
+    g = make_graph(f"torus:{side}x{side}")
+    loads = np.random.default_rng(seed).integers(scale, 2 * scale, g.n).astype(np.int64)
+    p = make_protocol("quasirandom", {"ties": ties})
+    p.reset(g, loads.copy(), stream(0, "protocol"))
+    x = loads
+    for t in range(40):
+        x = np.array(p.step(t, g, x).loads, copy=True)
+        assert x.sum() == loads.sum() and x.min() >= 0
+        assert np.abs(p.err).max() <= 0.5 + 1e-9
+    assert p.held_back == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(spec=st.sampled_from(SMALL), seed=st.integers(0, 10_000))
+def test_quasirandom_guard_never_negative(spec, seed):
+    """Small loads make the paper's rule overdraw; with the guard every load stays >= 0 and |err| < 3/2."""
+    g = make_graph(spec, seed=5)
+    loads = np.random.default_rng(seed).integers(0, 4, g.n).astype(np.int64)
+    p = make_protocol("quasirandom")
+    p.reset(g, loads.copy(), stream(0, "protocol"))
+    x = loads
+    for t in range(30):
+        x = np.array(p.step(t, g, x).loads, copy=True)
+        assert x.min() >= 0 and x.sum() == loads.sum()
+        assert np.abs(p.err).max() < 1.5
+
+
+# ------------------------------------------------------------------------------------ rotor-router
+def naive_rotor(graph, loads, steps, *, lazy=True, rotor0=None):
+    """Each node hands its tokens out one at a time to its ports, the rotor advancing after each."""
+    nbrs = {i: sorted(int(j) for j in graph.neighbours(i)) for i in range(graph.n)}
+    D = graph.max_degree  # every node has the ports of a maximum-degree node, self-loops padding
+    ports = {i: (([p for j in nbrs[i] for p in (j, i)] + [i] * (2 * (D - len(nbrs[i])))) if lazy
+                 else nbrs[i] + [i] * (D - len(nbrs[i]))) if nbrs[i] else [] for i in nbrs}
+    rotor = {i: (0 if rotor0 is None else int(rotor0[i])) for i in nbrs}
+    x = [int(a) for a in loads]
+    hist = [np.array(x)]
+    for _ in range(steps):
+        new = [0] * graph.n
+        for i in range(graph.n):
+            if not ports[i]:
+                new[i] += x[i]
+                continue
+            for _tok in range(x[i]):
+                new[ports[i][rotor[i]]] += 1
+                rotor[i] = (rotor[i] + 1) % len(ports[i])
+        x = new
+        hist.append(np.array(x))
+    return hist
+
+
+@pytest.mark.parametrize("spec", SMALL)
+@pytest.mark.parametrize("kernel", ["numba", "numpy"])
+@pytest.mark.parametrize("lazy,init", [(True, "zero"), (False, "zero"), (True, "random")])
+def test_rotor_router_matches_naive(spec, kernel, lazy, init):
+    g = make_graph(spec, seed=5)
+    loads = np.random.default_rng(2).integers(0, 30, g.n).astype(np.int64)
+    p = make_protocol("rotor-router", {"kernel": kernel, "lazy": lazy, "rotor_init": init})
+    got = _run_steps(p, g, loads, 25)
+    hist = naive_rotor(g, loads, 25, lazy=lazy, rotor0=p.rotor0)
+    np.testing.assert_array_equal(np.array(got), np.array(hist))
+
+
+@settings(max_examples=25, deadline=None)
+@given(side=st.integers(3, 8), seed=st.integers(0, 10_000))
+def test_rotor_router_conserves_and_tracks_walk(side, seed):
+    """Tokens conserved, loads >= 0; on a torus the rotor walk stays within a few tokens of the lazy
+    random walk's expected loads (the O(1) deviation, checked loosely at small sizes)."""
+    g = make_graph(f"torus:{side}x{side}")
+    loads = np.random.default_rng(seed).integers(0, 100, g.n).astype(np.int64)
+    p = make_protocol("rotor-router")
+    p.reset(g, loads.copy(), stream(0, "protocol"))
+    P = np.zeros((g.n, g.n))
+    P[g.u, g.v] = P[g.v, g.u] = 1 / 8
+    np.fill_diagonal(P, 0.5)
+    x, xi = loads, loads.astype(float)
+    for t in range(60):
+        x = np.array(p.step(t, g, x).loads, copy=True)
+        xi = xi @ P
+        assert x.sum() == loads.sum() and x.min() >= 0
+    assert np.abs(x - xi).max() <= 16
