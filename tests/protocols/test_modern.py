@@ -17,7 +17,7 @@ from tokendist.graphs import make_graph
 from tokendist._random import stream
 
 SMALL = ["ring:7", "torus:4x4", "hypercube:3", "grid:3x4", "star:6", "complete:5", "random-tree:12"]
-MODERN = ["quasirandom", "rotor-router"]
+MODERN = ["quasirandom", "rotor-router", "randomized-diffusion"]
 
 
 def _run_steps(proto, graph, loads, steps, seed=3):
@@ -161,3 +161,69 @@ def test_rotor_router_conserves_and_tracks_walk(side, seed):
         xi = xi @ P
         assert x.sum() == loads.sum() and x.min() >= 0
     assert np.abs(x - xi).max() <= 16
+
+
+# ------------------------------------------------------------------------------------ randomized diffusion
+def naive_randomized_diffusion(graph, loads, t, key, slots):
+    """One step, per node: floor(x/S) to every slot, the x mod S excess to the S slots of smallest coin."""
+    from tokendist._random import counter_uniform_scalar
+    new = [0] * graph.n
+    for i in range(graph.n):
+        nbrs = sorted(int(j) for j in graph.neighbours(i))
+        targets = nbrs + [i] * (slots - len(nbrs))
+        q, r = divmod(int(loads[i]), slots)
+        coins = [(counter_uniform_scalar(key, t, i * slots + s), s) for s in range(slots)]
+        chosen = {s for _, s in sorted(coins)[:r]}
+        for s, j in enumerate(targets):
+            new[j] += q + (s in chosen)
+    return np.array(new)
+
+
+@pytest.mark.parametrize("spec", SMALL)
+@pytest.mark.parametrize("denominator", ["max-degree+1", "2max-degree"])
+def test_randomized_diffusion_matches_naive(spec, denominator):
+    g = make_graph(spec, seed=5)
+    loads = np.random.default_rng(4).integers(0, 40, g.n).astype(np.int64)
+    p = make_protocol("randomized-diffusion", {"denominator": denominator})
+    got = _run_steps(p, g, loads, 12)
+    x = loads
+    for t in range(12):
+        x = naive_randomized_diffusion(g, x, t, p._key, p.slots)
+        np.testing.assert_array_equal(got[t + 1], x)
+
+
+def _expected_step_check(name, spec, P_of_graph, params=None, reps=3000, seed=0):
+    """Mean of one step from a fixed x over ``reps`` independent coin draws vs x P (5 standard errors)."""
+    g = make_graph(spec, seed=5)
+    x = np.random.default_rng(seed).integers(0, 50, g.n).astype(np.int64)
+    p = make_protocol(name, params or {})
+    p.reset(g, x.copy(), stream(seed, "protocol"))
+    samples = np.array([np.array(p.step(t, g, x.copy()).loads, copy=True) for t in range(reps)], dtype=float)
+    expected = x @ P_of_graph(g)
+    se = samples.std(axis=0, ddof=1) / np.sqrt(reps) + 1e-9
+    z = np.abs(samples.mean(axis=0) - expected) / se
+    assert np.all((z < 5) | (np.abs(samples.mean(axis=0) - expected) < 1e-9)), z.max()
+
+
+def _uniform_P(w):
+    def P(g):
+        M = np.zeros((g.n, g.n))
+        M[g.u, g.v] = M[g.v, g.u] = w(g)
+        np.fill_diagonal(M, 1 - M.sum(axis=1))
+        return M
+    return P
+
+
+@pytest.mark.parametrize("spec", ["torus:4x4", "star:6", "grid:3x4"])
+def test_randomized_diffusion_expected_load_is_xP(spec):
+    """E[x(t+1) | x(t)] = x(t) P with P_ij = 1/(Delta + 1) (seeded: 3000 independent draws, 5 sigma)."""
+    _expected_step_check("randomized-diffusion", spec, _uniform_P(lambda g: 1 / (g.max_degree + 1)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(spec=st.sampled_from(SMALL), seed=st.integers(0, 10_000))
+def test_randomized_diffusion_never_negative(spec, seed):
+    g = make_graph(spec, seed=5)
+    loads = np.random.default_rng(seed).integers(0, 7, g.n).astype(np.int64)
+    r = simulate(g, "randomized-diffusion", loads, seed=seed, max_steps=30)
+    assert r.loads.min() >= 0 and r.loads.sum() == loads.sum()
