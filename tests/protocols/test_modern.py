@@ -17,7 +17,7 @@ from tokendist.graphs import make_graph
 from tokendist._random import stream
 
 SMALL = ["ring:7", "torus:4x4", "hypercube:3", "grid:3x4", "star:6", "complete:5", "random-tree:12"]
-MODERN = ["quasirandom", "rotor-router", "randomized-diffusion"]
+MODERN = ["quasirandom", "rotor-router", "randomized-diffusion", "random-matching", "balancing-circuit"]
 
 
 def _run_steps(proto, graph, loads, steps, seed=3):
@@ -226,4 +226,79 @@ def test_randomized_diffusion_never_negative(spec, seed):
     g = make_graph(spec, seed=5)
     loads = np.random.default_rng(seed).integers(0, 7, g.n).astype(np.int64)
     r = simulate(g, "randomized-diffusion", loads, seed=seed, max_steps=30)
+    assert r.loads.min() >= 0 and r.loads.sum() == loads.sum()
+
+
+# ------------------------------------------------------------------------------------ matchings
+from tokendist.protocols.modern._matching import random_matching  # noqa: E402
+
+
+def naive_balance(graph, loads, pairs, ceil_to):
+    """Each matched pair (a, b) takes floor/ceil of its mean; the ceiling to ``ceil_to[(a, b)]``."""
+    x = [int(a) for a in loads]
+    for a, b in pairs:
+        s = x[a] + x[b]
+        hi = ceil_to[(a, b)]
+        lo = b if hi == a else a
+        x[hi], x[lo] = s - s // 2, s // 2
+    return np.array(x)
+
+
+@pytest.mark.parametrize("spec", SMALL)
+@pytest.mark.parametrize("name,params", [("random-matching", {"drawing": "edge-coin"}),
+                                         ("random-matching", {"drawing": "active-passive"}),
+                                         ("balancing-circuit", {}),
+                                         ("random-matching", {"excess": "heavier"})])
+def test_matching_protocols_match_naive(spec, name, params):
+    g = make_graph(spec, seed=5)
+    loads = np.random.default_rng(6).integers(0, 25, g.n).astype(np.int64)
+    p = make_protocol(name, params)
+    p.reset(g, loads.copy(), stream(1, "protocol"))
+    x = loads.copy()
+    for t in range(20):
+        step = p.step(t, g, x.copy())
+        used = np.flatnonzero(step.flows != 0)
+        matched = (random_matching(g, p._key, t, params.get("drawing", "edge-coin")) if name == "random-matching"
+                   else p.colours == t % p.period)
+        assert set(used) <= set(np.flatnonzero(matched))
+        deg = np.bincount(np.concatenate([g.u[matched], g.v[matched]]), minlength=g.n)
+        assert deg.max(initial=0) <= 1  # a matching
+        pairs = [(int(g.u[e]), int(g.v[e])) for e in np.flatnonzero(matched)]
+        if params.get("excess") == "heavier":
+            ceil_to = {(a, b): a if x[a] >= x[b] else b for a, b in pairs}
+        else:
+            from tokendist.protocols.modern._matching import _coins, _TAG_COIN
+            coin = _coins(p._key, _TAG_COIN, t, g.m)
+            ceil_to = {(a, b): a if coin[e] < 0.5 else b for (a, b), e in zip(pairs, np.flatnonzero(matched))}
+        x_naive = naive_balance(g, x, pairs, ceil_to)
+        np.testing.assert_array_equal(step.loads, x_naive)
+        x = np.array(step.loads, copy=True)
+
+
+def test_random_matching_excess_coin_is_fair():
+    """Seeded: an odd pair sends its excess to u about half of the time (binomial, 5 sigma)."""
+    g = make_graph("path:2")
+    p = make_protocol("random-matching", {"p": 1.0})
+    p.reset(g, np.array([3, 0]), stream(0, "protocol"))
+    n = 4000
+    to_u = sum(int(p.step(t, g, np.array([3, 0])).loads[0] == 2) for t in range(n))
+    assert abs(to_u - n / 2) < 5 * np.sqrt(n / 4)
+
+
+def test_random_matching_edge_probability():
+    """edge-coin on a d-regular graph: P(e matched) = p (1 - p)^(2(d - 1)) (seeded, 5 sigma)."""
+    g = make_graph("torus:6x6")
+    d, p, reps = 4, 1 / 16, 2000
+    hits = sum(random_matching(g, 12345, t, "edge-coin").sum() for t in range(reps))
+    q = p * (1 - p) ** (2 * (d - 1))
+    mean, sd = reps * g.m * q, np.sqrt(reps * g.m * q)  # counts over edges: variance <= mean (negative correlation aside)
+    assert abs(hits - mean) < 6 * sd
+
+
+@settings(max_examples=25, deadline=None)
+@given(spec=st.sampled_from(SMALL), seed=st.integers(0, 10_000), drawing=st.sampled_from(["edge-coin", "active-passive"]))
+def test_matching_conserves_and_never_negative(spec, seed, drawing):
+    g = make_graph(spec, seed=5)
+    loads = np.random.default_rng(seed).integers(0, 9, g.n).astype(np.int64)
+    r = simulate(g, "random-matching", loads, seed=seed, max_steps=40, check=True, params={"drawing": drawing})
     assert r.loads.min() >= 0 and r.loads.sum() == loads.sum()

@@ -5,10 +5,12 @@ Importing this package registers its protocols (one private module per algorithm
 * ``quasirandom`` -- Friedrich, Gairing, Sauerwald (SODA 2010; SIAM J. Comput. 2012)
 * ``rotor-router`` -- Akbari, Berenbrink (SPAA 2013)
 * ``randomized-diffusion`` -- Berenbrink, Cooper, Friedetzky, Friedrich, Sauerwald (SODA 2011)
+* ``random-matching``, ``balancing-circuit`` -- Friedrich, Sauerwald (2009); Sauerwald, Sun (2012); Berenbrink et al. (2025)
 """
 
 from ._quasirandom import Quasirandom
 from ._rotor_router import RotorRouter
 from ._randomized_diffusion import RandomizedDiffusion
+from ._matching import BalancingCircuit, RandomMatching
 
-__all__ = ["Quasirandom", "RotorRouter", "RandomizedDiffusion"]
+__all__ = ["Quasirandom", "RotorRouter", "RandomizedDiffusion", "RandomMatching", "BalancingCircuit"]
