@@ -17,7 +17,7 @@ from tokendist.graphs import make_graph
 from tokendist._random import stream
 
 SMALL = ["ring:7", "torus:4x4", "hypercube:3", "grid:3x4", "star:6", "complete:5", "random-tree:12"]
-MODERN = ["quasirandom", "rotor-router", "randomized-diffusion", "random-matching", "balancing-circuit"]
+MODERN = ["quasirandom", "rotor-router", "randomized-diffusion", "random-matching", "balancing-circuit", "flow-imitation"]
 
 
 def _run_steps(proto, graph, loads, steps, seed=3):
@@ -302,3 +302,68 @@ def test_matching_conserves_and_never_negative(spec, seed, drawing):
     loads = np.random.default_rng(seed).integers(0, 9, g.n).astype(np.int64)
     r = simulate(g, "random-matching", loads, seed=seed, max_steps=40, check=True, params={"drawing": drawing})
     assert r.loads.min() >= 0 and r.loads.sum() == loads.sum()
+
+
+# ------------------------------------------------------------------------------------ flow imitation
+def naive_flow_imitation(graph, loads, steps):
+    """FOS with P_ij = 1/(2 max(d_i, d_j)) run alongside; each edge sends trunc(F) - D (guard never acting)."""
+    d = graph.degrees
+    edges = [(int(a), int(b)) for a, b in zip(graph.u, graph.v)]
+    xi = [float(a) for a in loads]
+    x = [int(a) for a in loads]
+    F = {e: 0.0 for e in edges}
+    D = {e: 0 for e in edges}
+    hist = [np.array(x)]
+    for _ in range(steps):
+        f = {(a, b): (xi[a] - xi[b]) / (2 * max(d[a], d[b])) for a, b in edges}
+        for (a, b), val in f.items():
+            F[a, b] += val
+        xi = [xi[i] - sum(v for (a, b), v in f.items() if a == i) + sum(v for (a, b), v in f.items() if b == i)
+              for i in range(graph.n)]
+        for e in edges:
+            s = math.trunc(F[e]) - D[e]
+            D[e] += s
+            x[e[0]] -= s
+            x[e[1]] += s
+        hist.append(np.array(x))
+    return hist
+
+
+@pytest.mark.parametrize("spec", ["ring:7", "torus:4x4", "hypercube:3", "grid:3x4", "complete:5"])
+def test_flow_imitation_matches_naive(spec):
+    g = make_graph(spec, seed=5)
+    loads = np.random.default_rng(8).integers(50, 150, g.n).astype(np.int64)
+    got = _run_steps(make_protocol("flow-imitation"), g, loads, 25)
+    np.testing.assert_array_equal(np.array(got), np.array(naive_flow_imitation(g, loads, 25)))
+
+
+@settings(max_examples=20, deadline=None)
+@given(spec=st.sampled_from(["torus:4x4", "torus:5x6", "hypercube:4", "ring:9"]), seed=st.integers(0, 10_000),
+       process=st.sampled_from(["fos", "circuit", "random-matching"]))
+def test_flow_imitation_tracks_continuous(spec, seed, process):
+    """|F_e - D_e| < 1 on every edge, so |x_i - xi_i| < deg(i); after the continuous process has balanced,
+    max load - average <= 2d (ABS 2012's claim)."""
+    g = make_graph(spec, seed=5)
+    loads = np.random.default_rng(seed).integers(0, 400, g.n).astype(np.int64) + 4 * g.max_degree
+    p = make_protocol("flow-imitation", {"process": process})
+    p.reset(g, loads.copy(), stream(seed, "protocol"))
+    x = loads
+    for t in range(600):
+        x = np.array(p.step(t, g, x).loads, copy=True)
+        assert np.abs(p.F - p.D).max() < 1
+        assert np.all(np.abs(x - p.xi) < g.degrees + 1e-9)
+    assert x.sum() == loads.sum()
+    if np.ptp(p.xi) < 1e-6:
+        assert x.max() - loads.mean() <= 2 * g.max_degree
+
+
+def test_flow_imitation_speeds_and_sos():
+    """With speeds the discrete loads follow the speed-proportional continuous ones within the degree."""
+    g = make_graph("torus:6x6").with_speeds(np.where(np.arange(36) % 2, 2.0, 1.0))
+    loads = np.full(36, 60, dtype=np.int64)
+    r = simulate(g, "flow-imitation", loads, seed=1, max_steps=800, detect_cycles=False)
+    target = loads.sum() * g.speeds / g.speeds.sum()
+    assert np.abs(r.loads - target).max() <= g.max_degree and r.loads.sum() == loads.sum()
+    r2 = simulate("torus:8x8", "flow-imitation", "point:6400", seed=1, max_steps=400, params={"process": "sos"},
+                  detect_cycles=False)
+    assert r2.loads.sum() == 6400 and r2.loads.min() >= 0

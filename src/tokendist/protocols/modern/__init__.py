@@ -6,11 +6,13 @@ Importing this package registers its protocols (one private module per algorithm
 * ``rotor-router`` -- Akbari, Berenbrink (SPAA 2013)
 * ``randomized-diffusion`` -- Berenbrink, Cooper, Friedetzky, Friedrich, Sauerwald (SODA 2011)
 * ``random-matching``, ``balancing-circuit`` -- Friedrich, Sauerwald (2009); Sauerwald, Sun (2012); Berenbrink et al. (2025)
+* ``flow-imitation`` -- Akbari, Berenbrink, Sauerwald (PODC 2012)
 """
 
 from ._quasirandom import Quasirandom
 from ._rotor_router import RotorRouter
 from ._randomized_diffusion import RandomizedDiffusion
 from ._matching import BalancingCircuit, RandomMatching
+from ._flow_imitation import FlowImitation
 
-__all__ = ["Quasirandom", "RotorRouter", "RandomizedDiffusion", "RandomMatching", "BalancingCircuit"]
+__all__ = ["Quasirandom", "RotorRouter", "RandomizedDiffusion", "RandomMatching", "BalancingCircuit", "FlowImitation"]
