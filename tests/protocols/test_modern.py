@@ -17,7 +17,7 @@ from tokendist.graphs import make_graph
 from tokendist._random import stream
 
 SMALL = ["ring:7", "torus:4x4", "hypercube:3", "grid:3x4", "star:6", "complete:5", "random-tree:12"]
-MODERN = ["quasirandom", "rotor-router", "randomized-diffusion", "random-matching", "balancing-circuit", "flow-imitation"]
+MODERN = ["quasirandom", "rotor-router", "randomized-diffusion", "random-matching", "balancing-circuit", "flow-imitation", "stratified-diffusion"]
 
 
 def _run_steps(proto, graph, loads, steps, seed=3):
@@ -367,3 +367,75 @@ def test_flow_imitation_speeds_and_sos():
     r2 = simulate("torus:8x8", "flow-imitation", "point:6400", seed=1, max_steps=400, params={"process": "sos"},
                   detect_cycles=False)
     assert r2.loads.sum() == 6400 and r2.loads.min() >= 0
+
+
+# ------------------------------------------------------------------------------------ stratified diffusion
+def naive_stratified(graph, loads, t, key, self_first=True):
+    """Every token k of node i draws U = (k + u)/x, u = the counter draw of (i, k), and walks to the slot
+    whose interval of the row (self first, then neighbours in increasing order) contains U."""
+    from tokendist._random import counter_uniform_scalar
+    d = graph.degrees
+    new = [0] * graph.n
+    for i in range(graph.n):
+        nbrs = sorted(int(j) for j in graph.neighbours(i))
+        probs = [1.0 / (2 * max(d[i], d[j])) for j in nbrs]
+        targets = ([i] + nbrs) if self_first else (nbrs + [i])
+        ps = ([1 - sum(probs)] + probs) if self_first else (probs + [1 - sum(probs)])
+        bounds, acc = [], 0.0
+        for q in ps:
+            acc += q
+            bounds.append(acc)
+        bounds[-1] = 1.0
+        x = int(loads[i])
+        for k in range(x):
+            u = counter_uniform_scalar(key, t, (i << 32) | k)
+            U = (k + u) / x
+            j = next(s for s, c in enumerate(bounds) if U < c)
+            new[targets[j]] += 1
+    return np.array(new)
+
+
+@pytest.mark.parametrize("spec", ["ring:7", "torus:4x4", "hypercube:3", "star:6", "grid:3x4"])
+@pytest.mark.parametrize("order", ["self-first", "self-last"])
+def test_stratified_matches_naive(spec, order):
+    g = make_graph(spec, seed=5)
+    loads = np.random.default_rng(9).integers(0, 40, g.n).astype(np.int64)
+    p = make_protocol("stratified-diffusion", {"order": order})
+    got = _run_steps(p, g, loads, 10)
+    x = loads
+    for t in range(10):
+        x = naive_stratified(g, x, t, p._key, order == "self-first")
+        np.testing.assert_array_equal(got[t + 1], x)
+
+
+@pytest.mark.parametrize("spec", ["torus:4x4", "star:6", "hypercube:3"])
+def test_stratified_expected_load_is_xP(spec):
+    """Shiraga Sec. 3: E[x(t+1) | x(t)] = x(t) P (seeded: 3000 independent draws, 5 sigma)."""
+    def P(g):
+        d = g.degrees
+        M = np.zeros((g.n, g.n))
+        w = 1 / (2 * np.maximum(d[g.u], d[g.v]))
+        M[g.u, g.v] = M[g.v, g.u] = w
+        np.fill_diagonal(M, 1 - M.sum(axis=1))
+        return M
+    _expected_step_check("stratified-diffusion", spec, P)
+
+
+@settings(max_examples=25, deadline=None)
+@given(spec=st.sampled_from(SMALL), seed=st.integers(0, 10_000))
+def test_stratified_each_edge_within_two_of_ideal(spec, seed):
+    """Stratification: at most the two tokens at the ends of v's interval are random, so node u sends
+    x_u P_uv to v within less than 2 tokens; never more than it holds."""
+    g = make_graph(spec, seed=5)
+    loads = np.random.default_rng(seed).integers(0, 50, g.n).astype(np.int64)
+    p = make_protocol("stratified-diffusion")
+    p.reset(g, loads.copy(), stream(seed, "protocol"))
+    rows = np.repeat(np.arange(g.n), np.diff(g.indptr))
+    x = loads[rows]
+    lo = __import__("tokendist.protocols.modern._stratified", fromlist=["_below"])._below
+    sent = lo(p._c[rows, p._col + 1], x, rows, p._key, 0) - lo(p._c[rows, p._col], x, rows, p._key, 0)
+    d = g.degrees
+    ideal = x / (2 * np.maximum(d[rows], d[g.indices]))
+    assert np.all(np.abs(sent - ideal) < 2)
+    new = p.step(0, g, loads.copy()).loads
+    assert new.min() >= 0 and new.sum() == loads.sum()

@@ -7,6 +7,7 @@ Importing this package registers its protocols (one private module per algorithm
 * ``randomized-diffusion`` -- Berenbrink, Cooper, Friedetzky, Friedrich, Sauerwald (SODA 2011)
 * ``random-matching``, ``balancing-circuit`` -- Friedrich, Sauerwald (2009); Sauerwald, Sun (2012); Berenbrink et al. (2025)
 * ``flow-imitation`` -- Akbari, Berenbrink, Sauerwald (PODC 2012)
+* ``stratified-diffusion`` -- Shiraga (arXiv:1802.06532)
 """
 
 from ._quasirandom import Quasirandom
@@ -14,5 +15,6 @@ from ._rotor_router import RotorRouter
 from ._randomized_diffusion import RandomizedDiffusion
 from ._matching import BalancingCircuit, RandomMatching
 from ._flow_imitation import FlowImitation
+from ._stratified import StratifiedDiffusion
 
-__all__ = ["Quasirandom", "RotorRouter", "RandomizedDiffusion", "RandomMatching", "BalancingCircuit", "FlowImitation"]
+__all__ = ["Quasirandom", "RotorRouter", "RandomizedDiffusion", "RandomMatching", "BalancingCircuit", "FlowImitation", "StratifiedDiffusion"]
