@@ -17,7 +17,7 @@ from tokendist.graphs import make_graph
 from tokendist._random import stream
 
 SMALL = ["ring:7", "torus:4x4", "hypercube:3", "grid:3x4", "star:6", "complete:5", "random-tree:12"]
-MODERN = ["quasirandom", "rotor-router", "randomized-diffusion", "random-matching", "balancing-circuit", "flow-imitation", "stratified-diffusion"]
+MODERN = ["quasirandom", "rotor-router", "randomized-diffusion", "random-matching", "balancing-circuit", "flow-imitation", "stratified-diffusion", "pairwise-averaging"]
 
 
 def _run_steps(proto, graph, loads, steps, seed=3):
@@ -439,3 +439,46 @@ def test_stratified_each_edge_within_two_of_ideal(spec, seed):
     assert np.all(np.abs(sent - ideal) < 2)
     new = p.step(0, g, loads.copy()).loads
     assert new.min() >= 0 and new.sum() == loads.sum()
+
+
+# ------------------------------------------------------------------------------------ pairwise averaging
+def test_pairwise_averaging_matches_naive():
+    g = make_graph("complete:9")
+    loads = np.random.default_rng(10).integers(0, 50, g.n).astype(np.int64)
+    p = make_protocol("pairwise-averaging")
+    got = _run_steps(p, g, loads, 200)
+    from tokendist._random import counter_uniform_scalar
+    pairs = [(int(a), int(b)) for a, b in zip(g.u, g.v)]
+    x = [int(a) for a in loads]
+    for t in range(200):
+        a, b = pairs[min(int(counter_uniform_scalar(p._key, t, 0) * len(pairs)), len(pairs) - 1)]
+        s = x[a] + x[b]
+        if counter_uniform_scalar(p._key, t, 1) < 0.5:
+            x[a], x[b] = s - s // 2, s // 2
+        else:
+            x[a], x[b] = s // 2, s - s // 2
+        np.testing.assert_array_equal(got[t + 1], x)
+
+
+def test_pairwise_averaging_pairs_are_uniform():
+    """Seeded chi-square-style check: every pair of complete:6 is drawn about equally often."""
+    g = make_graph("complete:6")
+    p = make_protocol("pairwise-averaging")
+    p.reset(g, np.zeros(6, dtype=np.int64), stream(0, "protocol"))
+    reps = 15000
+    counts = np.bincount([p.pair(t, g) for t in range(reps)], minlength=g.m)
+    expected = reps / g.m
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < 45  # 14 degrees of freedom: P(chi2 > 45) < 1e-4
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(4, 24), seed=st.integers(0, 10_000))
+def test_pairwise_averaging_reaches_discrepancy_one(n, seed):
+    """BFKK 2019: discrepancy <= 1 on the complete graph; checked within a generous 40 n log(n Delta) steps."""
+    loads = np.random.default_rng(seed).integers(0, 100, n).astype(np.int64)
+    delta = max(int(np.ptp(loads)), 2)
+    budget = int(40 * n * np.log(n * delta))
+    r = simulate(f"complete:{n}", "pairwise-averaging", loads, seed=seed, max_steps=budget, until_discrepancy=1,
+                 detect_cycles=False)
+    assert np.ptp(r.loads) <= 1 and r.loads.sum() == loads.sum()

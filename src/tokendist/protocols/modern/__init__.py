@@ -8,6 +8,7 @@ Importing this package registers its protocols (one private module per algorithm
 * ``random-matching``, ``balancing-circuit`` -- Friedrich, Sauerwald (2009); Sauerwald, Sun (2012); Berenbrink et al. (2025)
 * ``flow-imitation`` -- Akbari, Berenbrink, Sauerwald (PODC 2012)
 * ``stratified-diffusion`` -- Shiraga (arXiv:1802.06532)
+* ``pairwise-averaging`` -- Berenbrink, Friedetzky, Kaaser, Kling (IPDPS 2019)
 """
 
 from ._quasirandom import Quasirandom
@@ -16,5 +17,6 @@ from ._randomized_diffusion import RandomizedDiffusion
 from ._matching import BalancingCircuit, RandomMatching
 from ._flow_imitation import FlowImitation
 from ._stratified import StratifiedDiffusion
+from ._pairwise_averaging import PairwiseAveraging
 
-__all__ = ["Quasirandom", "RotorRouter", "RandomizedDiffusion", "RandomMatching", "BalancingCircuit", "FlowImitation", "StratifiedDiffusion"]
+__all__ = ["Quasirandom", "RotorRouter", "RandomizedDiffusion", "RandomMatching", "BalancingCircuit", "FlowImitation", "StratifiedDiffusion", "PairwiseAveraging"]
