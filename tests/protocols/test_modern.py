@@ -37,9 +37,12 @@ def test_registered():
 
 # ------------------------------------------------------------------------------------ quasirandom
 def naive_quasirandom(graph, loads, steps, *, p_of, ties_up=False):
-    """Per node, per neighbour in increasing order: send the nearest integer to err + x_i P_ij (guarded)."""
+    """Per node, per neighbour in increasing order: send the integer nearest to err + x_i P_ij (exact
+    rationals; ties as asked), then, if the node would overdraw, take tokens back from its most
+    negative errors."""
+    from fractions import Fraction
     nbrs = {i: sorted(int(j) for j in graph.neighbours(i)) for i in range(graph.n)}
-    err = {(i, j): 0.0 for i in nbrs for j in nbrs[i]}
+    err = {(i, j): Fraction(0) for i in nbrs for j in nbrs[i]}
     x = [int(a) for a in loads]
     hist = [np.array(x)]
     for _ in range(steps):
@@ -48,13 +51,14 @@ def naive_quasirandom(graph, loads, steps, *, p_of, ties_up=False):
             sent = {}
             for j in nbrs[i]:
                 acc = err[i, j] + x[i] * p_of(i, j)
-                s = max(math.floor(acc + 0.5) if ties_up else math.ceil(acc - 0.5), 0)
+                s = math.floor(acc + Fraction(1, 2)) if ties_up else math.ceil(acc - Fraction(1, 2))
+                s = max(s, 0)
                 err[i, j] = acc - s
                 sent[j] = s
             while sum(sent.values()) > x[i]:
                 j = min((j for j in nbrs[i] if sent[j] > 0), key=lambda j: (err[i, j], j))
                 sent[j] -= 1
-                err[i, j] += 1.0
+                err[i, j] += 1
             for j, s in sent.items():
                 new[i] -= s
                 new[j] += s
@@ -70,7 +74,9 @@ def test_quasirandom_matches_naive(spec, kernel, ties):
     g = make_graph(spec, seed=5)
     d = g.degrees
     loads = np.random.default_rng(1).integers(0, 60, g.n).astype(np.int64)
-    hist, _ = naive_quasirandom(g, loads, 30, p_of=lambda i, j: 1.0 / (2 * max(d[i], d[j])), ties_up=ties == "up")
+    from fractions import Fraction
+    hist, _ = naive_quasirandom(g, loads, 30, p_of=lambda i, j: Fraction(1, int(2 * max(d[i], d[j]))),
+                                ties_up=ties == "up")
     got = _run_steps(make_protocol("quasirandom", {"kernel": kernel, "ties": ties}), g, loads, 30)
     np.testing.assert_array_equal(np.array(got), np.array(hist))
 

@@ -21,31 +21,43 @@ _INITS = ("zero", "random")
 
 @numba.njit(cache=True, nogil=True)
 def _rotor_step(indptr, indices, loads, rotor, lazy, maxdeg, out):  # pragma: no cover - compiled
-    """One step: every node deals ``x`` tokens round its ``L`` ports from its rotor; returns tokens moved."""
+    """One step: every node deals ``x`` tokens round its ``L`` ports from its rotor; returns tokens moved.
+
+    Every node with a neighbour has the same L (2 Delta or Delta): ``x = base L + rem`` by a float
+    reciprocal and one correction (no integer division per node).
+    """
     n = loads.shape[0]
     for i in range(n):
         out[i] = loads[i]
     moved = 0
+    L = 2 * maxdeg if lazy else maxdeg
+    if L == 0:
+        return moved
+    inv = 1.0 / L
+    stride = 2 if lazy else 1
     for i in range(n):
         a = indptr[i]
         d = indptr[i + 1] - a
         if d == 0:
             continue
         x = loads[i]
-        L = 2 * maxdeg if lazy else maxdeg
-        base = x // L
+        base = np.int64(x * inv)
         rem = x - base * L
+        if rem >= L:
+            base += 1
+            rem -= L
+        elif rem < 0:
+            base -= 1
+            rem += L
         r = rotor[i]
         sent = 0
         for k in range(d):
-            q = 2 * k if lazy else k
-            pos = q - r
+            pos = stride * k - r
             if pos < 0:
                 pos += L
             c = base + (1 if pos < rem else 0)
-            if c:
-                out[indices[a + k]] += c
-                sent += c
+            out[indices[a + k]] += c
+            sent += c
         out[i] -= sent
         moved += sent
         r += rem
