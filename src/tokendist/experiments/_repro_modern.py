@@ -285,10 +285,10 @@ def _matching_runs(ctx, name, spec, seeds, params=None):
 @reproduction("random-matching", "Random matching and balancing circuit: constant discrepancy within the "
               "continuous process's rounds", _MODERN_PAPERS["random-matching"])
 def reproduce_random_matching(ctx) -> Reproduction:
-    seeds = 3 if ctx.quick else 20
+    seeds = 3 if ctx.quick else 10
     regular = ["torus:8x8", "hypercube:5", "random-regular:64,4"] if ctx.quick else \
         ["torus:16x16", "hypercube:8", "random-regular:256,4"]
-    arbitrary = ["grid:5x5", "random-tree:10"] if ctx.quick else ["grid:16x16", "random-tree:48"]
+    arbitrary = ["grid:5x5", "random-tree:10"] if ctx.quick else ["grid:12x12", "random-tree:32"]
     specs = [(name, spec, kind) for name in ("random-matching", "balancing-circuit")
              for kind, group in (("regular", regular), ("arbitrary", arbitrary)) for spec in group]
     rows, runs_all = [], []
@@ -559,9 +559,9 @@ def _plot_modern_vs_classic(rows, graphs, path):
               "and a tree", "the five papers and the modern family (protocols/modern)")
 def reproduce_modern_vs_classic(ctx) -> Reproduction:
     graphs = ["torus:6x6", "hypercube:4", "random-regular:32,4", "random-tree:15"] if ctx.quick else \
-        ["torus:32x32", "hypercube:10", "random-regular:1024,4", "random-tree:255"]
-    seeds = 1 if ctx.quick else 3
-    max_steps = 600 if ctx.quick else 20_000
+        ["torus:16x16", "hypercube:8", "random-regular:256,4", "random-tree:127"]
+    seeds = 1 if ctx.quick else 2
+    max_steps = 600 if ctx.quick else 10_000
     algos = [name for name, _ in PROTOCOLS.items() if _comparable(name)]
     rows = []
     cases = [(spec, init) for spec in graphs for init in ("random", "point")]

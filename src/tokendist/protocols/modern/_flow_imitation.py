@@ -11,6 +11,7 @@ import numpy as np
 
 from ..._random import stream_key
 from ...engine import Param, Protocol, Step, register_protocol
+from ...errors import TokendistError
 from ...graphs import edge_colouring
 from ._common import edge_coefficients, matrix_param
 from ._matching import random_matching
@@ -71,6 +72,9 @@ class FlowImitation(Protocol):
                     "(may overdraw, needs allow_infeasible)", _GUARDS))
 
     def reset(self, graph, loads, rng):
+        beta = self.options["beta"]
+        if not 0 < beta < 2:
+            raise TokendistError(f"{self.name}: beta={beta}: SOS needs 0 < beta < 2")
         self._graph = graph
         s = graph.speeds
         self._speeds = np.ones(graph.n) if s is None else np.asarray(s, dtype=float)

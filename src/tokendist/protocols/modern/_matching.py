@@ -12,6 +12,7 @@ import numpy as np
 
 from ..._random import counter_uniform, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
+from ...errors import TokendistError
 from ...graphs import edge_colouring
 
 __all__ = ["RandomMatching", "BalancingCircuit", "random_matching", "balance_pairs"]
@@ -129,6 +130,8 @@ class RandomMatching(_MatchingBase):
                     _EXCESS))
 
     def reset(self, graph, loads, rng):
+        if not 0 <= self.options["p"] <= 1:
+            raise TokendistError(f"{self.name}: p={self.options['p']}: a probability in [0, 1] (0: 1/(4 Delta))")
         self._key = stream_key(rng)
 
     def step(self, t, graph, loads):
