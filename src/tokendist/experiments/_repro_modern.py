@@ -361,7 +361,7 @@ def reproduce_flow_imitation(ctx) -> Reproduction:
                     "; ".join(f"{r['graph']} {r['process']}: {r['max_minus_avg']:.1f} <= {r['bound_2d']}" for r in rows)),
               Claim("Every edge's cumulative discrete flow within 1 of the continuous one (no token held back)",
                     all(r["max_flow_gap"] < 1 and r["held_back"] == 0 for r in rows),
-                    f"largest |F - D| {max(r['max_flow_gap'] for r in rows):.6f}, held back "
+                    f"largest |F - D| {max(r['max_flow_gap'] for r in rows):.10f}, held back "
                     f"{sum(r['held_back'] for r in rows)}")]
     return Reproduction("flow-imitation", "Flow imitation of continuous processes", _MODERN_PAPERS["flow-imitation"],
                         tables=[Table("after the continuous process balanced", list(rows[0]),
@@ -369,7 +369,7 @@ def reproduce_flow_imitation(ctx) -> Reproduction:
                         claims=claims, data={"rows": rows})
 
 
-@reproduction("stratified-diffusion", "Stratified randomized diffusion: O(sqrt(d log n)) discrepancy, E[x] = x P",
+@reproduction("stratified-diffusion", "Stratified randomized diffusion: O(sqrt(d log n)) discrepancy, expected load x P",
               _MODERN_PAPERS["stratified-diffusion"])
 def reproduce_stratified(ctx) -> Reproduction:
     specs = (["torus:8x8", "torus:16x16", "hypercube:5", "hypercube:7", "random-regular:64,4",
