@@ -6,6 +6,7 @@ through the registry; ``test_registered`` checks they are there.
 """
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -14,7 +15,9 @@ from hypothesis import given, settings, strategies as st
 import tokendist  # noqa: F401  (registers everything)
 from tokendist.engine import PROTOCOLS, make_protocol, simulate
 from tokendist.graphs import make_graph
-from tokendist._random import stream
+from tokendist._random import counter_uniform_scalar, stream
+from tokendist.protocols.modern._matching import _TAG_COIN, _coins, random_matching
+from tokendist.protocols.modern._stratified import _below as below
 
 SMALL = ["ring:7", "torus:4x4", "hypercube:3", "grid:3x4", "star:6", "complete:5", "random-tree:12"]
 MODERN = ["quasirandom", "rotor-router", "randomized-diffusion", "random-matching", "balancing-circuit", "flow-imitation", "stratified-diffusion", "pairwise-averaging"]
@@ -40,7 +43,6 @@ def naive_quasirandom(graph, loads, steps, *, p_of, ties_up=False):
     """Per node, per neighbour in increasing order: send the integer nearest to err + x_i P_ij (exact
     rationals; ties as asked), then, if the node would overdraw, take tokens back from its most
     negative errors."""
-    from fractions import Fraction
     nbrs = {i: sorted(int(j) for j in graph.neighbours(i)) for i in range(graph.n)}
     err = {(i, j): Fraction(0) for i in nbrs for j in nbrs[i]}
     x = [int(a) for a in loads]
@@ -74,7 +76,6 @@ def test_quasirandom_matches_naive(spec, kernel, ties):
     g = make_graph(spec, seed=5)
     d = g.degrees
     loads = np.random.default_rng(1).integers(0, 60, g.n).astype(np.int64)
-    from fractions import Fraction
     hist, _ = naive_quasirandom(g, loads, 30, p_of=lambda i, j: Fraction(1, int(2 * max(d[i], d[j]))),
                                 ties_up=ties == "up")
     got = _run_steps(make_protocol("quasirandom", {"kernel": kernel, "ties": ties}), g, loads, 30)
@@ -172,7 +173,6 @@ def test_rotor_router_conserves_and_tracks_walk(side, seed):
 # ------------------------------------------------------------------------------------ randomized diffusion
 def naive_randomized_diffusion(graph, loads, t, key, slots):
     """One step, per node: floor(x/S) to every slot, the x mod S excess to the S slots of smallest coin."""
-    from tokendist._random import counter_uniform_scalar
     new = [0] * graph.n
     for i in range(graph.n):
         nbrs = sorted(int(j) for j in graph.neighbours(i))
@@ -236,7 +236,6 @@ def test_randomized_diffusion_never_negative(spec, seed):
 
 
 # ------------------------------------------------------------------------------------ matchings
-from tokendist.protocols.modern._matching import random_matching  # noqa: E402
 
 
 def naive_balance(graph, loads, pairs, ceil_to):
@@ -273,7 +272,6 @@ def test_matching_protocols_match_naive(spec, name, params):
         if params.get("excess") == "heavier":
             ceil_to = {(a, b): a if x[a] >= x[b] else b for a, b in pairs}
         else:
-            from tokendist.protocols.modern._matching import _coins, _TAG_COIN
             coin = _coins(p._key, _TAG_COIN, t, g.m)
             ceil_to = {(a, b): a if coin[e] < 0.5 else b for (a, b), e in zip(pairs, np.flatnonzero(matched))}
         x_naive = naive_balance(g, x, pairs, ceil_to)
@@ -379,7 +377,6 @@ def test_flow_imitation_speeds_and_sos():
 def naive_stratified(graph, loads, t, key, self_first=True):
     """Every token k of node i draws U = (k + u)/x, u = the counter draw of (i, k), and walks to the slot
     whose interval of the row (self first, then neighbours in increasing order) contains U."""
-    from tokendist._random import counter_uniform_scalar
     d = graph.degrees
     new = [0] * graph.n
     for i in range(graph.n):
@@ -438,8 +435,7 @@ def test_stratified_each_edge_within_two_of_ideal(spec, seed):
     p.reset(g, loads.copy(), stream(seed, "protocol"))
     rows = np.repeat(np.arange(g.n), np.diff(g.indptr))
     x = loads[rows]
-    lo = __import__("tokendist.protocols.modern._stratified", fromlist=["_below"])._below
-    sent = lo(p._c[rows, p._col + 1], x, rows, p._key, 0) - lo(p._c[rows, p._col], x, rows, p._key, 0)
+    sent = below(p._c[rows, p._col + 1], x, rows, p._key, 0) - below(p._c[rows, p._col], x, rows, p._key, 0)
     d = g.degrees
     ideal = x / (2 * np.maximum(d[rows], d[g.indices]))
     assert np.all(np.abs(sent - ideal) < 2)
@@ -453,7 +449,6 @@ def test_pairwise_averaging_matches_naive():
     loads = np.random.default_rng(10).integers(0, 50, g.n).astype(np.int64)
     p = make_protocol("pairwise-averaging")
     got = _run_steps(p, g, loads, 200)
-    from tokendist._random import counter_uniform_scalar
     pairs = [(int(a), int(b)) for a, b in zip(g.u, g.v)]
     x = [int(a) for a in loads]
     for t in range(200):
