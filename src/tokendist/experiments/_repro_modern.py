@@ -417,8 +417,8 @@ def reproduce_stratified(ctx) -> Reproduction:
 @reproduction("pairwise-averaging", "Random pairwise averaging: discrepancy <= 1 within O(n log n + n log Delta) steps",
               _MODERN_PAPERS["pairwise-averaging"])
 def reproduce_pairwise(ctx) -> Reproduction:
-    sizes = (16, 32, 64) if ctx.quick else (64, 128, 256, 512)
-    seeds = 3 if ctx.quick else 10
+    sizes = (16, 32, 64) if ctx.quick else (32, 64, 128, 256)
+    seeds = 3 if ctx.quick else 6
     rows = []
     cases = [(n, init) for n in sizes for init in ("point", "random")]
     for k, (n, init) in enumerate(cases):

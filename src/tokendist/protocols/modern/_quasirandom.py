@@ -62,8 +62,7 @@ def _guard(a, b, sent, err, q, one, total, x):  # pragma: no cover - compiled
 def _quasirandom_step(indptr, indices, q, loads, err, ties_up, guard, out, buf):  # pragma: no cover - compiled
     """One step, per-node CSR loop (``q`` per slot, or one value); returns (moved, held back)."""
     n = loads.shape[0]
-    for i in range(n):
-        out[i] = loads[i]
+    out[:] = 0  # (a write-only pass: each node adds its own kept tokens below)
     moved = 0
     held = 0
     one = q.shape[0] == 1
@@ -89,7 +88,7 @@ def _quasirandom_step(indptr, indices, q, loads, err, ties_up, guard, out, buf):
             s = buf[k - a]
             if s:
                 out[indices[k]] += s
-        out[i] -= total
+        out[i] += x - total
         moved += total
     return moved, held
 
@@ -98,8 +97,7 @@ def _quasirandom_step(indptr, indices, q, loads, err, ties_up, guard, out, buf):
 def _quasirandom_step_regular(indices, D, q, loads, err, ties_up, guard, out, buf):  # pragma: no cover - compiled
     """The same step on a D-regular graph with one ``q``: rows of D slots, one division per node."""
     n = loads.shape[0]
-    for i in range(n):
-        out[i] = loads[i]
+    out[:] = 0  # (a write-only pass: each node adds its own kept tokens below)
     moved = 0
     held = 0
     tie = 1 if ties_up else 0
@@ -136,7 +134,7 @@ def _quasirandom_step_regular(indices, D, q, loads, err, ties_up, guard, out, bu
             held += h
             for k in range(D):
                 out[indices[a + k]] += buf[k]
-        out[i] -= total
+        out[i] += x - total
         moved += total
     return moved, held
 

@@ -27,20 +27,21 @@ def _rotor_step(indptr, indices, loads, rotor, lazy, maxdeg, out):  # pragma: no
     reciprocal and one correction (no integer division per node).
     """
     n = loads.shape[0]
-    for i in range(n):
-        out[i] = loads[i]
+    out[:] = 0  # (a write-only pass: each node adds its own kept tokens below)
     moved = 0
     L = 2 * maxdeg if lazy else maxdeg
     if L == 0:
+        out[:] = loads
         return moved
     inv = 1.0 / L
     stride = 2 if lazy else 1
     for i in range(n):
         a = indptr[i]
         d = indptr[i + 1] - a
-        if d == 0:
-            continue
         x = loads[i]
+        if d == 0:
+            out[i] += x
+            continue
         base = np.int64(x * inv)
         rem = x - base * L
         if rem >= L:
@@ -58,7 +59,7 @@ def _rotor_step(indptr, indices, loads, rotor, lazy, maxdeg, out):  # pragma: no
             c = base + (1 if pos < rem else 0)
             out[indices[a + k]] += c
             sent += c
-        out[i] -= sent
+        out[i] += x - sent
         moved += sent
         r += rem
         if r >= L:
