@@ -188,6 +188,9 @@ class Quasirandom(Protocol):
     non-negative and ``|e_ij| < 3/2`` on those edges (the report counts the tokens held back). With
     ``guard=off`` the rule is the paper's and a run needs ``allow_infeasible``.
 
+    ``track=true`` runs the idealised process alongside and adds to the report the largest deviation
+    ``max_k |x_k - xi_k|`` and the largest accumulated edge error over the run.
+
     The per-node form needs no message but the load exchange of the engine: the errors of a node's
     out-edges are its own memory.
 
@@ -214,10 +217,16 @@ class Quasirandom(Protocol):
               Param("guard", str, "on", "on: never send more than the node holds (takes back from the most "
                     "negative errors); off: the paper's rule, may overdraw (needs allow_infeasible)", _GUARDS),
               Param("kernel", str, "numba", "numba (per-node CSR loop) or numpy (edge-wise reference)",
-                    ("numba", "numpy")))
+                    ("numba", "numpy")),
+              Param("track", bool, False, "run the continuous process xi(t+1) = xi(t) P alongside and report the "
+                    "largest deviation max_k |x_k - xi_k| and the largest accumulated edge error over the run "
+                    "(costs one SpMV and one pass over the errors a step)"))
 
     def reset(self, graph, loads, rng):
         self._graph = graph
+        self._xi = np.asarray(loads, dtype=float).copy() if self.options["track"] else None
+        self.max_deviation = self.deviation_now = 0.0
+        self.max_error_seen = 0.0
         alpha = edge_coefficients(graph, self.options["matrix"])
         q_slot = reciprocal_denominators(alpha[graph.csr_edges] if graph.m else alpha, self.name)
         same = q_slot.size > 0 and bool(np.all(q_slot == q_slot[0]))
@@ -244,6 +253,8 @@ class Quasirandom(Protocol):
         if self.options["kernel"] == "numpy":
             new, sent = quasirandom_reference_step(graph, self._q_slot, loads, self.err_units, self._ties_up,
                                                    self._guard)
+            if self._xi is not None:
+                self._track(graph, new)
             return Step(new, moved=int(sent.sum()), messages=2 * graph.m)
         new = self._out if self._out is not loads else np.empty_like(loads)
         D = self._degree if graph is self._graph else 0
@@ -255,15 +266,33 @@ class Quasirandom(Protocol):
                                             self.err_units, self._ties_up, self._guard, new, self._buf)
         self._out = loads
         self.held_back += int(held)
+        if self._xi is not None:
+            self._track(graph, new)
         return Step(new, moved=int(moved), messages=2 * graph.m)
+
+    def _track(self, graph, new):
+        # The idealised process from the same start (FGS Sec. 2), for the report only.
+        alpha = 1.0 / self._q_slot
+        xi = self._xi
+        rows = slot_rows(graph)
+        self._xi = xi - np.bincount(rows, weights=alpha * xi[rows], minlength=graph.n) \
+            + np.bincount(graph.indices, weights=alpha * xi[rows], minlength=graph.n)
+        self.deviation_now = float(np.abs(new - self._xi).max())
+        self.max_deviation = max(self.max_deviation, self.deviation_now)
+        if self.err_units.size:
+            self.max_error_seen = max(self.max_error_seen, float(np.abs(self.err).max()))
 
     def state_key(self):
         return self.err_units.tobytes()
 
     def report(self):
         err = float(np.abs(self.err).max()) if self.err_units.size else 0.0
-        return {"max_abs_error_now": err, "held_back": self.held_back, "ties": self.options["ties"],
-                "guard": self.options["guard"], "matrix": self.options["matrix"]}
+        out = {"max_abs_error_now": err, "held_back": self.held_back, "ties": self.options["ties"],
+               "guard": self.options["guard"], "matrix": self.options["matrix"]}
+        if self._xi is not None:
+            out.update(max_abs_error=self.max_error_seen, max_deviation=self.max_deviation,
+                       deviation_now=self.deviation_now)
+        return out
 
     # Per-node form: the node's own load and its out-edges' errors decide everything.
     def publish(self, rnd, t, node, view):
