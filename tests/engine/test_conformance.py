@@ -59,6 +59,8 @@ def test_balanced_stays_balanced(name, spec, params):
     g = make_graph(spec, seed=5)
     if g.speeds is not None:
         pytest.skip("heterogeneous balance is speed-weighted")
+    if not getattr(PROTOCOLS.get(name), "keeps_balance", True):  # rotor walks, randomised roundings
+        pytest.skip(f"{name}: a balanced distribution is not a fixed point of the published rule")
     r = _run(name, spec, "constant:6", params=params)
     np.testing.assert_allclose(r.loads, 6)
 

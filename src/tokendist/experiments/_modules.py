@@ -2,3 +2,4 @@
 
 from . import _repro_table1, _repro_houle, _repro_margara, _repro_subramanian, _repro_elsasser, _repro_ghosh  # noqa: F401
 from . import _repro_sos_iou  # noqa: F401
+from . import _repro_modern  # noqa: F401

@@ -1,0 +1,153 @@
+"""Flow imitation (Akbari, Berenbrink, Sauerwald, PODC 2012): a discrete process that follows a continuous one.
+
+A continuous process (divisible load) runs alongside; each edge keeps its cumulative continuous
+flow ``F_e`` and its cumulative discrete flow ``D_e`` and sends, every step, the whole tokens that
+bring ``D_e`` to ``F_e`` rounded towards zero, so that ``|F_e - D_e| < 1`` on every edge.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..._random import stream_key
+from ...engine import Param, Protocol, Step, register_protocol
+from ...errors import TokendistError
+from ...graphs import edge_colouring
+from ._common import edge_coefficients, matrix_param
+from ._matching import random_matching
+
+__all__ = ["FlowImitation"]
+
+_PROCESSES = ("fos", "sos", "circuit", "random-matching")
+_GUARDS = ("on", "off")
+
+
+@register_protocol
+class FlowImitation(Protocol):
+    """Flow imitation: every edge sends whole tokens so that its cumulative flow tracks a continuous process's.
+
+    Notes
+    -----
+    The rule (Akbari, Berenbrink, Sauerwald, "A simple approach for adapting continuous load balancing
+    processes to discrete settings", PODC 2012; stated as the issue states it, the paper's text could
+    not be read in this session): run the continuous process C from the same start; let ``F_e(t)``
+    be C's cumulative flow over edge e after t steps and ``D_e(t)`` the discrete one. In step t every
+    edge sends ``D_e(t) - D_e(t-1)`` tokens with ``D_e(t) = trunc(F_e(t))`` (rounded towards zero),
+    hence ``|F_e - D_e| < 1`` and every discrete load is within ``deg(i)`` of the continuous load
+    (speeds: of ``s_i`` times the continuous balanced share). Claim: once C is balanced, the maximum
+    load minus the average is at most ``2d`` (unit tokens, d the maximum degree), on tori,
+    hypercubes and random regular graphs alike.
+
+    ``process``: ``fos`` (default; first-order diffusion, ``P_ij`` from ``matrix``, with speeds the
+    flow ``alpha_ij (xi_i / s_i - xi_j / s_j)`` with ``alpha_ij = min(s_i, s_j) P_ij``), ``sos``
+    (second-order: ``f(t) = (beta - 1) f(t-1) + beta alpha (xi_i/s_i - xi_j/s_j)``, ``beta``),
+    ``circuit`` (continuous balancing circuit over the colour classes of an edge colouring),
+    ``random-matching`` (a fresh random matching per round, edge-coin drawing). ``guard=on``
+    (default): a node never sends more than it holds; the edges it cannot pay stay behind their
+    continuous flow for a step (the report counts the tokens held back: ``|F_e - D_e|`` may then
+    exceed 1 for a while). ``guard=off``: the published rule, which may overdraw (needs
+    ``allow_infeasible``).
+
+    References
+    ----------
+    H. Akbari, P. Berenbrink, T. Sauerwald, A simple approach for adapting continuous load balancing
+    processes to discrete settings, PODC 2012 (Distributed Computing 29, 2016).
+
+    Examples
+    --------
+    >>> import tokendist as td
+    >>> r = td.simulate("torus:8x8", "flow-imitation", "point:6400", seed=1, max_steps=600)
+    >>> r.tokens, int(r.loads.max() - 100) <= 2 * 4
+    (6400, True)
+    """
+
+    name = "flow-imitation"
+    title = "Flow imitation of a continuous process"
+    paper = "Akbari, Berenbrink, Sauerwald, PODC 2012"
+    model = "flow"
+    params = (Param("process", str, "fos", "the continuous process imitated", _PROCESSES),
+              matrix_param("degree"),
+              Param("beta", float, 1.5, "SOS parameter beta (process=sos), 0 < beta < 2"),
+              Param("guard", str, "on", "on: never send more than a node holds; off: the published rule "
+                    "(may overdraw, needs allow_infeasible)", _GUARDS))
+
+    def reset(self, graph, loads, rng):
+        beta = self.options["beta"]
+        if not 0 < beta < 2:
+            raise TokendistError(f"{self.name}: beta={beta}: SOS needs 0 < beta < 2")
+        self._graph = graph
+        s = graph.speeds
+        self._speeds = np.ones(graph.n) if s is None else np.asarray(s, dtype=float)
+        alpha = edge_coefficients(graph, self.options["matrix"])
+        if s is not None and graph.m:
+            alpha = alpha * np.minimum(self._speeds[graph.u], self._speeds[graph.v])
+        self._alpha = alpha
+        self.xi = np.asarray(loads, dtype=float).copy()  # the continuous process, run alongside
+        self.F = np.zeros(graph.m)                         # cumulative continuous flow u -> v
+        self.D = np.zeros(graph.m, dtype=np.int64)         # cumulative discrete flow u -> v
+        self._prev = np.zeros(graph.m)                     # SOS: the previous step's flow
+        self._key = stream_key(rng)
+        proc = self.options["process"]
+        if proc == "circuit":
+            self._colours = edge_colouring(graph) if graph.m else np.zeros(0, dtype=np.int64)
+            self.period = int(self._colours.max()) + 1 if graph.m else 1
+        self.held_back = 0
+        self.max_gap = 0.0
+
+    def _continuous_flow(self, t, graph) -> np.ndarray:
+        proc = self.options["process"]
+        pot = self.xi / self._speeds
+        if proc in ("fos", "sos"):
+            f = self._alpha * (pot[graph.u] - pot[graph.v])
+            if proc == "sos" and t > 0:
+                beta = self.options["beta"]
+                f = (beta - 1.0) * self._prev + beta * f
+            self._prev = f
+            return f
+        matched = (self._colours == t % self.period) if proc == "circuit" else random_matching(graph, self._key, t)
+        su, sv = self._speeds[graph.u], self._speeds[graph.v]
+        total = self.xi[graph.u] + self.xi[graph.v]
+        # a matched pair ends with loads proportional to its speeds: xi_u' = (xi_u + xi_v) s_u / (s_u + s_v)
+        return np.where(matched, self.xi[graph.u] - total * su / (su + sv), 0.0)
+
+    def step(self, t, graph, loads):
+        loads = np.asarray(loads, dtype=np.int64)
+        n = graph.n
+        f = self._continuous_flow(t, graph)
+        self.xi = self.xi - np.bincount(graph.u, weights=f, minlength=n) + np.bincount(graph.v, weights=f, minlength=n)
+        self.F += f
+        send = np.trunc(self.F).astype(np.int64) - self.D
+        if self.options["guard"] == "on":
+            send = self._guarded(graph, loads, send)
+        self.D += send
+        new = loads - np.bincount(graph.u, weights=send, minlength=n).astype(np.int64) \
+            + np.bincount(graph.v, weights=send, minlength=n).astype(np.int64)
+        if graph.m:
+            self.max_gap = max(self.max_gap, float(np.abs(self.F - self.D).max()))
+        return Step(new, moved=int(np.abs(send).sum()), messages=2 * graph.m, flows=send)
+
+    def _guarded(self, graph, loads, send):
+        out = np.bincount(graph.u, weights=np.maximum(send, 0), minlength=graph.n) \
+            + np.bincount(graph.v, weights=np.maximum(-send, 0), minlength=graph.n)
+        over = np.flatnonzero(out > loads)
+        if over.size == 0:
+            return send
+        send = send.copy()
+        for i in over:  # rare: a node whose continuous load is below its degree; pay edges in CSR order
+            budget = int(loads[i])
+            for e in graph.csr_edges[graph.indptr[i]:graph.indptr[i + 1]]:
+                owed = send[e] if graph.u[e] == i else -send[e]
+                if owed <= 0:
+                    continue
+                pay = min(owed, budget)
+                budget -= pay
+                self.held_back += int(owed - pay)
+                send[e] = pay if graph.u[e] == i else -pay
+        return send
+
+    def state_key(self):
+        return self.D.tobytes() + self.F.tobytes() + self.xi.tobytes()
+
+    def report(self):
+        return {"process": self.options["process"], "held_back": self.held_back,
+                "max_abs_flow_gap": self.max_gap, "guard": self.options["guard"]}

@@ -1,0 +1,321 @@
+"""Quasirandom diffusion (Friedrich, Gairing, Sauerwald 2010/2012): bounded-error rounding per edge.
+
+Every directed edge (i, j) carries the accumulated rounding error ``e_ij = sum_s (x_i(s) P_ij -
+sent_ij(s))``; each step node i sends to j the integer nearest to ``e_ij + x_i(t) P_ij`` (the ideal
+flow of the step plus the error so far), so that ``|e_ij| <= 1/2`` after every step.
+
+Exact bookkeeping: every ``P_ij`` is ``1/q_ij`` for an integer ``q_ij`` (``2 max(d_i, d_j)``,
+``Delta + 1``, or ``uniform:1/k``), so the error is kept as an integer count of ``1/q_ij``-th
+tokens (int32 per directed edge): no floating-point drift, exact ties, and with ``x = a q + b``
+the rounding is one comparison, ``sent = a + [2 (e + b) > q]``. ``q`` must stay below 2^29
+(a graph of maximum degree below 2^28).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ...engine import Param, Protocol, Step, register_protocol
+from ...errors import TokendistError
+from ...graphs._model import unsigned_view
+from ._common import edge_coefficients, matrix_param, slot_rows
+
+__all__ = ["Quasirandom", "quasirandom_reference_step", "reciprocal_denominators"]
+
+_TIES = ("down", "up")
+_GUARDS = ("on", "off")
+
+
+def reciprocal_denominators(alpha: np.ndarray, name: str) -> np.ndarray:
+    """The integers ``q`` with ``alpha = 1/q`` (int64); a one-line error when some entry is not of that form."""
+    q = np.rint(1.0 / alpha).astype(np.int64) if alpha.size else np.zeros(0, dtype=np.int64)
+    if alpha.size and (np.any(q < 1) or np.any(np.abs(alpha * q - 1.0) > 1e-12)):
+        raise TokendistError(f"{name}: every P_ij must be 1/k for an integer k (exact error bookkeeping); "
+                             "use matrix=degree, max-degree or uniform:1/k")
+    return q
+
+
+@numba.njit(cache=True, nogil=True)
+def _guard(a, b, sent, err, q, one, total, x):  # pragma: no cover - compiled
+    # Take tokens back, one at a time, from the slot whose error (in tokens) is the most negative.
+    held = 0
+    while total > x:
+        best = -1
+        for k in range(a, b):
+            if sent[k - a] > 0:
+                if best < 0:
+                    best = k
+                else:
+                    qk = q[0] if one else q[k]
+                    qb = q[0] if one else q[best]
+                    if err[k] * qb < err[best] * qk:
+                        best = k
+        sent[best - a] -= 1
+        err[best] += q[0] if one else q[best]
+        total -= 1
+        held += 1
+    return total, held
+
+
+@numba.njit(cache=True, nogil=True)
+def _quasirandom_step(indptr, indices, q, loads, err, ties_up, guard, out, buf):  # pragma: no cover - compiled
+    """One step, per-node CSR loop (``q`` per slot, or one value); returns (moved, held back)."""
+    n = loads.shape[0]
+    out[:] = 0  # (a write-only pass: each node adds its own kept tokens below)
+    moved = 0
+    held = 0
+    one = q.shape[0] == 1
+    tie = 1 if ties_up else 0
+    for i in range(n):
+        x = loads[i]
+        a = indptr[i]
+        b = indptr[i + 1]
+        total = 0
+        for k in range(a, b):
+            qk = q[0] if one else q[k]
+            whole = x // qk
+            v = err[k] + (x - whole * qk)
+            up = 1 if 2 * v + tie > qk else 0
+            err[k] = v - up * qk
+            s = whole + up
+            buf[k - a] = s
+            total += s
+        if guard and total > x:
+            total, h = _guard(a, b, buf, err, q, one, total, x)
+            held += h
+        for k in range(a, b):
+            s = buf[k - a]
+            if s:
+                out[indices[k]] += s
+        out[i] += x - total
+        moved += total
+    return moved, held
+
+
+@numba.njit(cache=True, nogil=True)
+def _quasirandom_step_regular(indices, D, q, loads, err, ties_up, guard, out, buf):  # pragma: no cover - compiled
+    """The same step on a D-regular graph with one ``q``: rows of D slots, one division per node."""
+    n = loads.shape[0]
+    out[:] = 0  # (a write-only pass: each node adds its own kept tokens below)
+    moved = 0
+    held = 0
+    tie = 1 if ties_up else 0
+    inv = 1.0 / q
+    qarr = np.empty(1, dtype=np.int64)
+    qarr[0] = q
+    for i in range(n):
+        x = loads[i]
+        # x = whole q + rest, by a float reciprocal and one correction (no integer division).
+        whole = np.int64(x * inv)
+        rest = x - whole * q
+        if rest >= q:
+            whole += 1
+            rest -= q
+        elif rest < 0:
+            whole -= 1
+            rest += q
+        a = i * D
+        ups = 0
+        # Scatter at once (the common case); a node that would overdraw takes its sends back and
+        # redoes them through the guard.
+        for k in range(D):
+            v = err[a + k] + rest
+            up = 1 if 2 * v + tie > q else 0
+            err[a + k] = v - up * q
+            out[indices[a + k]] += whole + up
+            buf[k] = whole + up
+            ups += up
+        total = D * whole + ups
+        if guard and total > x:
+            for k in range(D):
+                out[indices[a + k]] -= buf[k]
+            total, h = _guard(a, a + D, buf, err, qarr, True, total, x)
+            held += h
+            for k in range(D):
+                out[indices[a + k]] += buf[k]
+        out[i] += x - total
+        moved += total
+    return moved, held
+
+
+def quasirandom_reference_step(graph, q_slot, loads, err, ties_up: bool, guard: bool):
+    """The numpy reference of one step (updates the integer ``err`` in place); returns ``(loads, sent per slot)``."""
+    rows = slot_rows(graph)
+    x = loads[rows]
+    whole, rest = np.divmod(x, q_slot)
+    v = err + rest
+    up = (2 * v + int(ties_up) > q_slot).astype(np.int64)
+    err[:] = v - up * q_slot
+    sent = whole + up
+    if guard:
+        total = np.bincount(rows, weights=sent, minlength=graph.n).astype(np.int64)
+        for i in np.flatnonzero(total > loads):  # rare: the node holds fewer tokens than its rounding asks
+            a, b = graph.indptr[i], graph.indptr[i + 1]
+            while total[i] > loads[i]:
+                k = min((k for k in range(a, b) if sent[k] > 0), key=lambda k: (err[k] / q_slot[k], k))
+                sent[k] -= 1
+                err[k] += q_slot[k]
+                total[i] -= 1
+    new = loads - np.bincount(rows, weights=sent, minlength=graph.n).astype(np.int64) \
+        + np.bincount(graph.indices, weights=sent, minlength=graph.n).astype(np.int64)
+    return new, sent
+
+
+@register_protocol
+class Quasirandom(Protocol):
+    """Quasirandom diffusion: each edge rounds its ideal flow so that its accumulated error stays within 1/2.
+
+    Notes
+    -----
+    The rule as published (Friedrich, Gairing, Sauerwald, Sec. 2, "quasirandom" rounding; abstract:
+    "keeping the accumulated rounding errors as small as possible"): the idealised process is
+    first-order diffusion ``xi(t+1) = xi(t) P`` with, on a d-regular graph, ``P_ij = 1/(2d)`` for
+    every edge and ``P_ii = 1/2``. In the discrete process node i sends to each neighbour j either
+    ``floor(x_i(t) P_ij)`` or ``ceil(x_i(t) P_ij)`` tokens, choosing the one that keeps the
+    accumulated rounding error ``e_ij(t) = sum_{s <= t} (x_i(s) P_ij - sent_ij(s))`` of the directed
+    edge smallest in absolute value: ``sent = nearest integer to e_ij(t-1) + x_i P_ij``, so
+    ``|e_ij| <= 1/2`` always. Claims (abstract): on d-dimensional tori the deviation
+    ``max_k |x_k(t) - xi_k(t)|`` from the idealised process run from the same start is bounded by a
+    constant; on the hypercube it is O(log^{3/2} n) (and the paper gives an instance with
+    Omega(log n)).
+
+    Choices (parameters): ``matrix`` (``degree``: ``P_ij = 1/(2 max(d_i, d_j))``, the paper's
+    matrix on regular graphs; every entry must be 1/k for an integer k), ``ties`` (an accumulated
+    value of exactly k + 1/2 rounds ``down`` or ``up``), ``guard``: the paper's rule can ask a node
+    holding few tokens to send more than it has (all its edges rounding up at once); ``guard=on``
+    (default) takes the excess back from the edges with the most negative error, so loads stay
+    non-negative and ``|e_ij| < 3/2`` on those edges (the report counts the tokens held back). With
+    ``guard=off`` the rule is the paper's and a run needs ``allow_infeasible``.
+
+    ``track=true`` runs the idealised process alongside and adds to the report the largest deviation
+    ``max_k |x_k - xi_k|`` and the largest accumulated edge error over the run.
+
+    The per-node form needs no message but the load exchange of the engine: the errors of a node's
+    out-edges are its own memory.
+
+    References
+    ----------
+    T. Friedrich, M. Gairing, T. Sauerwald, Quasirandom load balancing, SODA 2010; SIAM J. Comput.
+    41(4):747-771, 2012; arXiv:1006.3302.
+
+    Examples
+    --------
+    >>> import tokendist as td
+    >>> r = td.simulate("torus:8x8", "quasirandom", "uniform:6400", seed=1, max_steps=400)
+    >>> r.tokens, int(r.loads.min()) >= 0, r.report["held_back"]
+    (6400, True, 0)
+    """
+
+    name = "quasirandom"
+    title = "Quasirandom diffusion (bounded-error rounding)"
+    paper = "Friedrich, Gairing, Sauerwald 2012 (SIAM J. Comput. 41(4); arXiv:1006.3302), Sec. 2"
+    model = "flow"
+    exchange_rounds = 1
+    params = (matrix_param("degree"),
+              Param("ties", str, "down", "an accumulated value of exactly k + 1/2 rounds down or up", _TIES),
+              Param("guard", str, "on", "on: never send more than the node holds (takes back from the most "
+                    "negative errors); off: the paper's rule, may overdraw (needs allow_infeasible)", _GUARDS),
+              Param("kernel", str, "numba", "numba (per-node CSR loop) or numpy (edge-wise reference)",
+                    ("numba", "numpy")),
+              Param("track", bool, False, "run the continuous process xi(t+1) = xi(t) P alongside and report the "
+                    "largest deviation max_k |x_k - xi_k| and the largest accumulated edge error over the run "
+                    "(costs one SpMV and one pass over the errors a step)"))
+
+    def reset(self, graph, loads, rng):
+        self._graph = graph
+        self._xi = np.asarray(loads, dtype=float).copy() if self.options["track"] else None
+        self.max_deviation = self.deviation_now = 0.0
+        self.max_error_seen = 0.0
+        alpha = edge_coefficients(graph, self.options["matrix"])
+        q_slot = reciprocal_denominators(alpha[graph.csr_edges] if graph.m else alpha, self.name)
+        same = q_slot.size > 0 and bool(np.all(q_slot == q_slot[0]))
+        self._q_slot = q_slot
+        self._q = q_slot[:1].copy() if same else q_slot
+        #: accumulated error per directed edge (CSR slot), in units of 1/q of a token
+        self.err_units = np.zeros(q_slot.size, dtype=np.int32)  # |e| < 3q/2: 4 bytes per directed edge
+        self._out = np.empty(graph.n, dtype=np.int64)
+        self._buf = np.empty(max(graph.max_degree, 1), dtype=np.int64)
+        self._ties_up = self.options["ties"] == "up"
+        self._guard = self.options["guard"] == "on"
+        self.held_back = 0
+        d = graph.degrees
+        # Rows of D slots (torus, hypercube): the regular kernel, no row pointers read.
+        self._degree = int(d[0]) if graph.n and d[0] > 0 and int(d.min()) == int(d.max()) and same else 0
+
+    @property
+    def err(self) -> np.ndarray:
+        """The accumulated error of every directed edge (CSR slot), in tokens."""
+        return self.err_units / self._q_slot
+
+    def step(self, t, graph, loads):
+        loads = np.ascontiguousarray(loads, dtype=np.int64)
+        if self.options["kernel"] == "numpy":
+            new, sent = quasirandom_reference_step(graph, self._q_slot, loads, self.err_units, self._ties_up,
+                                                   self._guard)
+            if self._xi is not None:
+                self._track(graph, new)
+            return Step(new, moved=int(sent.sum()), messages=2 * graph.m)
+        new = self._out if self._out is not loads else np.empty_like(loads)
+        D = self._degree if graph is self._graph else 0
+        if D:
+            moved, held = _quasirandom_step_regular(unsigned_view(graph.indices), D, int(self._q[0]), loads,
+                                                    self.err_units, self._ties_up, self._guard, new, self._buf)
+        else:
+            moved, held = _quasirandom_step(graph.indptr, unsigned_view(graph.indices), self._q, loads,
+                                            self.err_units, self._ties_up, self._guard, new, self._buf)
+        self._out = loads
+        self.held_back += int(held)
+        if self._xi is not None:
+            self._track(graph, new)
+        return Step(new, moved=int(moved), messages=2 * graph.m)
+
+    def _track(self, graph, new):
+        # The idealised process from the same start (FGS Sec. 2), for the report only.
+        alpha = 1.0 / self._q_slot
+        xi = self._xi
+        rows = slot_rows(graph)
+        self._xi = xi - np.bincount(rows, weights=alpha * xi[rows], minlength=graph.n) \
+            + np.bincount(graph.indices, weights=alpha * xi[rows], minlength=graph.n)
+        self.deviation_now = float(np.abs(new - self._xi).max())
+        self.max_deviation = max(self.max_deviation, self.deviation_now)
+        if self.err_units.size:
+            self.max_error_seen = max(self.max_error_seen, float(np.abs(self.err).max()))
+
+    def state_key(self):
+        return self.err_units.tobytes()
+
+    def report(self):
+        err = float(np.abs(self.err).max()) if self.err_units.size else 0.0
+        out = {"max_abs_error_now": err, "held_back": self.held_back, "ties": self.options["ties"],
+               "guard": self.options["guard"], "matrix": self.options["matrix"]}
+        if self._xi is not None:
+            out.update(max_abs_error=self.max_error_seen, max_deviation=self.max_deviation,
+                       deviation_now=self.deviation_now)
+        return out
+
+    # Per-node form: the node's own load and its out-edges' errors decide everything.
+    def publish(self, rnd, t, node, view):
+        return int(view.load)
+
+    def decide(self, t, node, view):
+        g = self._graph
+        a, b = int(g.indptr[node]), int(g.indptr[node + 1])
+        errs = view.memory.setdefault("err", [0] * (b - a))
+        x = int(view.load)
+        sent = []
+        for k in range(b - a):
+            q = int(self._q_slot[a + k])
+            whole, rest = divmod(x, q)
+            v = errs[k] + rest
+            up = int(2 * v + int(self._ties_up) > q)
+            errs[k] = v - up * q
+            sent.append(whole + up)
+        total = sum(sent)
+        if self._guard:
+            while total > x:
+                k = min((k for k in range(b - a) if sent[k] > 0), key=lambda k: (errs[k] / int(self._q_slot[a + k]), k))
+                sent[k] -= 1
+                errs[k] += int(self._q_slot[a + k])
+                total -= 1
+        return {int(g.indices[a + k]): sent[k] for k in range(b - a) if sent[k]}

@@ -1,0 +1,144 @@
+"""Stratified randomized diffusion (Shiraga, arXiv:1802.06532): multiple random walks with stratified draws.
+
+Node u's k-th token (k = 0 .. x_u - 1) draws a uniform number in ``[k/x_u, (k+1)/x_u)`` and moves to
+the vertex whose interval of the cumulative row ``P(u, .)`` contains it. Only the tokens whose
+stratum straddles a boundary of the row are random, so every neighbour receives ``x_u P_uv``
+within less than 2 tokens, and the expected load is ``x P``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._random import counter_uniform, counter_uniform_scalar, stream_key
+from ...engine import Param, Protocol, Step, register_protocol
+from ._common import edge_coefficients, matrix_param
+
+__all__ = ["StratifiedDiffusion", "row_boundaries"]
+
+_ORDERS = ("self-first", "self-last")
+
+
+def row_boundaries(graph, alpha: np.ndarray, order: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(c, slot_of)``: per node the cumulative boundaries of its row (``n x (S + 1)``, S = Delta + 1
+    columns; ``c[:, 0] = 0``, padded with 1.0) and, per CSR slot, the column of its neighbour."""
+    n, S = graph.n, graph.max_degree + 1
+    deg = np.diff(graph.indptr)
+    rows = np.repeat(np.arange(n), deg)
+    k = np.arange(graph.indptr[-1]) - graph.indptr[rows]
+    p = np.zeros((n, S))
+    a_slot = alpha[graph.csr_edges] if graph.m else np.zeros(0)
+    self_p = 1.0 - np.bincount(rows, weights=a_slot, minlength=n)
+    if order == "self-first":
+        p[:, 0] = self_p
+        col = k + 1
+    else:
+        p[np.arange(n), deg] = self_p
+        col = k
+    p[rows, col] = a_slot
+    c = np.zeros((n, S + 1))
+    c[:, 1:] = np.cumsum(p, axis=1)  # sequential sums: the per-node rule adds in the same order
+    last = deg + 1  # boundary after the node's last real column
+    c[np.arange(S + 1)[None, :] >= last[:, None]] = 1.0
+    return c, col
+
+
+def _below(c: np.ndarray, x: np.ndarray, nodes: np.ndarray, key: int, t: int) -> np.ndarray:
+    """Tokens whose stratified draw falls below boundary ``c``: floor(c x) + [U_k < frac(c x)], k = floor(c x)."""
+    B = c * x
+    k = np.floor(B)
+    frac = B - k
+    k = k.astype(np.int64)
+    idx = (nodes.astype(np.uint64) << np.uint64(32)) | (k.astype(np.uint64) & np.uint64(0xFFFFFFFF))
+    extra = (k < x) & (counter_uniform(key, t, idx) < frac)
+    return k + extra
+
+
+@register_protocol
+class StratifiedDiffusion(Protocol):
+    """Stratified randomized diffusion: the k-th token moves by a uniform draw in [k/x, (k+1)/x) through P's row.
+
+    Notes
+    -----
+    The rule (Shiraga, "Discrepancy analysis of a new randomized diffusion algorithm",
+    arXiv:1802.06532, Sec. 3; as the abstract and the issue state it): each vertex u with x_u tokens
+    numbers them k = 0 .. x_u - 1; token k draws ``U_k`` uniformly from ``[k/x_u, (k+1)/x_u)`` and
+    goes to the vertex v whose interval ``[sum_{w < v} P_uw, sum_{w <= v} P_uw)`` of the row
+    ``P(u, .)`` contains ``U_k`` (itself included). No vertex sends more than it holds, no history is
+    kept, and ``E[x(t+1)] = x(t) P``. Claim: discrepancy ``O(sqrt(d log n))`` w.h.p. on d-regular
+    graphs after the continuous process's balancing time (and for any symmetric round matrix,
+    without knowing Delta).
+
+    Choices: ``matrix`` (default ``degree``: ``P_uv = 1/(2 max(d_u, d_v))``), ``order`` of the row's
+    intervals (``self-first``: u itself, then its neighbours in increasing order; ``self-last``).
+    Token k of node u at step t draws ``counter_uniform(key, t, u * 2^32 + k)``: the vectorised rule
+    and the per-node rule agree. Only the tokens at the row's boundaries are drawn, so a step costs
+    O(m), not O(tokens).
+
+    References
+    ----------
+    T. Shiraga, Discrepancy analysis of a new randomized diffusion algorithm, arXiv:1802.06532, 2018.
+
+    Examples
+    --------
+    >>> import tokendist as td
+    >>> r = td.simulate("torus:8x8", "stratified-diffusion", "point:6400", seed=1, max_steps=400)
+    >>> r.tokens, int(r.loads.min()) >= 0
+    (6400, True)
+    """
+
+    name = "stratified-diffusion"
+    title = "Stratified randomized diffusion"
+    paper = "Shiraga 2018, arXiv:1802.06532"
+    model = "flow"
+    randomized = True
+    exchange_rounds = 1
+    keeps_balance = False  # tokens at the row's boundaries still move at random
+    params = (matrix_param("degree"),
+              Param("order", str, "self-first", "order of the row's intervals", _ORDERS))
+
+    def reset(self, graph, loads, rng):
+        self._graph = graph
+        alpha = edge_coefficients(graph, self.options["matrix"])
+        self._c, self._col = row_boundaries(graph, alpha, self.options["order"])
+        deg = np.diff(graph.indptr)
+        self._rows = np.repeat(np.arange(graph.n), deg)
+        self._key = stream_key(rng)
+
+    def step(self, t, graph, loads):
+        loads = np.asarray(loads, dtype=np.int64)
+        rows, col = self._rows, self._col
+        x = loads[rows]
+        lo = _below(self._c[rows, col], x, rows, self._key, t)
+        hi = _below(self._c[rows, col + 1], x, rows, self._key, t)
+        sent = hi - lo
+        n = graph.n
+        new = loads - np.bincount(rows, weights=sent, minlength=n).astype(np.int64) \
+            + np.bincount(graph.indices, weights=sent, minlength=n).astype(np.int64)
+        return Step(new, moved=int(sent.sum()), messages=2 * graph.m)
+
+    # Per-node form: the node's row, its load and its own counter-based draws.
+    def publish(self, rnd, t, node, view):
+        return int(view.load)
+
+    def _below_scalar(self, c: float, x: int, node: int, t: int) -> int:
+        B = c * x
+        k = math.floor(B)
+        frac = B - k
+        extra = k < x and counter_uniform_scalar(self._key, t, (node << 32) | (k & 0xFFFFFFFF)) < frac
+        return k + int(extra)
+
+    def decide(self, t, node, view):
+        g = self._graph
+        a, b = int(g.indptr[node]), int(g.indptr[node + 1])
+        x = int(view.load)
+        out = {}
+        for s in range(a, b):
+            col = int(self._col[s])
+            n_tok = self._below_scalar(float(self._c[node, col + 1]), x, node, t) - \
+                self._below_scalar(float(self._c[node, col]), x, node, t)
+            if n_tok:
+                out[int(g.indices[s])] = n_tok
+        return out
