@@ -33,6 +33,7 @@ from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
 from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy
 from ._protocol import Protocol, make_protocol
+from ._simulate_events import event_driven, run_event_steps
 
 __all__ = ["simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS", "TRACE_METRICS"]
 
@@ -175,7 +176,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
              until_local_discrepancy: float | None = None, record_every: int = 1,
              allow_infeasible: bool = False, check: bool = False, dynamics=None, injection=None,
              speeds=None, progress: Callable[[int, int], None] | None = None,
-             detect_cycles: bool = True, keep_loads_every: int | None = None) -> RunResult:
+             detect_cycles: bool = True, keep_loads_every: int | None = None,
+             event_path: bool | None = None) -> RunResult:
     """Run one protocol on one graph from one initial distribution.
 
     Parameters
@@ -211,6 +213,11 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         ``progress(step, max_steps)`` called now and then.
     keep_loads_every : int, optional
         Keep a copy of the loads every k steps in ``RunResult.load_history`` (row 0: initial).
+    event_path : bool, optional
+        Run a message protocol on the event-driven path (:mod:`._simulate_events`: same results,
+        no per-time-unit work over all nodes; the trace is computed when first read). Default:
+        whenever it applies (static network, no injection, no load history); False forces the
+        synchronous loop (the reference the tests compare it with).
 
     Returns
     -------
@@ -271,6 +278,22 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
 
     cycles = (detect_cycles and not protocol.randomized and dynamics is None and injection is None
               and graph.n <= _CYCLE_DETECTION_MAX_N)
+    if event_path is not False and event_driven(protocol, dynamics=dynamics, injection=injection,
+                                                keep_loads_every=keep_loads_every):
+        # A message protocol: the same loop doing per time unit only what that time unit changed.
+        t, stop_reason, cycle_length, moved_total, messages_total, lazy_trace = run_event_steps(
+            protocol, graph, max_steps=max_steps, until_discrepancy=until_discrepancy,
+            until_local_discrepancy=until_local_discrepancy, record_every=record_every, cycles=cycles,
+            progress=progress, names=TRACE_METRICS)
+        if progress is not None:
+            progress(t, max_steps)
+        loads = protocol.executor.loads.copy()
+        return RunResult(
+            graph=graph, algorithm=protocol.name, params=dict(protocol.options), seed=seed, steps=t,
+            stop_reason=stop_reason, tokens=_plain(total), initial=measure(graph, initial_loads),
+            final=measure(graph, loads), tokens_moved=moved_total, messages=messages_total, infeasible_steps=0,
+            loads=loads, initial_loads=initial_loads, trace=lazy_trace, report=protocol.report(), dynamics=None,
+            seconds=time.perf_counter() - started, cycle_length=cycle_length, load_history=None)
     seen: dict[bytes, tuple[int, float]] = {}
     record(0, graph, loads)
     history = [loads.copy()] if keep_loads_every else None
@@ -282,8 +305,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         for t in range(max_steps):
             g = dynamics.graph_at(t) if dynamics is not None else graph
             current_graph = g
-            if cycles and t % protocol.period == 0:
-                key = hashlib.blake2b(loads.tobytes() + protocol.state_key(), digest_size=16).digest()
+            if cycles and t % protocol.period == 0 and (state := protocol.state_key()) is not None:
+                key = hashlib.blake2b(loads.tobytes() + state, digest_size=16).digest()
                 if key in seen:
                     first, moved_then = seen[key]
                     cycle_length = t - first

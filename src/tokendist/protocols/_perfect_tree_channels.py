@@ -137,15 +137,14 @@ class ChannelNode:
 
     def send(self, c: int, message: tuple, tokens: int = 0):
         """Send ``message`` (with ``tokens``) through the reserved channel ``c`` (a generator)."""
-        ctx = self.ctx
-        when = ctx.send(self.neighbour[c], message, tokens)
         if self.release_mode == "delivery":
             target = self.delivered[c] + 1
-            # The executor tells the sender when the message will be delivered; a self-timer at
-            # that time ends the send (the timer is scheduled after the message, so the heap's
-            # sequence number delivers the message first).
-            ctx.set_timer(when - ctx.now, ("delivered", c))
+            # The executor hands the sender ("delivered", c) right after the receiver got the
+            # message (a self-timer at the delivery time, one heap event fewer): that ends the send.
+            self.ctx.send(self.neighbour[c], message, tokens, ("delivered", c))
             yield Wait(lambda: self.delivered[c] >= target)
+        else:
+            self.ctx.send(self.neighbour[c], message, tokens)
 
     def readable(self, c: int, phase: int) -> bool:
         q = self.inbox[c]
