@@ -151,8 +151,10 @@ class MessageExecutor:
         receiver's handler has run (the same event order as a self-timer set now for the delivery
         time, one event fewer on the heap).
         """
-        if not self._is_edge(src, dst):
-            raise RuntimeError(f"node {src} sent to {dst}, which is not a neighbour")
+        sets = self._neighbour_sets
+        if sets is None or dst not in sets[src]:
+            if not self._is_edge(src, dst):
+                raise RuntimeError(f"node {src} sent to {dst}, which is not a neighbour")
         if tokens:
             if tokens < 0:
                 raise RuntimeError(f"node {src} sent a negative number of tokens")
@@ -175,8 +177,11 @@ class MessageExecutor:
             when = last + 1
         self._last_delivery[(src, dst)] = when
         self.messages += 1
-        kind = message[0] if isinstance(message, tuple) and message and isinstance(message[0], str) else type(message).__name__
-        self.messages_by_kind[kind] += 1
+        if type(message) is tuple and message and type(message[0]) is str:
+            self.messages_by_kind[message[0]] += 1
+        else:
+            kind = message[0] if isinstance(message, tuple) and message and isinstance(message[0], str) else type(message).__name__
+            self.messages_by_kind[kind] += 1
         heapq.heappush(self._heap, (when, self._seq, src, dst, message, tokens, on_delivery))
         self._seq += 1
         return when
