@@ -31,7 +31,7 @@ from .._random import stream
 from ..errors import ConservationError, InfeasibleStepError, TokendistError
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
-from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy
+from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy, sum_min
 from ._protocol import Protocol, make_protocol
 from ._simulate_events import event_driven, run_event_steps
 
@@ -262,11 +262,11 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     trace = {k: [] for k in ("step", "tokens_moved", "messages", *TRACE_METRICS)}
     moved_total, messages_total, infeasible = 0, 0, 0
 
-    def record(t, g, w):
+    def record(t, g, w, w_sum=None):
         trace["step"].append(t)
         trace["tokens_moved"].append(moved_total)
         trace["messages"].append(messages_total)
-        for k, v in measure(g, w, TRACE_METRICS).items():
+        for k, v in measure(g, w, TRACE_METRICS, w_sum).items():
             trace[k].append(v)
 
     def reached(g, w) -> bool:
@@ -326,10 +326,13 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
                 sent = _outflow(g, out.flows)
                 if check:
                     _check_model(protocol, g, out.flows, t)
+            # One pass gives the sum (conservation, below) and the minimum (feasibility).
+            new_sum, new_min = sum_min(new)
             if sent is not None:
                 bad = np.flatnonzero(sent > loads + tol)
             else:
-                bad = np.flatnonzero(new < -tol) if new.min() < -tol else np.zeros(0, dtype=np.int64)
+                bad = (np.flatnonzero(new < -tol) if new_min is not None and new_min < -tol
+                       else np.zeros(0, dtype=np.int64))
             if bad.size:
                 if not allow_infeasible:
                     node = int(bad[0])
@@ -339,7 +342,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
             if injection is not None:
                 new, added, removed = injection.apply(t, new)
                 total = total + added - removed
-            held = new.sum() + out.in_transit
+                new_sum = new.sum()
+            held = new_sum + out.in_transit
             if (abs(held - total) > tol) if protocol.divisible else held != total:
                 raise ConservationError(f"{protocol.name} broke token conservation at step {t}: "
                                         f"{total} tokens became {held}")
@@ -357,7 +361,7 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
             if history is not None and step_no % keep_loads_every == 0:
                 history.append(loads.copy())
             if step_no % record_every == 0 or done or step_no == max_steps:
-                record(step_no, g, loads)
+                record(step_no, g, loads, new_sum)
             if progress is not None and (step_no & 63) == 0:
                 progress(step_no, max_steps)
             if done:
