@@ -35,7 +35,7 @@ from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy, 
 from ._protocol import Protocol, make_protocol
 from ._simulate_events import event_driven, run_event_steps
 
-__all__ = ["simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS", "TRACE_METRICS"]
+__all__ = ["simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS", "TRACE_METRICS", "step_overhead"]
 
 DEFAULT_MAX_STEPS = 10_000
 #: Metrics recorded in the per-step trace.
@@ -162,6 +162,28 @@ def _check_model(protocol: Protocol, graph: Graph, flows: np.ndarray, t: int) ->
             e = int(np.argmax(np.abs(flows)))
             raise ConservationError(f"{protocol.name} broke the multi-port model at step {t}: "
                                     f"{flows[e]} tokens on edge ({graph.u[e]}, {graph.v[e]})")
+
+
+def step_overhead(graph: Graph, loads: np.ndarray, out, *, record: bool = True, tol=0):
+    """The engine's own work on one step of :func:`simulate`, for ``tokendist bench``.
+
+    What the loop below does on a step of a static run with ``record_every=1`` and no stopping
+    rule, without raising: the feasibility check (from the flows or outflow the step reports, else
+    the minimum of the new loads), the conservation sum (one fused pass with the minimum), and the
+    trace metrics of the new loads. Returns the sum of the new loads.
+    """
+    new = out.loads
+    sent = out.outflow
+    if sent is None and out.flows is not None:
+        sent = _outflow(graph, out.flows)
+    new_sum, new_min = sum_min(new)
+    if sent is not None:
+        np.flatnonzero(sent > loads + tol)
+    elif new_min is not None and new_min < -tol:
+        np.flatnonzero(new < -tol)
+    if record:
+        measure(graph, new, TRACE_METRICS, new_sum)
+    return new_sum
 
 
 def _check_count(name, value, minimum):
