@@ -71,3 +71,16 @@ def test_lazy_trace_pickles_as_columns():
     assert list(again) == list(r.trace)
     assert all(np.array_equal(again[k], r.trace[k]) for k in r.trace)
     assert r.trace["step"][0] == 0 and r.trace["step"][-1] == r.steps
+
+
+def test_replay_kernel_and_per_step_replay_give_the_same_trace(monkeypatch):
+    import tokendist.engine._simulate_events as events
+
+    r = simulate("random-tree:60", "perfect-tree", "random:0..9", seed=2, params=dict(schedule="async"),
+                 max_steps=100_000, record_every=3)
+    small = {k: r.trace[k] for k in r.trace}
+    monkeypatch.setattr(events, "REPLAY_KERNEL_MIN_WORK", 0)
+    r = simulate("random-tree:60", "perfect-tree", "random:0..9", seed=2, params=dict(schedule="async"),
+                 max_steps=100_000, record_every=3)
+    for k in small:
+        assert small[k].dtype == r.trace[k].dtype and np.array_equal(small[k], r.trace[k]), k

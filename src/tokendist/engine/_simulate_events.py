@@ -42,6 +42,11 @@ __all__ = ["run_event_steps", "EventTrace", "event_driven", "CONSERVATION_EVERY"
 #: Time units between two full conservation checks of the event-driven path.
 CONSERVATION_EVERY = 1024
 
+#: Recorded steps times nodes above which the trace replay runs as one numba kernel; below it, the
+#: replay calls :func:`~tokendist.engine.measure` per changed step (no kernel to compile or load:
+#: ``tokendist compare``'s message protocols on its 256-node torus replay in well under 0.1 s).
+REPLAY_KERNEL_MIN_WORK = 20_000_000
+
 
 def event_driven(protocol, *, dynamics, injection, keep_loads_every) -> bool:
     """Whether :func:`run_event_steps` can run ``protocol`` (a message protocol on a static network)."""
@@ -180,7 +185,8 @@ def _replay(graph, initial, log, records, names) -> dict:
     rec = np.array(records, dtype=np.int64).reshape(-1, 4)
     pairs = np.array(log, dtype=np.int64).reshape(-1, 2)
     columns = {"step": rec[:, 0].copy(), "tokens_moved": rec[:, 1].copy(), "messages": rec[:, 2].copy()}
-    if initial.dtype.kind in "iu" and graph.n > 0 and set(names) <= set(SUMMARY_METRICS):
+    big = rec.shape[0] * graph.n >= REPLAY_KERNEL_MIN_WORK
+    if big and initial.dtype.kind in "iu" and graph.n > 0 and set(names) <= set(SUMMARY_METRICS):
         speeds = np.empty(0) if graph.speeds is None else graph.speeds
         speed_sum = 1.0 if graph.speeds is None else float(graph.speeds.sum())
         ints, floats = _replay_kernel(initial.astype(np.int64), pairs[:, 0].copy(), pairs[:, 1].copy(),
@@ -189,10 +195,13 @@ def _replay(graph, initial, log, records, names) -> dict:
         l1, sq, linf, wmax = floats
         metrics = {"discrepancy": hi - lo, "max": hi, "min": lo, "local_discrepancy": local, "l1_error": l1,
                    "l2_error": np.sqrt(sq), "linf_error": linf, "max_weighted_load": wmax, "potential": sq}
-    else:  # real-valued loads: the metric functions themselves, step by step
+    else:  # the engine's metric call itself, at each recorded step whose loads changed
         loads = initial.copy()
         rows, pos = [], 0
         for _, _, _, end in records:
+            if rows and end == pos:
+                rows.append(rows[-1])
+                continue
             for node, change in pairs[pos // 2:end // 2].tolist():
                 loads[node] += change
             pos = end
