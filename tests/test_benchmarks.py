@@ -132,3 +132,17 @@ def test_sos_iou_long_run(capsys):
     # windows 2-3, 4-6 and 7-7 (the first step compiles and is not timed)
     assert [line.split()[0] for line in out[1:]] == ["2-3", "4-6", "7-7"]
     assert all(float(line.split()[-1]) > 0 for line in out[1:])
+
+
+def test_message_executor(capsys):
+    _load("message_executor").main(["--graph", "random-tree:40", "--reps", "1", "--sync-loop"])
+    out = capsys.readouterr().out
+    for variant in ("whole run (engine)", "whole run (sync loop)", "executor + handlers", "plain heapq baseline"):
+        assert variant in out
+    assert "messages, last delivery at time" in out
+
+
+def test_kernel_crossover(capsys):
+    _load("kernel_crossover").main(["--sides", "4", "--algos", "multi-port,fos", "--steps", "2", "--reps", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["protocol", "n"] and len(lines) == 3

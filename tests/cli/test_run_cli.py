@@ -132,6 +132,11 @@ def test_bench_reports_ratio_against_naive(capsys):
     assert 0 < row["best_ns_per_edge_step"] <= row["ns_per_edge_step"]
     assert row["floor_ns_per_edge_step"] > 0
     assert row["ratio_vs_floor"] == pytest.approx(row["ns_per_edge_step"] / row["floor_ns_per_edge_step"])
+    # The engine's own work next to the step: checks, then the metrics of a recorded step.
+    assert row["engine_ns_per_edge_step"] > 0 and row["metrics_ns_per_edge_step"] > 0
+    assert row["run_over_step"] == pytest.approx(1 + row["engine_ns_per_edge_step"] / row["ns_per_edge_step"])
+    assert row["recorded_run_over_step"] == pytest.approx(
+        row["run_over_step"] + row["metrics_ns_per_edge_step"] / row["ns_per_edge_step"])
 
 
 def test_bench_default_graphs_are_the_issue_three(capsys):

@@ -128,3 +128,23 @@ def test_fused_summary_on_a_stencil_graph_matches_the_edge_loop(w, h, real, seed
     loads = rng.normal(size=g.n) * 100 if real else rng.integers(-10**12, 10**12, g.n)
     loads[rng.integers(g.n)] += 10**6  # one steep edge somewhere
     assert summary(g, loads)["local_discrepancy"] == local_discrepancy(g, loads)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float64])
+def test_sum_min_is_one_pass_of_numpys_sum_and_min(dtype):
+    from tokendist.engine._metrics import sum_min
+
+    w = np.random.default_rng(5).integers(-50, 50, size=1001).astype(dtype)
+    total, low = sum_min(w)
+    assert low == w.min() and total == pytest.approx(w.sum(), rel=1e-12)
+    if dtype is np.int64:
+        assert total == w.sum()
+    assert sum_min(w[:0])[1] is None
+
+
+def test_summary_with_the_callers_integer_sum_is_the_same():
+    from tokendist.engine._metrics import summary
+
+    g = make_graph("torus:7x9")
+    w = np.random.default_rng(2).integers(0, 99, size=g.n)
+    assert summary(g, w, int(w.sum())) == summary(g, w)

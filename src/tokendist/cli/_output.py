@@ -8,10 +8,36 @@ import math
 import sys
 
 import numpy as np
+from numba.core import event as numba_event
 
 from ..errors import TokendistError
 
-__all__ = ["print_json", "to_jsonable", "table", "console", "progress_bar", "parse_key_values", "fmt"]
+__all__ = ["print_json", "to_jsonable", "table", "console", "progress_bar", "parse_key_values", "fmt", "COMPILING"]
+
+#: What the progress bar says while numba compiles (kernels are cached once compiled: a first run
+#: after an install compiles what it uses, later runs load them from the cache).
+COMPILING = "compiling kernels (once per install)"
+
+
+class CompileNotice(numba_event.Listener):
+    """A numba event listener calling ``show(True)`` when a compilation starts, ``show(False)`` at its end.
+
+    Nested compilations (a kernel compiling the functions it calls) count as one.
+    """
+
+    def __init__(self, show):
+        self.show = show
+        self.depth = 0
+
+    def on_start(self, event):
+        self.depth += 1
+        if self.depth == 1:
+            self.show(True)
+
+    def on_end(self, event):
+        self.depth -= 1
+        if self.depth == 0:
+            self.show(False)
 
 
 def to_jsonable(obj):
@@ -84,7 +110,13 @@ def progress_bar(description: str, total: int | None, enabled: bool = True):
         def update(done, total=None):
             p.update(task, completed=done, **({"total": total} if total is not None else {}))
 
-        yield update
+        notice = CompileNotice(lambda on: p.update(task, description=f"{description}: {COMPILING}" if on
+                                                   else description))
+        numba_event.register("numba:compile", notice)
+        try:
+            yield update
+        finally:
+            numba_event.unregister("numba:compile", notice)
 
 
 def parse_key_values(items, what: str = "--param") -> dict:

@@ -7,7 +7,7 @@ from ._initial import INITIAL, InitialDistribution, initial, make_loads, read_lo
 from ._metrics import METRICS, SUMMARY_METRICS, ideal_loads, measure
 from ._dynamics import DYNAMICS, Dynamics, EdgeFailures, GraphSequence, register_dynamics
 from ._messages import MessageExecutor, NodeContext
-from ._simulate import DEFAULT_MAX_STEPS, RunResult, make_speeds, simulate
+from ._simulate import DEFAULT_MAX_STEPS, TRACE_METRICS, RunResult, make_speeds, simulate, step_overhead
 from ._local import NodeView, run_node_rules
 from ._conformance import CONFORMANCE_GRAPHS, ConformanceCheck, check_protocol
 from . import _mobility, _injection  # noqa: F401  (register their models)
@@ -21,7 +21,7 @@ __all__ = [
     "INITIAL", "InitialDistribution", "initial", "make_loads", "read_loads_file",
     "METRICS", "SUMMARY_METRICS", "ideal_loads", "measure",
     "DYNAMICS", "Dynamics", "EdgeFailures", "GraphSequence", "register_dynamics",
-    "MessageExecutor", "NodeContext", "simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS",
-    "NodeView", "run_node_rules", "check_protocol", "ConformanceCheck", "CONFORMANCE_GRAPHS",
+    "MessageExecutor", "NodeContext", "simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS", "TRACE_METRICS",
+    "step_overhead", "NodeView", "run_node_rules", "check_protocol", "ConformanceCheck", "CONFORMANCE_GRAPHS",
 ]
 __all__ += list(getattr(_mobility, "__all__", [])) + list(getattr(_injection, "__all__", []))

@@ -54,9 +54,12 @@ class NodeContext:
         """Tokens this node holds now."""
         return self._ex.loads[self.node]
 
-    def send(self, dst: int, message: Any, tokens: int = 0) -> int:
-        """Send ``message`` (and ``tokens`` tokens) to neighbour ``dst``; returns the delivery time."""
-        return self._ex.send(self.node, dst, message, tokens)
+    def send(self, dst: int, message: Any, tokens: int = 0, on_delivery: Any = None) -> int:
+        """Send ``message`` (and ``tokens`` tokens) to neighbour ``dst``; returns the delivery time.
+
+        ``on_delivery``: a message this node receives from itself when ``dst`` has received this one.
+        """
+        return self._ex.send(self.node, dst, message, tokens, on_delivery)
 
     def set_timer(self, delay: int, message: Any) -> None:
         """Deliver ``message`` to this node itself after ``delay`` time units (sender = own id)."""
@@ -105,10 +108,12 @@ class MessageExecutor:
         self.handlers = list(handlers)
         self.loads = np.array(loads, dtype=np.int64 if np.asarray(loads).dtype.kind in "iu" else np.float64)
         self.total = self.loads.sum()
+        self._fixed_delay = 0  # a constant delay (the sync schedule) skips the delay call
         if callable(schedule):
             self._delay = schedule
         elif schedule == "sync":
             self._delay = lambda src, dst, now, message: 1
+            self._fixed_delay = 1
         elif schedule == "async":
             if rng is None:
                 raise ValueError("the async schedule needs an rng")
@@ -126,6 +131,9 @@ class MessageExecutor:
         self.token_messages = 0
         self.tokens_moved = 0
         self.events = 0
+        # With a list here, every token leaving or reaching a node appends (node, change): the engine's
+        # event-driven path rebuilds the per-step trace from it (engine/_simulate_events.py).
+        self.load_log: list | None = None
         self.contexts = [NodeContext(self, i, graph.neighbours(i)) for i in range(graph.n)]
         self._neighbour_sets = None
         self._started = False
@@ -136,35 +144,50 @@ class MessageExecutor:
             self._neighbour_sets = [set(self.graph.neighbours(i).tolist()) for i in range(self.graph.n)]
         return b in self._neighbour_sets[a]
 
-    def send(self, src: int, dst: int, message: Any, tokens=0) -> int:
-        if not self._is_edge(src, dst):
-            raise RuntimeError(f"node {src} sent to {dst}, which is not a neighbour")
-        if tokens < 0:
-            raise RuntimeError(f"node {src} sent a negative number of tokens")
+    def send(self, src: int, dst: int, message: Any, tokens=0, on_delivery: Any = None) -> int:
+        """Send ``message`` with ``tokens`` from ``src`` to its neighbour ``dst``; returns the delivery time.
+
+        With ``on_delivery``, the sender receives ``on_delivery`` as a self-message right after the
+        receiver's handler has run (the same event order as a self-timer set now for the delivery
+        time, one event fewer on the heap).
+        """
+        sets = self._neighbour_sets
+        if sets is None or dst not in sets[src]:
+            if not self._is_edge(src, dst):
+                raise RuntimeError(f"node {src} sent to {dst}, which is not a neighbour")
         if tokens:
-            if self.loads[src] < tokens and not self.allow_negative:
-                raise RuntimeError(f"node {src} sent {tokens} tokens but holds {self.loads[src]}")
-            self.loads[src] -= tokens
+            if tokens < 0:
+                raise RuntimeError(f"node {src} sent a negative number of tokens")
+            loads = self.loads
+            if loads[src] < tokens and not self.allow_negative:
+                raise RuntimeError(f"node {src} sent {tokens} tokens but holds {loads[src]}")
+            loads[src] -= tokens
             self.in_transit += tokens
             self.token_messages += 1
             self.tokens_moved += tokens
-        delay = int(self._delay(src, dst, self.now, message))
+            if self.load_log is not None:
+                self.load_log += (src, -tokens)
+        delay = self._fixed_delay or int(self._delay(src, dst, self.now, message))
         if delay < 1:
             raise RuntimeError(f"a schedule gave delay {delay}; delays are at least 1")
         # FIFO, and at most one delivery per channel per time unit.
-        when = max(self.now + delay, self._last_delivery.get((src, dst), -1) + 1)
+        when = self.now + delay
+        last = self._last_delivery.get((src, dst), -1)
+        if when <= last:
+            when = last + 1
         self._last_delivery[(src, dst)] = when
         self.messages += 1
-        kind = message[0] if isinstance(message, tuple) and message and isinstance(message[0], str) else type(message).__name__
-        self.messages_by_kind[kind] += 1
-        self._push(when, ("msg", src, dst, message, tokens))
+        if type(message) is tuple and message and type(message[0]) is str:
+            self.messages_by_kind[message[0]] += 1
+        else:
+            kind = message[0] if isinstance(message, tuple) and message and isinstance(message[0], str) else type(message).__name__
+            self.messages_by_kind[kind] += 1
+        heapq.heappush(self._heap, (when, self._seq, src, dst, message, tokens, on_delivery))
+        self._seq += 1
         return when
 
     def set_timer(self, node: int, delay: int, message: Any) -> None:
-        self._push(self.now + max(1, int(delay)), ("msg", node, node, message, 0))
-
-    def _push(self, when: int, event) -> None:
-        heapq.heappush(self._heap, (when, self._seq, event))
+        heapq.heappush(self._heap, (self.now + max(1, int(delay)), self._seq, node, node, message, 0, None))
         self._seq += 1
 
     # ------------------------------------------------------------------ running
@@ -182,20 +205,28 @@ class MessageExecutor:
     def run(self, until: int | None = None, max_events: int | None = None) -> "MessageExecutor":
         """Process events up to time ``until`` (inclusive) or until none is left."""
         self.start()
-        while self._heap:
-            when = self._heap[0][0]
-            if until is not None and when > until:
-                break
-            if max_events is not None and self.events >= max_events:
+        heap, pop = self._heap, heapq.heappop
+        handlers, contexts, loads = self.handlers, self.contexts, self.loads
+        horizon = float("inf") if until is None else until
+        limit = float("inf") if max_events is None else max_events
+        while heap and heap[0][0] <= horizon:
+            if self.events >= limit:
                 raise TokendistError(f"message-passing run exceeded {max_events} events")
-            when, _, (_, src, dst, message, tokens) = heapq.heappop(self._heap)
+            when, _, src, dst, message, tokens, on_delivery = pop(heap)
             self.now = when
             if tokens:
-                self.loads[dst] += tokens
+                loads[dst] += tokens
                 self.in_transit -= tokens
+                if self.load_log is not None:
+                    self.load_log += (dst, tokens)
             self.events += 1
-            self.handlers[dst].receive(self.contexts[dst], src, message, tokens)
-        if until is not None and (not self._heap or self._heap[0][0] > until):
+            handlers[dst].receive(contexts[dst], src, message, tokens)
+            if on_delivery is not None:
+                # The self-timer the sender would have set for the delivery time: it came right
+                # after the message in (time, seq) order, so nothing can run in between.
+                self.events += 1
+                handlers[src].receive(contexts[src], src, on_delivery, 0)
+        if until is not None and (not heap or heap[0][0] > until):
             self.now = max(self.now, until)
         return self
 

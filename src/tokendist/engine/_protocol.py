@@ -188,8 +188,11 @@ class Protocol:
         """True when no future step can move a token (a fixed point of the rule); None if unknown."""
         return None
 
-    def state_key(self) -> bytes:
-        """Bytes identifying the protocol's internal state, for cycle detection (stateless: b"")."""
+    def state_key(self) -> bytes | None:
+        """Bytes identifying the protocol's internal state, for cycle detection (stateless: b"").
+
+        None means a state that cannot repeat (e.g. one that includes the clock): not hashed.
+        """
         return b""
 
     def report(self) -> dict:

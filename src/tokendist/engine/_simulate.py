@@ -33,11 +33,13 @@ from ..kernels._report import begin_step, step_variant
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
 from ._injection import stream_summary
-from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy
+from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy, sum_min
 from ._protocol import Protocol
+from ._simulate_events import event_driven, run_event_steps
 from ._user import make_protocol
 
-__all__ = ["simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS", "TRACE_METRICS", "BACKENDS", "register_backend"]
+__all__ = ["simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS", "TRACE_METRICS", "BACKENDS", "register_backend",
+           "step_overhead"]
 
 DEFAULT_MAX_STEPS = 10_000
 #: Metrics recorded in the per-step trace.
@@ -186,6 +188,28 @@ def _check_model(protocol: Protocol, graph: Graph, flows: np.ndarray, t: int) ->
                                     f"{flows[e]} tokens on edge ({graph.u[e]}, {graph.v[e]})")
 
 
+def step_overhead(graph: Graph, loads: np.ndarray, out, *, record: bool = True, tol=0):
+    """The engine's own work on one step of :func:`simulate`, for ``tokendist bench``.
+
+    What the loop below does on a step of a static run with ``record_every=1`` and no stopping
+    rule, without raising: the feasibility check (from the flows or outflow the step reports, else
+    the minimum of the new loads), the conservation sum (one fused pass with the minimum), and the
+    trace metrics of the new loads. Returns the sum of the new loads.
+    """
+    new = out.loads
+    sent = out.outflow
+    if sent is None and out.flows is not None:
+        sent = _outflow(graph, out.flows)
+    new_sum, new_min = sum_min(new)
+    if sent is not None:
+        np.flatnonzero(sent > loads + tol)
+    elif new_min is not None and new_min < -tol:
+        np.flatnonzero(new < -tol)
+    if record:
+        measure(graph, new, TRACE_METRICS, new_sum)
+    return new_sum
+
+
 def _check_count(name, value, minimum):
     # An int (numpy's too), not a bool or a float: a clear error rather than a TypeError deep in
     # the step loop (simulate(..., max_steps=1.5) was one).
@@ -199,7 +223,7 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
              allow_infeasible: bool = False, check: bool = False, dynamics=None, injection=None,
              speeds=None, progress: Callable[[int, int], None] | None = None,
              detect_cycles: bool = True, keep_loads_every: int | None = None, backend: str = "local",
-             partition: str = "contiguous") -> RunResult:
+             partition: str = "contiguous", event_path: bool | None = None) -> RunResult:
     """Run one protocol on one graph from one initial distribution.
 
     Parameters
@@ -240,6 +264,11 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         ``MPI.COMM_WORLD`` (call on every rank; see :mod:`tokendist.engine.mpi`). Same result.
     partition : str
         With ``backend="mpi"``: ``contiguous`` node ranges or ``metis``.
+    event_path : bool, optional
+        Run a message protocol on the event-driven path (:mod:`._simulate_events`: same results,
+        no per-time-unit work over all nodes; the trace is computed when first read). Default:
+        whenever it applies (static network, no injection, no load history); False forces the
+        synchronous loop (the reference the tests compare it with).
 
     Returns
     -------
@@ -298,14 +327,14 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     moved_total, messages_total, infeasible = 0, 0, 0
     variants: dict[str, int] = {}  # which kernel ran how many steps (tokendist.kernels._report)
 
-    def record(t, g, w):
+    def record(t, g, w, w_sum=None):
         clock.append(time.perf_counter())
         if totals is not None:
-            totals.append(w.sum())
+            totals.append(w.sum() if w_sum is None else w_sum)
         trace["step"].append(t)
         trace["tokens_moved"].append(moved_total)
         trace["messages"].append(messages_total)
-        for k, v in measure(g, w, TRACE_METRICS).items():
+        for k, v in measure(g, w, TRACE_METRICS, w_sum).items():
             trace[k].append(v)
 
     def reached(g, w) -> bool:
@@ -317,6 +346,24 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
 
     cycles = (detect_cycles and not protocol.randomized and dynamics is None and injection is None
               and graph.n <= _CYCLE_DETECTION_MAX_N)
+    if event_path is not False and event_driven(protocol, dynamics=dynamics, injection=injection,
+                                                keep_loads_every=keep_loads_every):
+        # A message protocol: the same loop doing per time unit only what that time unit changed.
+        t, stop_reason, cycle_length, moved_total, messages_total, lazy_trace, ev_clock = run_event_steps(
+            protocol, graph, max_steps=max_steps, until_discrepancy=until_discrepancy,
+            until_local_discrepancy=until_local_discrepancy, record_every=record_every, cycles=cycles,
+            progress=progress, names=TRACE_METRICS)
+        if progress is not None:
+            progress(t, max_steps)
+        loads = protocol.executor.loads.copy()
+        return RunResult(
+            graph=graph, algorithm=protocol.name, params=dict(protocol.options), seed=seed, steps=t,
+            stop_reason=stop_reason, tokens=_plain(total), initial=measure(graph, initial_loads),
+            final=measure(graph, loads), tokens_moved=moved_total, messages=messages_total, infeasible_steps=0,
+            loads=loads, initial_loads=initial_loads, trace=lazy_trace, report=protocol.report(), dynamics=None,
+            seconds=time.perf_counter() - started, cycle_length=cycle_length, load_history=None,
+            variants={"event-driven message executor": t} if t else {},
+            clock=np.asarray(ev_clock) - ev_clock[0])
     seen: dict[bytes, tuple[int, float]] = {}
     record(0, graph, loads)
     history = [loads.copy()] if keep_loads_every else None
@@ -328,8 +375,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         for t in range(max_steps):
             g = dynamics.graph_at(t) if dynamics is not None else graph
             current_graph = g
-            if cycles and t % protocol.period == 0:
-                key = hashlib.blake2b(loads.tobytes() + protocol.state_key(), digest_size=16).digest()
+            if cycles and t % protocol.period == 0 and (state := protocol.state_key()) is not None:
+                key = hashlib.blake2b(loads.tobytes() + state, digest_size=16).digest()
                 if key in seen:
                     first, moved_then = seen[key]
                     cycle_length = t - first
@@ -352,10 +399,13 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
                 sent = _outflow(g, out.flows)
                 if check:
                     _check_model(protocol, g, out.flows, t)
+            # One pass gives the sum (conservation, below) and the minimum (feasibility).
+            new_sum, new_min = sum_min(new)
             if sent is not None:
                 bad = np.flatnonzero(sent > loads + tol)
             else:
-                bad = np.flatnonzero(new < -tol) if new.min() < -tol else np.zeros(0, dtype=np.int64)
+                bad = (np.flatnonzero(new < -tol) if new_min is not None and new_min < -tol
+                       else np.zeros(0, dtype=np.int64))
             if bad.size:
                 if not allow_infeasible:
                     node = int(bad[0])
@@ -365,7 +415,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
             if injection is not None:
                 new, added, removed = injection.apply(t, new)
                 total = total + added - removed
-            held = new.sum() + out.in_transit
+                new_sum = new.sum()
+            held = new_sum + out.in_transit
             if (abs(held - total) > tol) if protocol.divisible else held != total:
                 raise ConservationError(f"{protocol.name} broke token conservation at step {t}: "
                                         f"{total} tokens became {held}")
@@ -383,7 +434,7 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
             if history is not None and step_no % keep_loads_every == 0:
                 history.append(loads.copy())
             if step_no % record_every == 0 or done or step_no == max_steps:
-                record(step_no, g, loads)
+                record(step_no, g, loads, new_sum)
             if progress is not None and (step_no & 63) == 0:
                 progress(step_no, max_steps)
             if done:

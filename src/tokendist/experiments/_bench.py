@@ -34,7 +34,7 @@ import numba
 import numpy as np
 
 from .._random import stream
-from ..engine import PROTOCOLS, make_protocol, resolve_protocol
+from ..engine import PROTOCOLS, TRACE_METRICS, make_protocol, measure, resolve_protocol, step_overhead
 from ..kernels._report import begin_step, step_variant
 from ..errors import TokendistError
 from ..graphs import make_graph
@@ -100,6 +100,14 @@ class BenchRow:
     #: and the protocol's median step over the floor's.
     floor_ns_per_edge_step: float | None = None
     ratio_vs_floor: float | None = None
+    #: The engine's own work per step of a run, timed after each step: its feasibility and
+    #: conservation checks (:func:`tokendist.engine.step_overhead`, one fused pass) and, on a
+    #: recorded step, the trace metrics; and a run's step over the protocol's step alone, without
+    #: and with the metrics (``record_every=1`` records every step; ``--record-every K`` every K-th).
+    engine_ns_per_edge_step: float | None = None
+    metrics_ns_per_edge_step: float | None = None
+    run_over_step: float | None = None
+    recorded_run_over_step: float | None = None
 
 
 @numba.njit(cache=True, nogil=True)
@@ -270,8 +278,9 @@ def _measure_case(name, g, loads, steps, seed, conn, params=None, skip=0):
             w = out.loads.copy() if out.loads is w else out.loads
         floor_args = (g, loads.astype(np.float64), np.empty(g.n))
         gather_floor(*floor_args)
-        times, cpu_times, floor_times = [], [], []
+        times, cpu_times, floor_times, engine_times = [], [], [], []
         ran = {}  # which variant ran the timed steps (tokendist.kernels._report)
+        tol = 1e-9 * (abs(float(w.sum())) + g.n) if proto.divisible else 0
         for t in range(skip + 1, skip + steps + 1):
             t1 = time.perf_counter()
             gather_floor(*floor_args)  # interleaved: the same moment's floor
@@ -282,6 +291,12 @@ def _measure_case(name, g, loads, steps, seed, conn, params=None, skip=0):
             ran[step_variant()] = ran.get(step_variant(), 0) + 1
             cpu_times.append(time.process_time() - c1)
             times.append(time.perf_counter() - t1)
+            # What simulate() adds to the step: its checks, then the metrics of a recorded step.
+            t1 = time.perf_counter()
+            total = step_overhead(g, w, out, tol=tol, record=False)
+            t2 = time.perf_counter()
+            measure(g, out.loads, TRACE_METRICS, total)
+            engine_times.append((t2 - t1, time.perf_counter() - t2))
             w = out.loads.copy() if out.loads is w else out.loads
         ran_text = "; ".join(v if len(ran) == 1 else f"{v} x{k}" for v, k in ran.items())
         note = ", ".join(filter(None, [note, ran_text]))
@@ -297,7 +312,8 @@ def _measure_case(name, g, loads, steps, seed, conn, params=None, skip=0):
         persistent = _resident_bytes(g, proto, (w, new)) + 2 * w.nbytes
         m = max(g.m, 1)
         conn.send(("ok", float(np.median(times)), reset, (persistent + transient) / m, note, transient / m,
-                   float(np.median(cpu_times)), float(np.min(times)), float(np.median(floor_times))))
+                   float(np.median(cpu_times)), float(np.min(times)), float(np.median(floor_times)),
+                   tuple(np.median(np.array(engine_times), axis=0).tolist())))
     except TokendistError as exc:
         conn.send(("skipped", str(exc)))
     except Exception as exc:  # a bench reports every case, it does not stop at the first failure
@@ -358,10 +374,12 @@ def bench(graphs=DEFAULT_BENCH_GRAPHS, algos=None, *, steps: int = 5, seed: int 
             if result is None:
                 rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, None, f"timed out after {timeout:g} s"))
             elif result[0] == "ok":
-                _, med, reset, mem, note, transient, cpu, best, floor = result
+                _, med, reset, mem, note, transient, cpu, best, floor, engine = result
                 ns = med / g.m * 1e9
                 rows.append(BenchRow(name, spec, g.n, g.m, ns, naive_ns / ns, mem, reset, note, transient,
-                                     cpu / g.m * 1e9, best / g.m * 1e9, floor / g.m * 1e9, med / floor))
+                                     cpu / g.m * 1e9, best / g.m * 1e9, floor / g.m * 1e9, med / floor,
+                                     engine[0] / g.m * 1e9, engine[1] / g.m * 1e9, (med + engine[0]) / med,
+                                     (med + engine[0] + engine[1]) / med))
             else:
                 rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, None, f"{result[0]}: {result[1]}"))
     return rows, naive_ns

@@ -863,6 +863,8 @@ class AsyncMultiPort(Protocol):
     # The random schedules draw from the seed; and the executor's state (messages in flight) is not
     # in the loads, so the engine's cycle detection must stay off even under the sync schedule.
     randomized = True
+    # Without injection, step(t) only runs the executor to time t + 1: the engine may drive it.
+    event_driven = True
 
     def reset(self, graph, loads, rng):
         self._graph = graph

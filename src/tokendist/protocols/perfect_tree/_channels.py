@@ -76,6 +76,7 @@ class ChannelNode:
         self.release_mode = release
         self.deg = len(links) - 1
         self.inbox = [deque() for _ in range(self.deg + 1)]
+        self.channels = tuple(range(1, self.deg + 1))
         self.delivered = [0] * (self.deg + 1)  # sends on channel c confirmed delivered
         self.ctx = None
         self._gen = None
@@ -109,14 +110,18 @@ class ChannelNode:
         self._advance()
 
     def _advance(self) -> None:
-        while not self.done and (self._wait is None or self._wait.ready()):
+        if self.done:
+            return
+        wait, gen = self._wait, self._gen
+        while wait is None or wait.ready():
             try:
-                self._wait = next(self._gen)
+                wait = next(gen)
             except StopIteration:
                 self.done = True
                 self._wait = None
                 return
-        if self._wait is not None and self._wait.poll and not self._polling:
+        self._wait = wait
+        if wait.poll and not self._polling:
             self._polling = True
             self.ctx.set_timer(1, ("poll",))
 
@@ -137,19 +142,27 @@ class ChannelNode:
 
     def send(self, c: int, message: tuple, tokens: int = 0):
         """Send ``message`` (with ``tokens``) through the reserved channel ``c`` (a generator)."""
-        ctx = self.ctx
-        when = ctx.send(self.neighbour[c], message, tokens)
         if self.release_mode == "delivery":
             target = self.delivered[c] + 1
-            # The executor tells the sender when the message will be delivered; a self-timer at
-            # that time ends the send (the timer is scheduled after the message, so the heap's
-            # sequence number delivers the message first).
-            ctx.set_timer(when - ctx.now, ("delivered", c))
+            # The executor hands the sender ("delivered", c) right after the receiver got the
+            # message (a self-timer at the delivery time, one heap event fewer): that ends the send.
+            self.ctx.send(self.neighbour[c], message, tokens, ("delivered", c))
             yield Wait(lambda: self.delivered[c] >= target)
+        else:
+            self.ctx.send(self.neighbour[c], message, tokens)
 
     def readable(self, c: int, phase: int) -> bool:
         q = self.inbox[c]
         return bool(q) and self.accept(phase, q[0][0][0])
+
+    def any_readable(self, phase: int, channels) -> bool:
+        """Whether some channel of ``channels`` has a message a receive of ``phase`` takes."""
+        inbox, accept = self.inbox, self.accept
+        for c in channels:
+            q = inbox[c]
+            if q and accept(phase, q[0][0][0]):
+                return True
+        return False
 
     def receive_from(self, c: int, phase: int):
         """``receive(c)``: the first message of channel ``c`` as ``(message, tokens)``, or None."""
@@ -159,13 +172,13 @@ class ChannelNode:
 
     def waitany(self, phase: int, channels: Iterable[int] | None = None):
         """``waitany``: block until some channel has a message; returns ``(c, (message, tokens))``."""
-        chans = list(range(1, self.deg + 1)) if channels is None else list(channels)
+        chans = self.channels if channels is None else tuple(channels)
         while True:
             for c in chans:
                 got = self.receive_from(c, phase)
                 if got is not None:
                     return c, got
-            yield Wait(lambda: any(self.readable(c, phase) for c in chans))
+            yield Wait(lambda: self.any_readable(phase, chans))
 
     def wait(self, c: int, phase: int):
         """``wait(c)``: block until channel ``c`` has a message, then return it."""

@@ -80,8 +80,10 @@ class PerfectTreeNode(ChannelNode):
 
     @state.setter
     def state(self, value: str) -> None:
-        self._state = value
-        self.entered.setdefault(value, self.ctx.now)
+        if value != self._state:  # (the loops of Phase 2 and 3 set the same state again and again)
+            self._state = value
+            if value not in self.entered:
+                self.entered[value] = self.ctx.now
 
     # ------------------------------------------------------------------ helpers
     def _bits(self, x: int) -> int:
@@ -212,8 +214,8 @@ class PerfectTreeNode(ChannelNode):
         self.subTreeT[c] += 1
 
     def _any_readable(self, phase: int, channels=None):
-        chans = range(1, self.deg + 1) if channels is None else channels
-        return Wait(lambda: any(self.readable(c, phase) for c in chans))
+        chans = self.channels if channels is None else channels
+        return Wait(lambda: self.any_readable(phase, chans))
 
     def phase2(self):
         """Sec. 3.2: balance every subtree to Avg tokens per node; extra tokens go to the root."""
