@@ -1,6 +1,6 @@
 """Time per step and halo bytes per step of partitioned runs (``--backend mpi``) for K = 1, 2, 4.
 
-Usage: ``PYTHONPATH=src python benchmarks/mpi_scaling.py [--steps 30] [--graphs torus:1000x1000 ...]``.
+Usage: ``PYTHONPATH=src python benchmarks/probes/mpi_scaling.py [--steps 30] [--graphs torus:1000x1000 ...]``.
 Each configuration is one ``mpiexec -n K python -m tokendist.cli run ... --backend mpi --json``;
 the figures are the run's ``ranks`` field (the slowest rank's mean time per step after the first,
 the bytes all ranks sent in halo exchanges divided by the steps) and the edge cut. The

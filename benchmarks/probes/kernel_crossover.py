@@ -6,7 +6,7 @@ compile anything. For each protocol with a ``kernel`` parameter and each ``torus
 warm-up step per variant (compilation, caches), then ``--steps`` steps, alternating the variants
 ``--reps`` times, and prints the median microseconds per step and the ratio numpy / numba, e.g.::
 
-    python benchmarks/kernel_crossover.py --sides 8,16,32,64,128 --steps 20
+    python benchmarks/probes/kernel_crossover.py --sides 8,16,32,64,128 --steps 20
 """
 
 from __future__ import annotations

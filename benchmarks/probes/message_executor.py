@@ -15,7 +15,7 @@ Runs ``--algo`` (a message protocol, default ``perfect-tree``) on ``--graph`` fr
 Prints medians (seconds of CPU time of this process, which the other processes on a shared
 machine disturb less than wall time), messages per second and the ratio to the baseline, e.g.::
 
-    python benchmarks/message_executor.py --graph random-tree:3000 --reps 3
+    python benchmarks/probes/message_executor.py --graph random-tree:3000 --reps 3
 """
 
 from __future__ import annotations
