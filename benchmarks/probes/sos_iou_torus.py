@@ -31,7 +31,8 @@ from tokendist._random import stream
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
 from tokendist.graphs._stencil import lower_edge_runs
-from tokendist.protocols.heterogeneous.kernels._serial import COEF_SCALAR, sos_iou_stencil, sos_iou_step
+from tokendist.protocols.heterogeneous.kernels._serial import COEF_SCALAR, sos_iou_step
+from tokendist.protocols.heterogeneous.kernels._stencil import sos_iou_stencil
 from tokendist.protocols.heterogeneous.kernels._threaded import run_blocks, use_threads
 from tokendist.protocols.heterogeneous.kernels._stencil_threaded import (STENCIL_CHUNKS_PER_THREAD, sos_iou_stencil_par,
                                                                  stencil_chunks)

@@ -16,10 +16,9 @@ from hypothesis import given, settings, strategies as st
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
 from tokendist.graphs._stencil import find_stencil, lower_edge_runs
-from tokendist.protocols.heterogeneous.kernels._serial import (_DENSE_EXCEPTIONS, _count_bits, _iou_settle_run,
-                                                        _pay_run, _run_upper, fos_floor_stencil, fos_floor_step, fos_real_stencil,
-                                                        fos_real_step, sos_iou_stencil, sos_iou_step,
-                                                        sos_real_stencil, sos_real_step)
+from tokendist.protocols.heterogeneous.kernels._iou import _DENSE_EXCEPTIONS, _count_bits, _iou_settle_run, _pay_run, _run_upper
+from tokendist.protocols.heterogeneous.kernels._serial import fos_floor_step, fos_real_step, sos_iou_step, sos_real_step
+from tokendist.protocols.heterogeneous.kernels._stencil import fos_floor_stencil, fos_real_stencil, sos_iou_stencil, sos_real_stencil
 
 from .lockstep import assert_same_steps
 

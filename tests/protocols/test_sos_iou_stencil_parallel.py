@@ -18,7 +18,7 @@ from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
 from tokendist.graphs._model import Graph
 from tokendist.graphs._stencil import find_stencil, lower_edge_runs
-from tokendist.protocols.heterogeneous.kernels._serial import sos_iou_stencil
+from tokendist.protocols.heterogeneous.kernels._stencil import sos_iou_stencil
 from tokendist.protocols.heterogeneous.kernels._stencil_threaded import sos_iou_stencil_par, stencil_chunks
 
 from .lockstep import assert_same_steps

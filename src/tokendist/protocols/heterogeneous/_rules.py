@@ -42,9 +42,9 @@ import numpy as np
 from ...engine import Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from ...graphs._stencil import lower_edge_runs
-from .kernels._serial import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_stencil, fos_floor_step,
-                                     fos_real_stencil, fos_real_step, node_alpha_sums, sos_iou_stencil, sos_iou_step,
-                                     sos_real_stencil, sos_real_step)
+from .kernels._serial import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_step, fos_real_step, node_alpha_sums,
+                              sos_iou_step, sos_real_step)
+from .kernels._stencil import fos_floor_stencil, fos_real_stencil, sos_iou_stencil, sos_real_stencil
 from .kernels._sos_cube import (SOS_CUBE_MIN_DIMENSION, flows_from_cube, flows_to_cube, sos_iou_cube,
                                       sos_real_cube)
 from .kernels._threaded import (AUTO_THREADS_PARAM, SOS_BLOCK, THREADS_PARAM, block_edge_starts, check_threads,

@@ -36,7 +36,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._serial import _iou_pay
+from ._iou import _iou_pay
 from ._walk_cube import CUBE_BLOCK_BITS
 from ._sos_cube import _U, _owed, _sos_iou_cube_pass, cube_flow_slot
 

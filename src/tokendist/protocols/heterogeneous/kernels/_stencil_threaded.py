@@ -43,8 +43,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._serial import (_DENSE_SHORT, _U, _clear_bits, _iou_pay, _iou_settle_run, _largest,
-                                     _pay_run_scratch, _run_transfers, _run_upper)
+from ._common import _U
+from ._iou import (_DENSE_SHORT, _clear_bits, _iou_pay, _iou_settle_run, _largest, _pay_run_scratch, _run_transfers,
+                   _run_upper)
 
 __all__ = ["STENCIL_CHUNKS_PER_THREAD", "stencil_chunks", "sos_iou_stencil_par"]
 

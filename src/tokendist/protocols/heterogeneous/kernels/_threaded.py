@@ -41,7 +41,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._serial import _U
+from ._common import _U
 from ....kernels._choice import AUTO, auto_threads_param
 from ....kernels._threads import CHUNK_ROWS, THREADS_PARAM, check_threads, run_rows, use_threads
 
