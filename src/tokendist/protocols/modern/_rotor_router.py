@@ -7,65 +7,22 @@ a self-loop after every edge, so that about half of the tokens stay.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from ...engine import Param, Protocol, Step, register_protocol
 from ...graphs._model import unsigned_view
+from .kernels._rotor import rotor_step
+from ...kernels._report import instrument_kernels
 from ._common import slot_rows
+
+
+instrument_kernels(globals())  # runs report which kernel ran each step
 
 __all__ = ["RotorRouter", "rotor_counts"]
 
 _INITS = ("zero", "random")
 
 
-@numba.njit(cache=True, nogil=True)
-def _rotor_step(indptr, indices, loads, rotor, lazy, maxdeg, out):  # pragma: no cover - compiled
-    """One step: every node deals ``x`` tokens round its ``L`` ports from its rotor; returns tokens moved.
-
-    Every node with a neighbour has the same L (2 Delta or Delta): ``x = base L + rem`` by a float
-    reciprocal and one correction (no integer division per node).
-    """
-    n = loads.shape[0]
-    out[:] = 0  # (a write-only pass: each node adds its own kept tokens below)
-    moved = 0
-    L = 2 * maxdeg if lazy else maxdeg
-    if L == 0:
-        out[:] = loads
-        return moved
-    inv = 1.0 / L
-    stride = 2 if lazy else 1
-    for i in range(n):
-        a = indptr[i]
-        d = indptr[i + 1] - a
-        x = loads[i]
-        if d == 0:
-            out[i] += x
-            continue
-        base = np.int64(x * inv)
-        rem = x - base * L
-        if rem >= L:
-            base += 1
-            rem -= L
-        elif rem < 0:
-            base -= 1
-            rem += L
-        r = rotor[i]
-        sent = 0
-        for k in range(d):
-            pos = stride * k - r
-            if pos < 0:
-                pos += L
-            c = base + (1 if pos < rem else 0)
-            out[indices[a + k]] += c
-            sent += c
-        out[i] += x - sent
-        moved += sent
-        r += rem
-        if r >= L:
-            r -= L
-        rotor[i] = r
-    return moved
 
 
 def rotor_counts(x: int, rotor: int, degree: int, lazy: bool, max_degree: int) -> list[int]:
@@ -162,7 +119,7 @@ class RotorRouter(Protocol):
             self.rotor = np.where(self._ports > 0, (self.rotor + rem) % L, 0)
             return Step(new, moved=int(c.sum()), messages=2 * graph.m)
         new = self._out if self._out is not loads else np.empty_like(loads)
-        moved = _rotor_step(graph.indptr, unsigned_view(graph.indices), loads, self.rotor, lazy, self._maxdeg, new)
+        moved = rotor_step(graph.indptr, unsigned_view(graph.indices), loads, self.rotor, lazy, self._maxdeg, new)
         self._out = loads
         return Step(new, moved=int(moved), messages=2 * graph.m)
 
