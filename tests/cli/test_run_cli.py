@@ -127,6 +127,7 @@ def test_bench_reports_ratio_against_naive(capsys):
     assert row["ns_per_edge_step"] > 0 and d["naive_ns_per_edge_step"] > 0
     assert row["ratio_vs_naive"] == pytest.approx(d["naive_ns_per_edge_step"] / row["ns_per_edge_step"])
     assert row["bytes_per_edge"] > 0 and row["reset_seconds"] >= 0 and row["note"] == ""
+    assert row["variant"] == "stencil, serial (multi_port_step_stencil)"  # a torus: the stencil kernel
     assert 0 <= row["transient_bytes_per_edge"] <= row["bytes_per_edge"]
     assert row["cpu_ns_per_edge_step"] > 0
     assert 0 < row["best_ns_per_edge_step"] <= row["ns_per_edge_step"]

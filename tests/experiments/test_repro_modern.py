@@ -51,4 +51,4 @@ def test_modern_vs_classic_covers_both_families(quick):
     fams = {r["family"] for r in rep.data["rows"] if r.get("status") == "ok"}
     assert fams == {"modern", "classic"}
     assert rep.claims[0].holds  # conservation and non-negativity of every modern run
-    assert rep.figures and (quick.out / "modern_vs_classic.png").stat().st_size > 0
+    assert rep.figures and (quick.out / "modern-vs-classic.png").stat().st_size > 0

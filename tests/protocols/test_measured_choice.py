@@ -280,9 +280,9 @@ def test_the_bench_notes_how_often_auto_ran_the_threaded_kernel():
     rows = {r["algorithm"]: r for r in json.loads(out.stdout)["rows"]}
     # The note names the variants of the 12 timed steps; the trial alone runs the threaded kernel
     # four times, the warm-up step (not timed) being one of them at most.
-    note = rows["sos-iou"]["note"]
+    note = rows["sos-iou"]["variant"]
     counts = {kind: int(n) for kind, n in re.findall(r"stencil, (serial|threaded) \(sos_iou_stencil\w*\) x(\d+)", note)}
     if len(counts) == 1:  # one variant ran every timed step: no count is printed
         counts = {kind: 12 for kind in re.findall(r"stencil, (serial|threaded)", note)}
     assert 3 <= counts.get("threaded", 0) and sum(counts.values()) == 12, note
-    assert "threaded" not in rows["multi-port"]["note"]
+    assert "threaded" not in rows["multi-port"]["variant"]

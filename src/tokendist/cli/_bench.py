@@ -75,7 +75,7 @@ class BenchCommand(Command):
               f"{naive:.0f} ns per edge-step",
               ["algorithm", "graph", "m", "ns / edge-step", "best ns", "CPU ns", "floor ns", "x floor",
                "engine ns", "metrics ns", "run / step", "recorded", "x faster than naive", "bytes / edge", "of which transient", "reset s",
-               "note"],
+               "variant", "note"],
               [[r.algorithm, r.graph, r.m, None if r.ns_per_edge_step is None else round(r.ns_per_edge_step, 2),
                 None if r.best_ns_per_edge_step is None else round(r.best_ns_per_edge_step, 2),
                 None if r.cpu_ns_per_edge_step is None else round(r.cpu_ns_per_edge_step, 2),
@@ -88,5 +88,5 @@ class BenchCommand(Command):
                 None if r.ratio_vs_naive is None else round(r.ratio_vs_naive),
                 None if r.bytes_per_edge is None else round(r.bytes_per_edge, 1),
                 None if r.transient_bytes_per_edge is None else round(r.transient_bytes_per_edge, 1),
-                None if r.reset_seconds is None else round(r.reset_seconds, 2), r.note] for r in rows])
+                None if r.reset_seconds is None else round(r.reset_seconds, 2), r.variant, r.note] for r in rows])
         return 0

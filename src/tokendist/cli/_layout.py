@@ -65,7 +65,10 @@ def terminal_width(stream=None) -> int:
 def _table(title, key: Col, cols) -> Table:
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for c in [key, *cols]:
-        t.add_column(c.header, justify=c.justify, no_wrap=not c.wrap, overflow="fold" if c.wrap else "ellipsis")
+        # A number column never wraps, and neither does its header: rich would otherwise count the
+        # header at its longest word and cut it ("wall…") when the table is exactly the width.
+        t.add_column(c.header, justify=c.justify, no_wrap=not c.wrap, overflow="fold" if c.wrap else "ellipsis",
+                     min_width=None if c.wrap else len(c.header))
     for i in range(len(key.cells)):
         t.add_row(*[str(c.cells[i]) for c in [key, *cols]])
     return t

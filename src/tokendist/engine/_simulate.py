@@ -29,7 +29,7 @@ import numpy as np
 
 from .._random import stream
 from ..errors import ConservationError, InfeasibleStepError, TokendistError
-from ..kernels._report import begin_step, step_variant
+from ..kernels._report import REFERENCE, begin_step, step_variant
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
 from ._injection import stream_summary
@@ -362,7 +362,7 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
             final=measure(graph, loads), tokens_moved=moved_total, messages=messages_total, infeasible_steps=0,
             loads=loads, initial_loads=initial_loads, trace=lazy_trace, report=protocol.report(), dynamics=None,
             seconds=time.perf_counter() - started, cycle_length=cycle_length, load_history=None,
-            variants={"event-driven message executor": t} if t else {},
+            variants={REFERENCE: t} if t else {},  # the per-node handlers, as on the synchronous loop
             clock=np.asarray(ev_clock) - ev_clock[0])
     seen: dict[bytes, tuple[int, float]] = {}
     record(0, graph, loads)

@@ -108,6 +108,8 @@ class BenchRow:
     metrics_ns_per_edge_step: float | None = None
     run_over_step: float | None = None
     recorded_run_over_step: float | None = None
+    #: Which variant of the protocol ran the timed steps (:mod:`tokendist.kernels._report`).
+    variant: str = ""
 
 
 @numba.njit(cache=True, nogil=True)
@@ -299,7 +301,6 @@ def _measure_case(name, g, loads, steps, seed, conn, params=None, skip=0):
             engine_times.append((t2 - t1, time.perf_counter() - t2))
             w = out.loads.copy() if out.loads is w else out.loads
         ran_text = "; ".join(v if len(ran) == 1 else f"{v} x{k}" for v, k in ran.items())
-        note = ", ".join(filter(None, [note, ran_text]))
         # One more step measures what a step allocates. Memory = graph + the input and output
         # load arrays + the protocol's arrays (ping-pong load buffers not counted twice) + the
         # step's transient peak (a freshly allocated output not counted twice).
@@ -313,7 +314,7 @@ def _measure_case(name, g, loads, steps, seed, conn, params=None, skip=0):
         m = max(g.m, 1)
         conn.send(("ok", float(np.median(times)), reset, (persistent + transient) / m, note, transient / m,
                    float(np.median(cpu_times)), float(np.min(times)), float(np.median(floor_times)),
-                   tuple(np.median(np.array(engine_times), axis=0).tolist())))
+                   tuple(np.median(np.array(engine_times), axis=0).tolist()), ran_text))
     except TokendistError as exc:
         conn.send(("skipped", str(exc)))
     except Exception as exc:  # a bench reports every case, it does not stop at the first failure
@@ -374,12 +375,12 @@ def bench(graphs=DEFAULT_BENCH_GRAPHS, algos=None, *, steps: int = 5, seed: int 
             if result is None:
                 rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, None, f"timed out after {timeout:g} s"))
             elif result[0] == "ok":
-                _, med, reset, mem, note, transient, cpu, best, floor, engine = result
+                _, med, reset, mem, note, transient, cpu, best, floor, engine, variant = result
                 ns = med / g.m * 1e9
                 rows.append(BenchRow(name, spec, g.n, g.m, ns, naive_ns / ns, mem, reset, note, transient,
                                      cpu / g.m * 1e9, best / g.m * 1e9, floor / g.m * 1e9, med / floor,
                                      engine[0] / g.m * 1e9, engine[1] / g.m * 1e9, (med + engine[0]) / med,
-                                     (med + engine[0] + engine[1]) / med))
+                                     (med + engine[0] + engine[1]) / med, variant))
             else:
                 rows.append(BenchRow(name, spec, g.n, g.m, None, None, None, None, f"{result[0]}: {result[1]}"))
     return rows, naive_ns

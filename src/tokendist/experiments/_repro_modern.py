@@ -606,7 +606,7 @@ def reproduce_modern_vs_classic(ctx) -> Reproduction:
             rows.append(row)
     ok = [r for r in rows if r.get("status") == "ok"]
     modern_ok = [r for r in ok if r["family"] == "modern"]
-    figure = _plot_modern_vs_classic(ok, graphs, ctx.figure_path("modern_vs_classic.png"))
+    figure = _plot_modern_vs_classic(ok, graphs, ctx.figure_path("modern-vs-classic.png"))
     best = []
     for spec, init in cases:
         rs = [r for r in ok if r["graph"] == spec and r["init"] == init]

@@ -62,6 +62,7 @@ class FlowImitation(Protocol):
     """
 
     name = "flow-imitation"
+    static_reason = "the continuous process it imitates runs on the network of the start, with one cumulative flow per edge"
     title = "Flow imitation of a continuous process"
     paper = "Akbari, Berenbrink, Sauerwald, PODC 2012"
     model = "flow"

@@ -122,6 +122,7 @@ class RandomMatching(_MatchingBase):
     """
 
     name = "random-matching"
+    static_reason = "matchings are drawn on the edges of the start; the analysis (Sauerwald, Sun 2012) is for a fixed graph and a changing one is not implemented"
     title = "Random matching model (randomized rounding)"
     paper = "Sauerwald, Sun FOCS 2012 (arXiv:1201.2715); Berenbrink et al. 2025 (arXiv:2510.15473)"
     params = (Param("drawing", str, "edge-coin", "how a round's random matching is drawn", _DRAWINGS),
@@ -166,6 +167,7 @@ class BalancingCircuit(_MatchingBase):
     """
 
     name = "balancing-circuit"
+    static_reason = "the periodic matchings are the colour classes of an edge colouring of the start"
     title = "Balancing circuit (periodic matchings, randomized rounding)"
     paper = "Sauerwald, Sun FOCS 2012 (arXiv:1201.2715); Friedrich, Sauerwald STOC 2009"
     params = (Param("excess", str, "random", "the odd token goes to a random end or stays with the heavier one",

@@ -49,6 +49,7 @@ class PairwiseAveraging(Protocol):
     """
 
     name = "pairwise-averaging"
+    static_reason = "the protocol is defined on the complete graph: one random pair of all nodes per step"
     title = "Random pairwise averaging (one pair per step)"
     paper = "Berenbrink, Friedetzky, Kaaser, Kling, IPDPS 2019 (arXiv:1808.05389)"
     model = "single-port"

@@ -78,6 +78,7 @@ class RandomizedDiffusion(Protocol):
     """
 
     name = "randomized-diffusion"
+    static_reason = "the shares floor(x/(d+1)) use the degrees of the start; the analysis (BCFFS 2011) is for a fixed graph and a changing one is not implemented"
     title = "Vertex-based randomized diffusion"
     paper = "Berenbrink, Cooper, Friedetzky, Friedrich, Sauerwald, SODA 2011 / JCSS 81(1) 2015"
     model = "flow"

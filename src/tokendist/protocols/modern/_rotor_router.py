@@ -79,6 +79,7 @@ class RotorRouter(Protocol):
     """
 
     name = "rotor-router"
+    static_reason = "each node's rotor cycles over its neighbours of the start (Akbari, Berenbrink 2013 analyse a fixed graph)"
     title = "Parallel (lazy) rotor walk"
     paper = "Akbari, Berenbrink, SPAA 2013; Friedrich, Gairing, Sauerwald 2012"
     model = "flow"

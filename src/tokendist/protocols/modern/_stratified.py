@@ -90,6 +90,7 @@ class StratifiedDiffusion(Protocol):
     """
 
     name = "stratified-diffusion"
+    static_reason = "the tokens move through the rows of the transition matrix of the start (Shiraga 2018 analyses a fixed graph)"
     title = "Stratified randomized diffusion"
     paper = "Shiraga 2018, arXiv:1802.06532"
     model = "flow"
