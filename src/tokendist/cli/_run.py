@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._files import atomic_dir, atomic_path
 from ..engine import PROTOCOLS, make_protocol, simulate
 from ..engine._simulate import DEFAULT_MAX_STEPS
 from ._app import Command, command
@@ -17,17 +18,27 @@ __all__ = ["RunCommand", "AlgosCommand"]
 
 
 def write_run_outputs(result, out: Path) -> list[str]:
-    """Write the per-step trace (CSV), the summary JSON and a plot into ``out``."""
+    """Write the per-step trace (CSV), the summary JSON and a plot into ``out``.
+
+    The three files are written into a temporary folder and moved into ``out`` only once all are
+    complete (:func:`tokendist._files.atomic_dir`): an interrupted command leaves no partial set.
+    """
     from ..plotting import plot_run
     from ._output import to_jsonable
 
-    out.mkdir(parents=True, exist_ok=True)
-    cols = list(result.trace)
-    data = np.column_stack([result.trace[c].astype(float) for c in cols])
-    np.savetxt(out / "trace.csv", data, delimiter=",", header=",".join(cols), comments="", fmt="%.10g")
-    (out / "summary.json").write_text(json.dumps(to_jsonable(result.to_json()), indent=2) + "\n")
-    plot_run(result, out / "run.png")
+    with atomic_dir(out) as tmp:
+        cols = list(result.trace)
+        data = np.column_stack([result.trace[c].astype(float) for c in cols])
+        np.savetxt(tmp / "trace.csv", data, delimiter=",", header=",".join(cols), comments="", fmt="%.10g")
+        (tmp / "summary.json").write_text(json.dumps(to_jsonable(result.to_json()), indent=2) + "\n")
+        plot_run(result, tmp / "run.png")
     return [str(out / "trace.csv"), str(out / "summary.json"), str(out / "run.png")]
+
+
+def save_loads(path: Path, loads) -> None:
+    """Write the loads one per line, atomically (a temporary name, then renamed over ``path``)."""
+    with atomic_path(path) as tmp:
+        np.savetxt(tmp, loads, fmt="%d" if loads.dtype.kind in "iu" else "%.17g")
 
 
 @command
@@ -42,7 +53,8 @@ class RunCommand(Command):
         p.add_argument("--algo", required=True, help="algorithm name (see 'tokendist algos')")
         p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                        help="protocol parameter (repeatable)")
-        p.add_argument("--save-loads", type=Path, default=None, help="write the final loads, one per line")
+        p.add_argument("--save-loads", type=Path, default=None, help="write the final loads, one per line (tokens still in transit when a "
+                       "message-passing run stops are not in them: the summary's 'in transit' counts them)")
         p.add_argument("--out", type=Path, default=None, help="folder for trace.csv, summary.json and run.png")
 
     def run(self, args):
@@ -58,7 +70,7 @@ class RunCommand(Command):
                 speeds=args.speeds, progress=update)
         files = []
         if args.save_loads is not None:
-            np.savetxt(args.save_loads, result.loads, fmt="%d" if result.loads.dtype.kind in "iu" else "%.17g")
+            save_loads(args.save_loads, result.loads)
             files.append(str(args.save_loads))
         if args.out is not None:
             files += write_run_outputs(result, args.out)
@@ -73,6 +85,7 @@ class RunCommand(Command):
               ["metric", "initial", "final"],
               [[k, result.initial[k], result.final[k]] for k in result.initial])
         rows = [["steps", result.steps], ["stop reason", result.stop_reason], ["tokens", result.tokens],
+                *([["in transit", result.in_transit]] if result.in_transit else []),
                 ["tokens moved", result.tokens_moved], ["messages", result.messages],
                 ["infeasible steps", result.infeasible_steps], ["seconds", round(result.seconds, 3)]]
         if result.cycle_length:

@@ -27,12 +27,13 @@ from typing import Callable
 
 import numpy as np
 
+from .._files import DATA_FILE_LIMIT, read_text
 from .._random import stream
 from ..errors import ConservationError, InfeasibleStepError, TokendistError
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
 from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy
-from ._protocol import Protocol, make_protocol
+from ._protocol import PROTOCOLS, Protocol, make_protocol
 
 __all__ = ["simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS", "TRACE_METRICS"]
 
@@ -43,6 +44,33 @@ TRACE_METRICS = ("discrepancy", "max", "min", "local_discrepancy", "l1_error", "
 # Cycle detection hashes the whole state at each period boundary; beyond this size the O(n) hash
 # would cost as much as the step itself, so large runs rely on is_stable and the stopping rules.
 _CYCLE_DETECTION_MAX_N = 200_000
+_INT64_MAX = 2**63 - 1
+
+
+def exact_total(loads: np.ndarray) -> int:
+    """The sum of int64 ``loads`` as a Python int (numpy's sum wraps around past 2**63)."""
+    if loads.size == 0:
+        return 0
+    lo, hi = int(loads.min()), int(loads.max())
+    if max(hi, -lo) * loads.size <= _INT64_MAX:
+        return int(loads.sum())
+    # High and low 32-bit halves summed apart: each sum fits int64 for fewer than 2**31 nodes.
+    return (int(np.sum(loads >> 32)) << 32) + int(np.sum(loads & 0xFFFFFFFF))
+
+
+def _check_integer_range(protocol: Protocol, loads: np.ndarray) -> None:
+    """One line, before the first step, for loads whose total int64 cannot hold or that lie beyond
+    the protocol's declared exact range (:attr:`Protocol.exact_load_limit`)."""
+    if loads.size == 0:
+        return
+    top = max(int(loads.max()), -int(loads.min()))
+    limit = protocol.exact_load_limit
+    if limit is not None and top >= limit:
+        raise TokendistError(f"{protocol.name} rounds flows computed in float64, exact for loads below "
+                             f"2**{limit.bit_length() - 1}; a load is {top} (scale the loads down)")
+    total = exact_total(loads)
+    if not -_INT64_MAX <= total <= _INT64_MAX:
+        raise TokendistError(f"the loads total {total} tokens, more than int64 holds (2**63 - 1 = {_INT64_MAX})")
 
 
 @dataclass
@@ -73,6 +101,9 @@ class RunResult:
     seconds: float = 0.0
     cycle_length: int | None = None
     load_history: np.ndarray | None = None
+    #: Tokens sent but not yet delivered when the run stopped (message-passing protocols); ``loads``
+    #: holds the others: ``loads.sum() + in_transit == tokens``.
+    in_transit: int = 0
 
     def steps_to(self, metric: str, level: float) -> int | None:
         """First recorded step at which ``metric <= level`` (None if never)."""
@@ -93,6 +124,8 @@ class RunResult:
             "stop_reason": self.stop_reason,
             "cycle_length": self.cycle_length,
             "tokens": _plain(self.tokens),
+            # Conservation: tokens == sum(final loads) + in_transit (tokens in flight at the stop).
+            "in_transit": _plain(self.in_transit),
             "initial": self.initial,
             "final": self.final,
             "tokens_moved": _plain(self.tokens_moved),
@@ -113,9 +146,20 @@ def _plain(x):
 
 
 def make_speeds(spec, graph, seed=None) -> np.ndarray:
-    """Node speeds from ``uniform:A..B`` (drawn from the run's ``speeds`` stream) or ``file:PATH``."""
+    """Node speeds from ``uniform:A..B`` (drawn from the run's ``speeds`` stream) or ``file:PATH``.
+
+    Every speed must be a finite positive number (one per node); anything else, a spec that is not
+    a string or an array, is refused in one line naming the argument.
+    """
     if not isinstance(spec, str):
-        return np.asarray(spec, dtype=np.float64)
+        if isinstance(spec, (bool, numbers.Number)) or spec is None:
+            raise TokendistError(f"speeds must be a spec string (uniform:A..B, file:PATH) or one number per node, "
+                                 f"got {spec!r}")
+        try:
+            values = np.asarray(spec, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TokendistError(f"speeds must be numbers, one per node, got {type(spec).__name__}") from None
+        return _checked_speeds(values, graph, "speeds")
     name, _, arg = spec.partition(":")
     if name == "uniform":
         try:
@@ -128,14 +172,26 @@ def make_speeds(spec, graph, seed=None) -> np.ndarray:
             raise TokendistError(f"bad speeds {spec!r}: speeds must be positive")
         return stream(seed, "speeds").uniform(lo, hi, size=graph.n)
     if name == "file":
-        try:
-            values = np.loadtxt(arg, dtype=np.float64, comments="#", ndmin=1)
-        except (OSError, ValueError) as exc:
-            raise TokendistError(f"{arg}: cannot read speeds ({exc})") from None
-        if values.shape != (graph.n,):
-            raise TokendistError(f"{arg}: {values.size} speeds for a graph of {graph.n} nodes")
-        return values
+        values = []
+        for lineno, line in enumerate(read_text(arg, "speeds", DATA_FILE_LIMIT).splitlines(), 1):
+            text = line.split("#", 1)[0].strip()
+            if not text:
+                continue
+            try:
+                values.append(float(text))
+            except ValueError:
+                raise TokendistError(f"{arg}:{lineno}: {text[:40]!r} is not a number") from None
+        return _checked_speeds(np.array(values, dtype=np.float64), graph, arg)
     raise TokendistError(f"bad speeds {spec!r}: expected uniform:A..B or file:PATH")
+
+
+def _checked_speeds(values: np.ndarray, graph, where: str) -> np.ndarray:
+    if values.shape != (graph.n,):
+        raise TokendistError(f"{where}: {values.size} speeds for a graph of {graph.n} nodes")
+    bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
+    if bad.size:
+        raise TokendistError(f"{where}: speed {float(values[bad[0]])!r} of node {bad[0]}: speeds must be finite and positive")
+    return values
 
 
 def _outflow(graph: Graph, flows: np.ndarray) -> np.ndarray:
@@ -223,10 +279,23 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     (80.0, True)
     """
     started = time.perf_counter()
+    # The arguments' types, once, at the boundary (a string for dynamics= was an AttributeError
+    # deep in the loop, keep_loads_every=0 was accepted).
+    if dynamics is not None and not all(hasattr(dynamics, a) for a in ("reset", "graph_at", "describe")):
+        raise TokendistError(f"dynamics must be a Dynamics object (EdgeFailures, Mobility, GraphSequence), "
+                             f"got {dynamics!r}")
+    if injection is not None and not all(hasattr(injection, a) for a in ("reset", "apply")):
+        raise TokendistError(f"injection must be an object with reset(graph, rng) and apply(t, loads), "
+                             f"got {injection!r}")
+    if keep_loads_every is not None:
+        _check_count("keep_loads_every", keep_loads_every, 1)
     graph = make_graph(graph, seed=seed)
     if speeds is not None:
         graph = graph.with_speeds(make_speeds(speeds, graph, seed))
     protocol = make_protocol(algo, params)
+    if speeds is not None and not protocol.uses_speeds:
+        users = ", ".join(n for n in PROTOCOLS.names() if PROTOCOLS.get(n).uses_speeds)
+        raise TokendistError(f"{protocol.name} does not use node speeds (speeds apply to {users})")
     protocol.check_graph(graph)
     if dynamics is not None and not protocol.dynamic:
         raise TokendistError(f"{protocol.name} does not run on dynamic networks")
@@ -235,6 +304,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         loads = loads.astype(np.float64)
     elif loads.dtype.kind == "f":
         raise TokendistError(f"{protocol.name} moves indivisible tokens; initial loads must be integers")
+    else:
+        _check_integer_range(protocol, loads)
     if max_steps is None:
         max_steps = DEFAULT_MAX_STEPS
     _check_count("max_steps", max_steps, 0)
@@ -254,6 +325,7 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     tol = 1e-9 * (abs(float(total)) + graph.n) if protocol.divisible else 0
     trace = {k: [] for k in ("step", "tokens_moved", "messages", *TRACE_METRICS)}
     moved_total, messages_total, infeasible = 0, 0, 0
+    in_transit = 0
 
     def record(t, g, w):
         trace["step"].append(t)
@@ -316,7 +388,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
             if injection is not None:
                 new, added, removed = injection.apply(t, new)
                 total = total + added - removed
-            held = new.sum() + out.in_transit
+            in_transit = out.in_transit
+            held = new.sum() + in_transit
             if (abs(held - total) > tol) if protocol.divisible else held != total:
                 raise ConservationError(f"{protocol.name} broke token conservation at step {t}: "
                                         f"{total} tokens became {held}")
@@ -360,5 +433,5 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         infeasible_steps=infeasible, loads=loads, initial_loads=initial_loads, trace=trace_arrays,
         report=protocol.report(), dynamics=None if dynamics is None else dynamics.describe(),
         seconds=time.perf_counter() - started, cycle_length=cycle_length,
-        load_history=None if history is None else np.array(history),
+        load_history=None if history is None else np.array(history), in_transit=_plain(in_transit),
     )
