@@ -74,6 +74,8 @@ def parse_range(spec: str, text: str, cast=int) -> tuple:
             raise SpecError(f"bad spec {spec!r}: empty range {text}")
         return a, b
     try:
+        if not text.isascii():  # float() also reads non-ASCII digits
+            raise ValueError(text)
         a, b = cast(lo), cast(hi)
     except (ValueError, OverflowError):
         raise SpecError(f"bad spec {spec!r}: {text!r} is not a range A..B") from None

@@ -178,6 +178,8 @@ def make_speeds(spec, graph, seed=None) -> np.ndarray:
             if not text:
                 continue
             try:
+                if not text.isascii():  # float() also reads non-ASCII digits
+                    raise ValueError(text)
                 values.append(float(text))
             except ValueError:
                 raise TokendistError(f"{arg}:{lineno}: {text[:40]!r} is not a number") from None

@@ -68,7 +68,7 @@ def split_spec(spec: str) -> tuple[str, str]:
     return name.strip().lower(), arg.strip()
 
 
-_INT = re.compile(r"^[+]?\d+$")
+_INT = re.compile(r"^[+]?[0-9]+$")  # ASCII digits (\d takes any Unicode digit)
 
 
 def parse_ints(spec: str, arg: str, count: int | None = None, *, sep: str = ",", minimum: int = 0) -> list[int]:
@@ -128,6 +128,9 @@ def make_graph(spec, seed=None) -> Graph:
             return from_networkx(spec)
         raise TokendistError(f"cannot make a graph from {type(spec).__name__}")
     name, arg = split_spec(spec)
+    if name != "file" and not arg.isascii():
+        # Numbers in specs are ASCII: int() and float() would read 'torus:\u0664x\u0664' as torus:4x4.
+        raise SpecError(f"bad spec {spec!r}: the arguments must be ASCII (digits 0-9)")
     family = TOPOLOGIES.get(name)
     rng = stream(seed, "topology")  # outside the try: a bad seed is not a bad spec
     try:
