@@ -223,3 +223,12 @@ def test_api_param_values(value):
 def test_api_loads_total_beyond_int64():
     with pytest.raises(TokendistError, match="int64"):
         simulate("ring:3", "multi-port", np.array([2**62, 2**62, 2**62]), max_steps=1)
+
+
+def test_compare_with_speeds_skips_protocols_that_ignore_them(capsys):
+    # They ran as if on the heterogeneous network, with results identical to the homogeneous run.
+    assert main(["compare", "--graph", "ring:6", "--init", "random:0..9", "--algos", "multi-port,fos", "--max-steps",
+                 "10", "--no-files", "--json", "--speeds", "uniform:1..2"]) == 0
+    out = capsys.readouterr().out
+    assert "multi-port does not use node speeds" in out
+    assert out.count('"status": "ok"') == 1

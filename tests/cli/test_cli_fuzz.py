@@ -10,12 +10,19 @@ a ZeroDivisionError), ``offline --slack 10**20`` / ``compare --offline 10**20`` 
 --base 10**20`` (int64 overflows), ``tree msd kary:50,50`` (an OverflowError) and ``bounds --speeds
 uniform:1e-320..1e-320`` (subnormal speeds: 1 / s overflows, numpy's LinAlgError), all now one-line
 errors or results.
+
+The second half (issue 27) generates values that are invalid by construction (integers beyond int64,
+non-ASCII digits, nan and inf, malformed ranges, scenario values of the wrong TOML type, loads and
+speeds files with a bad line or the wrong count) and requires exit 2 with one line: a bad value must
+never be read as a good one.
 """
 
 import contextlib
 import io
+import math
 import os
 import tempfile
+import tomllib
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -238,9 +245,6 @@ SCENARIO_KEYS = ["seed", "max_steps", "levels", "algos", "speeds", "edge_failure
 
 
 def _scenario_valid(key, value) -> bool:
-    import math
-    import tomllib
-
     v = tomllib.loads(f"v = {value}")["v"]
     is_int = isinstance(v, int) and not isinstance(v, bool)
     is_num = (is_int or isinstance(v, float)) and math.isfinite(v)
@@ -293,8 +297,6 @@ def test_loads_file_fuzz(tmp_path_factory, lines):
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(LINES)
 def test_speeds_file_fuzz(tmp_path_factory, lines):
-    import math
-
     p = tmp_path_factory.mktemp("sp") / "s.txt"
     p.write_text("\n".join(lines) + "\n")
     values = [x for x in (line.split("#")[0].strip() for line in lines) if x]
@@ -312,3 +314,29 @@ def test_speeds_file_fuzz(tmp_path_factory, lines):
     code, err = _code(["run", "--graph", "path:3", "--algo", "fos", "--init", "point:9", "--max-steps", "1",
                        "--speeds", f"file:{p}", "--json"])
     assert code == (0 if valid else 2), (lines, code, err)
+
+
+BAD_MOBILITY = st.one_of(
+    st.builds(lambda k, v: f"{k}={v}", st.sampled_from(["radius", "speed", "pause"]),
+              st.sampled_from(["nan", "inf", "-1", "x", "", "\u0664", "1..nan", "2..1", "-inf..1"])),
+    st.sampled_from(["pause=99999999999999999999", "radius=99999999999999999999", "pause=1.5", "wrap=maybe"]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(BAD_MOBILITY)
+def test_invalid_mobility_exit_2(mobility):
+    code, err = _code(["run", "--graph", "torus:4x4", "--algo", "fos", "--init", "point:10", "--max-steps", "2",
+                       "--mobility", mobility])
+    assert code == 2 and err.count("\n") == 1, (mobility, code, err)
+
+
+BAD_GRAPHS = st.builds(lambda k, v: f"{k}:{v}", st.sampled_from(["ring", "torus", "path", "hypercube", "kary", "star"]),
+                       st.sampled_from(["\u0664", "\u0664x\u0664", "99999999999999999999", "-3", "1_0", "x", "4x",
+                                        "2,", "1e3", "nan"]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(BAD_GRAPHS)
+def test_invalid_graph_specs_exit_2(graph):
+    code, err = _code(["run", "--graph", graph, "--algo", "multi-port", "--init", "point:10", "--max-steps", "2"])
+    assert code == 2 and err.count("\n") == 1, (graph, code, err)

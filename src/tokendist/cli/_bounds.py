@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..analysis import BOUNDS, predict
-from ..engine import simulate
+from ..engine import PROTOCOLS, make_protocol, simulate
 from ..engine._simulate import DEFAULT_MAX_STEPS
 from ._app import Command, command
 from ._common import add_run_arguments, dynamics_from_args
@@ -35,6 +35,8 @@ class BoundsCommand(Command):
             graph = graph.with_speeds(make_speeds(args.speeds, graph, args.seed))
         loads = make_loads(args.init, graph, args.seed)
         BOUNDS.get(args.algo)
+        if args.algo in PROTOCOLS.names():
+            make_protocol(args.algo, params)  # every value checked once, here (c=nan was a LinAlgError)
         predicted = predict(args.algo, graph, loads, params)
         measured = None
         if not args.no_run:

@@ -189,26 +189,29 @@ def _file(arg, graph, rng):
     return read_loads_file(arg, graph.n)
 
 
-def read_loads_file(path: str, n: int | None = None) -> np.ndarray:
+def read_loads_file(path: str, n: int | None = None, *, what: str = "loads", per: str = "nodes") -> np.ndarray:
     """Read one non-negative integer per line; blank lines and ``#`` comments are skipped.
+
+    ``what`` names the values in messages (``"colours"`` for an edge-colouring file, whose ``n``
+    counts ``per="edges"``).
 
     Raises
     ------
     TokendistError
         Naming the file and line for a malformed or negative value, or a wrong line count.
     """
-    lines = read_text(path, "loads", DATA_FILE_LIMIT).splitlines()
+    lines = read_text(path, what, DATA_FILE_LIMIT).splitlines()
     values = []
     for lineno, line in enumerate(lines, 1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
         if not _NUM.match(text):
-            kind = "negative load" if re.match(r"^-[0-9]+$", text) else "not a non-negative integer"
+            kind = f"negative value ({what})" if re.match(r"^-[0-9]+$", text) else "not a non-negative integer"
             raise TokendistError(f"{path}:{lineno}: {kind}: {text[:40]!r}")
         if len(text) > 20 or int(text) > _INT64_MAX:
             raise TokendistError(f"{path}:{lineno}: {text[:30]} is more than int64 holds (2**63 - 1)")
         values.append(int(text))
     if n is not None and len(values) != n:
-        raise TokendistError(f"{path}: {len(values)} loads for a graph of {n} nodes")
+        raise TokendistError(f"{path}: {len(values)} {what} for a graph of {n} {per}")
     return np.array(values, dtype=np.int64)

@@ -114,6 +114,9 @@ class RandomWaypoint(Dynamics):
         unknown = sorted(set(options) - set(cls.OPTIONS))
         if unknown:
             raise TokendistError(f"--mobility: unknown key {unknown[0]!r} (keys: {', '.join(cls.OPTIONS)})")
+        for key, value in options.items():
+            if not value.isascii():  # float() and int() also read non-ASCII digits
+                raise TokendistError(f"--mobility {key}= expects ASCII digits, got {value!r}")
         kw = {}
         if "radius" in options:
             try:

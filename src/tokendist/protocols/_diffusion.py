@@ -210,8 +210,10 @@ class _DiffusionBase(Protocol):
             # the kernels then read no per-slot array at all (16 bytes per edge less).
             same = alpha.size > 0 and bool(np.all(alpha == alpha[0]))
             self._coef, self._alpha = (alpha[:1].copy() if same else alpha[graph.csr_edges]), None
-            # The exact fractions of the rounded rules (int64 (num, den) per slot, or one row).
-            self._ratio = coefficient_ratios(self._coef)
+            # The exact fractions of the rounded rules (int64 (num, den) per slot, or one row);
+            # none when all are unit fractions 1/den: the kernels then take den = rint(1/P_ij).
+            ratio = coefficient_ratios(self._coef)
+            self._ratio = ratio if np.any(ratio[:, 0] != 1) else np.zeros((0, 2), dtype=np.int64)
         else:
             self._coef, self._alpha = None, alpha
 

@@ -280,7 +280,11 @@ def _general_rows(indptr, indices, coef, ratio, along, loads, mode, coins, i0, i
     # fraction ratio[k] = (num, den) (_exact_amount; a float product with a snapping tolerance sent
     # the ceiling for the floor once |d| passed about 2**30, issue 27); the ceiling is one more when
     # the remainder is not zero. The sign of the difference enters arithmetically.
+    # ``ratio`` empty: every P_ij is a unit fraction 1/den (the default 1/(2 max(d_i, d_j))), and
+    # den = rint(1 / P_ij) is exact (den <= 2**30, the float within 2**-52 relative): no per-slot
+    # integers to read (16 bytes per slot less traffic on the general path).
     scalar = coef.shape[0] == 1
+    unit = ratio.shape[0] == 0
     c0 = indptr[i0]
     moved = 0
     low = _INT64_MAX
@@ -297,8 +301,13 @@ def _general_rows(indptr, indices, coef, ratio, along, loads, mode, coins, i0, i
             ud = (np.uint64(wi) - np.uint64(wj)) if pos else (np.uint64(wj) - np.uint64(wi))
             kk = 0 if scalar else k
             a = abs(coef[kk])
-            den = ratio[kk, 1]
-            fl, rem = _exact_amount(ud, ratio[kk, 0], den, a)
+            if unit:
+                num = np.int64(1)
+                den = np.int64(np.rint(1.0 / a))
+            else:
+                num = ratio[kk, 0]
+                den = ratio[kk, 1]
+            fl, rem = _exact_amount(ud, num, den, a)
             up = rem != 0  # P_ij |d| is not an integer: the roundings differ
             if mode == FLOOR:
                 up = False
@@ -465,8 +474,9 @@ def rounded_step(indptr, indices, csr_edges, coef, ratio, along, heads, loads, m
 
     ``mode``: FLOOR, CEIL, RANDOM (coin=pij), RANDOM_FRACTION (coin=fraction) or ORIENTED.
     ``coef``: ``P_ij`` per CSR slot, or one number for all; ``ratio``: the same as int64 fractions
-    ``(num, den)`` per row (:func:`tokendist.protocols._diffusivity.coefficient_ratios`), which the
-    general path rounds in exact integers for any int64 loads. ``along`` (oriented only, else empty):
+    ``(num, den)`` per row (:func:`tokendist.protocols._diffusivity.coefficient_ratios`), or empty
+    (shape (0, 2)) when every ``P_ij`` is a unit fraction; the general path rounds in exact
+    integers for any int64 loads. ``along`` (oriented only, else empty):
     int8 per CSR slot, 1 when the slot's edge points away from its row node (the sender then
     rounds up). The coin of edge e in this step is ``counter_uniform(key, step, e)``: on the
     regular path with coin=pij it is drawn once per edge into ``heads`` (uint8 per edge, HEAD

@@ -20,6 +20,7 @@ from fractions import Fraction
 import numpy as np
 import scipy.sparse as sp
 
+from .._files import DATA_FILE_LIMIT, read_text
 from ..errors import TokendistError
 
 __all__ = ["diffusivity", "diffusion_matrix", "default_diffusivity", "validate_diffusivity", "MATRIX_SPECS",
@@ -132,10 +133,9 @@ def _from_dense(graph, dense: np.ndarray, where: str) -> np.ndarray:
 
 def _from_file(graph, path: str) -> np.ndarray:
     """A matrix file: either N rows of N numbers (the full P) or lines ``u v p`` (one per edge)."""
-    try:
-        rows = [line.split("#", 1)[0].split() for line in open(path, encoding="utf-8")]
-    except OSError as exc:
-        raise TokendistError(f"{path}: cannot read the diffusivity matrix ({exc.strerror})") from None
+    # A regular file of bounded size (/dev/zero or a named pipe read for ever), issue 27.
+    text = read_text(path, "diffusivity matrix", DATA_FILE_LIMIT)
+    rows = [line.split("#", 1)[0].split() for line in text.splitlines()]
     rows = [r for r in rows if r]
     spec = f"file:{path}"
     square = bool(rows) and len(rows) == graph.n and all(len(r) == graph.n for r in rows)
