@@ -53,8 +53,9 @@ class RunCommand(Command):
         p.add_argument("--algo", required=True, help="algorithm name (see 'tokendist algos')")
         p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                        help="protocol parameter (repeatable)")
-        p.add_argument("--save-loads", type=Path, default=None, help="write the final loads, one per line (tokens still in transit when a "
-                       "message-passing run stops are not in them: the summary's 'in transit' counts them)")
+        p.add_argument("--save-loads", type=Path, default=None,
+                       help="write the final loads, one per line (tokens still in transit when "
+                       "a message-passing run stops are not in them: the summary's 'in transit' counts them)")
         p.add_argument("--out", type=Path, default=None, help="folder for trace.csv, summary.json and run.png")
 
     def run(self, args):

@@ -192,7 +192,8 @@ def _checked_speeds(values: np.ndarray, graph, where: str) -> np.ndarray:
         raise TokendistError(f"{where}: {values.size} speeds for a graph of {graph.n} nodes")
     bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
     if bad.size:
-        raise TokendistError(f"{where}: speed {float(values[bad[0]])!r} of node {bad[0]}: speeds must be finite and positive")
+        raise TokendistError(f"{where}: speed {float(values[bad[0]])!r} of node {bad[0]}: speeds must be finite "
+                             "and positive")
     return values
 
 

@@ -468,8 +468,8 @@ def _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, 
 
 
 @numba.njit(cache=True, nogil=True)
-def rounded_step(indptr, indices, csr_edges, coef, ratio, along, heads, loads, mode, key, step, hop_extra, coins, degree,
-                 q, out, outflow):
+def rounded_step(indptr, indices, csr_edges, coef, ratio, along, heads, loads, mode, key, step, hop_extra, coins,
+                 degree, q, out, outflow):
     """One rounded-diffusion step (Sec. 4), per node over its CSR row; returns (token-hops, min new load).
 
     ``mode``: FLOOR, CEIL, RANDOM (coin=pij), RANDOM_FRACTION (coin=fraction) or ORIENTED.
@@ -493,14 +493,14 @@ def rounded_step(indptr, indices, csr_edges, coef, ratio, along, heads, loads, m
     # Every call below passes constants, so that each inlined copy keeps only its own rounding
     # (and the relay bookkeeping only where Case 2 needs it).
     if mode == FLOOR:
-        return _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, FLOOR, base, hop_extra, False,
-                             coins, degree, q, out, outflow)
+        return _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, FLOOR, base, hop_extra,
+                             False, coins, degree, q, out, outflow)
     if mode == CEIL:
-        return _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, CEIL, base, hop_extra, False,
-                             coins, degree, q, out, outflow)
+        return _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, CEIL, base, hop_extra,
+                             False, coins, degree, q, out, outflow)
     if mode == RANDOM:
-        return _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, RANDOM, base, hop_extra, False,
-                             coins, degree, q, out, outflow)
+        return _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, RANDOM, base, hop_extra,
+                             False, coins, degree, q, out, outflow)
     if mode == RANDOM_FRACTION:
         return _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, RANDOM_FRACTION, base,
                              hop_extra, False, coins, degree, q, out, outflow)

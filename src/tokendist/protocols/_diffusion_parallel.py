@@ -144,19 +144,22 @@ def _general_block(indptr, indices, csr_edges, coef, ratio, along, loads, mode, 
         coins = np.empty(indptr[i1] - k0)
         _fill_coins(base, csr_edges, k0, indptr[i1], coins)
         if mode == RANDOM:
-            return _general_rows(indptr, indices, coef, ratio, along, loads, RANDOM, coins, i0, i1, hop_extra, False, out,
-                                 outflow)
-        return _general_rows(indptr, indices, coef, ratio, along, loads, RANDOM_FRACTION, coins, i0, i1, hop_extra, False,
-                             out, outflow)
+            return _general_rows(indptr, indices, coef, ratio, along, loads, RANDOM, coins, i0, i1, hop_extra,
+                                 False, out, outflow)
+        return _general_rows(indptr, indices, coef, ratio, along, loads, RANDOM_FRACTION, coins, i0, i1,
+                             hop_extra, False, out, outflow)
     none = np.empty(0)
     if mode == FLOOR:
-        return _general_rows(indptr, indices, coef, ratio, along, loads, FLOOR, none, i0, i1, hop_extra, False, out, outflow)
+        return _general_rows(indptr, indices, coef, ratio, along, loads, FLOOR, none, i0, i1, hop_extra, False,
+                             out, outflow)
     if mode == CEIL:
-        return _general_rows(indptr, indices, coef, ratio, along, loads, CEIL, none, i0, i1, hop_extra, False, out, outflow)
+        return _general_rows(indptr, indices, coef, ratio, along, loads, CEIL, none, i0, i1, hop_extra, False,
+                             out, outflow)
     if relays:
-        return _general_rows(indptr, indices, coef, ratio, along, loads, ORIENTED, none, i0, i1, hop_extra, True, out,
-                             outflow)
-    return _general_rows(indptr, indices, coef, ratio, along, loads, ORIENTED, none, i0, i1, hop_extra, False, out, outflow)
+        return _general_rows(indptr, indices, coef, ratio, along, loads, ORIENTED, none, i0, i1, hop_extra, True,
+                             out, outflow)
+    return _general_rows(indptr, indices, coef, ratio, along, loads, ORIENTED, none, i0, i1, hop_extra, False,
+                         out, outflow)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
