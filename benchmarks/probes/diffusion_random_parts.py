@@ -38,6 +38,7 @@ def main(argv=None) -> None:
         raise SystemExit("diffusion_random_parts: the graph must be regular")
     q = 2 * degree  # the default P_ij = 1 / (2 max(d_i, d_j))
     coef = np.array([1.0 / q])
+    ratio = np.array([[1, q]])  # the same P_ij as an exact fraction
     loads = np.random.default_rng(0).integers(0, 100, g.n).astype(np.int64)
     indices, edges = unsigned_view(g.indices), unsigned_view(g.csr_edges)
     heads = np.empty(g.m, np.uint8)
@@ -46,7 +47,7 @@ def main(argv=None) -> None:
     key, step = np.uint64(7), np.uint64(3)
 
     def rounded(mode):
-        return lambda: rounded_step(g.indptr, indices, edges, coef, none8, heads, loads, mode, key, step, none64,
+        return lambda: rounded_step(g.indptr, indices, edges, coef, ratio, none8, heads, loads, mode, key, step, none64,
                                     no_coins, degree, q, out, outflow)
 
     parts = {"HEAD pass": lambda: heads_only(1.0 / q, heads, key, step), "random step": rounded(RANDOM),

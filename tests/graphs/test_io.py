@@ -40,7 +40,12 @@ def test_edgelist_format_details():
     g = parse_edgelist(text, "x")
     assert g.n == 6 and g.m == 3 and g.degrees[5] == 0
     assert parse_edgelist("4 2\n", "x").n == 5                     # no header: max id + 1
-    assert parse_edgelist("# nothing\n", "x").n == 1               # empty file: one node, no edges
+    assert parse_edgelist("n 1\n", "x").n == 1                     # one node, no edges: say so with 'n 1'
+    with pytest.raises(GraphFileError, match="no edges and no 'n N' header"):
+        parse_edgelist("# nothing\n", "x")                         # an empty file is not a graph (issue 27)
+    assert parse_edgelist("n 3\nm 2\n0 1\n1 2\n", "x").m == 2     # 'm M': the edge count, checked
+    with pytest.raises(GraphFileError, match="header says m 3 but the file has 2 edges"):
+        parse_edgelist("n 3\nm 3\n0 1\n1 2\n", "x")               # a truncated file is an error
 
 
 @pytest.mark.parametrize("text,line,words", [
@@ -106,6 +111,10 @@ def test_valid_edge_lists_parse_like_from_edges(pairs, header):
     simple = sorted({(min(a, b), max(a, b)) for a, b in pairs if a != b})
     n = 41 if header else (max((b for _, b in simple), default=0) + 1)
     text = (f"n {n}\n" if header else "") + "".join(f"{a} {b}\n" for a, b in simple)
+    if not header and not simple:  # nothing at all: not a graph file (issue 27), not a 1-node graph
+        with pytest.raises(GraphFileError):
+            parse_edgelist(text, "x")
+        return
     assert parse_edgelist(text, "x") == Graph.from_edges(n, simple)
 
 

@@ -24,7 +24,7 @@ def test_sec4_construction_size_is_checked_before_building():
     import tokendist.graphs._lower_bound as lower_bound
 
     seen = []
-    with mock.patch.object(lower_bound, "check_size", lambda spec, n, m=None: seen.append((n, m))):
+    with mock.patch.object(lower_bound, "check_size", lambda spec, n, m=None, **kw: seen.append((n, m))):
         for spec in ("ghosh-lower-bound:4,1", "ghosh-lower-bound:6,0.5,6,3", "ghosh-lower-bound:8,1,3,1",
                      "ghosh-lower-bound:10,0.3,5,4", "ghosh-lower-bound:6,1,0,1"):
             g = make_graph(spec, seed=1)

@@ -76,7 +76,8 @@ def test_sec4_parallel_step_equals_the_serial_one(graph, seed, algo, params, blo
     heads2 = np.empty_like(proto._heads)
     for t in range(3):
         out1, of1, out2, of2 = (np.full(graph.n, -7, dtype=np.int64) for _ in range(4))
-        common = (h.indptr, unsigned_view(h.indices), unsigned_view(h.csr_edges), proto._coef, proto._along_slot)
+        common = (h.indptr, unsigned_view(h.indices), unsigned_view(h.csr_edges), proto._coef, proto._ratio,
+                  proto._along_slot)
         tail = (mode, np.uint64(proto._key), np.uint64(t), proto._hop_extra)
         r1 = rounded_step(*common, proto._heads, loads, *tail, proto._coin_buf, proto._degree, proto._q, out1, of1)
         r2 = rounded_step_parallel(*common, heads2, loads, *tail, proto._degree, proto._q, out2, of2, block,

@@ -53,7 +53,8 @@ def _rounded_pair(g, s, mode, loads, along, key, step):
     else:
         starts, ends, ebase = s.starts, s.ends, np.zeros((1, D), dtype=np.int64)
     a, fa, b, fb = (np.empty(n, dtype=np.int64) for _ in range(4))
-    ra = rounded_step(g.indptr, ix, ce, coef, along, np.empty(m, np.uint8), loads, mode, np.uint64(key),
+    ra = rounded_step(g.indptr, ix, ce, coef, np.array([[1, q]]), along, np.empty(m, np.uint8), loads, mode,
+                      np.uint64(key),
                       np.uint64(step), np.zeros(0, np.int64), np.empty(0), D, q, a, fa)
     rb = rounded_stencil_step(ix, ce, coef[0], q, along, np.empty(m, np.uint8), loads, mode, np.uint64(key),
                               np.uint64(step), D, starts, ends, s.lower, s.upper, ebase, b, fb)

@@ -7,6 +7,7 @@ the Python API. A user error is one line on stderr and exit code 2, never a trac
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from typing import ClassVar
 
@@ -95,6 +96,9 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        # A second Ctrl-C while this line is printed and the process exits would end it by the
+        # signal (a traceback, or no message): ignored from here on.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("error: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:

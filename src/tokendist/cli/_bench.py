@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..engine import PROTOCOLS, resolve_protocol
+from ..engine import PROTOCOLS, make_protocol, resolve_protocol
 from ..errors import TokendistError
 from ..experiments._bench import DEFAULT_BENCH_GRAPHS, bench
 from ._app import Command, command
@@ -59,8 +59,18 @@ class BenchCommand(Command):
         algos = [a.strip() for a in args.algos.split(",")] if args.algos else None
         for name in algos or ():
             resolve_protocol(name)  # an unknown name is a one-line error now, not a skipped row per graph
+        params = parse_key_values(args.param)
+        # Each value checked once, here, by every protocol that declares the parameter: a bad
+        # value is one line and exit 2, not a skipped row per case (bench --param threads=abc).
+        for name in algos or PROTOCOLS.names():
+            declared = {p.name for p in resolve_protocol(name).params}
+            make_protocol(name, {k: v for k, v in params.items() if k in declared})
+        unused = sorted(k for k in params if not any(k in {p.name for p in resolve_protocol(a).params}
+                                                     for a in (algos or PROTOCOLS.names())))
+        if unused:
+            raise TokendistError(f"--param {unused[0]}: no protocol benchmarked declares this parameter")
         with progress_bar("bench", None, enabled=not args.json) as update:
-            rows, naive = bench(graphs, algos, steps=args.steps, params=parse_key_values(args.param),
+            rows, naive = bench(graphs, algos, steps=args.steps, params=params,
                                 naive_graph=args.naive_graph, skip=args.skip,
                                 timeout=args.timeout, progress=update)
         if args.json:

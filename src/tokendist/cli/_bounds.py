@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..analysis import BOUNDS, predict
 from ..analysis._bound_checks import bound_tables
-from ..engine import simulate
+from ..engine import PROTOCOLS, make_protocol, simulate
 from ..errors import InfeasibleStepError
 from ..experiments.defaults import DEFAULT_MAX_STEPS
 from ._app import Command, command
@@ -49,6 +49,8 @@ class BoundsCommand(Command):
             graph = graph.with_speeds(make_speeds(args.speeds, graph, args.seed))
         loads = make_loads(args.init, graph, args.seed)
         BOUNDS.get(args.algo)
+        if args.algo in PROTOCOLS.names():
+            make_protocol(args.algo, params)  # every value checked once, here (c=nan was a LinAlgError)
         predicted = predict(args.algo, graph, loads, params)
         measured, run, stopped = None, None, None
         if not args.no_run:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from ..engine import DYNAMICS, EdgeFailures
@@ -16,11 +17,19 @@ __all__ = ["add_run_arguments", "dynamics_from_args", "nonneg_int", "probability
 def check_outputs(folder=None, file=None) -> None:
     """Make sure the output ``folder`` and ``file`` can be written before a long run, not after it.
 
-    The folder is created (an ``OSError`` becomes the CLI's one-line error); for the file, its
-    folder must exist and the path must not be a folder. Nothing is written into either.
+    The folder must be a folder or not exist yet, with its nearest existing parent writable (it is
+    created only when the outputs are written: an early error leaves no empty folder); for the
+    file, its folder must exist and the path must not be a folder. Nothing is written.
     """
     if folder is not None:
-        Path(folder).mkdir(parents=True, exist_ok=True)
+        path = Path(folder)
+        if path.exists() and not path.is_dir():
+            raise TokendistError(f"{path}: exists and is not a folder")
+        parent = path
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not os.access(parent if str(parent) else ".", os.W_OK):
+            raise TokendistError(f"{path}: cannot write (no write permission in {parent})")
     if file is not None:
         path = Path(file)
         if path.is_dir():

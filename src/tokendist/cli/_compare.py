@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+from .._files import atomic_dir
 from ..engine._injection import INJECT_SPEC_HELP
 from ..errors import TokendistError
 from ..experiments import compare, default_scenario, load_scenario
@@ -97,9 +98,15 @@ class CompareCommand(Command):
 
     @staticmethod
     def _write(result, out: Path) -> list[str]:
+        # Into a temporary folder, then moved into out: an interrupted write leaves no partial set.
+        with atomic_dir(out) as tmp:
+            files = CompareCommand._write_files(result, tmp)
+        return [str(out / Path(f).name) for f in files]
+
+    @staticmethod
+    def _write_files(result, out: Path) -> list[str]:
         from ..plotting import plot_compare
 
-        out.mkdir(parents=True, exist_ok=True)
         runs = [r.result for r in result.rows if r.status == "ok"]
         files = []
         if runs:

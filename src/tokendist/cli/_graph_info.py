@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._files import atomic_path
 from ..errors import TokendistError
 from ..graphs import (COLOURING_METHODS, colour_classes, edge_colouring, graph_summary, is_proper_edge_colouring,
                       make_graph)
@@ -114,8 +115,9 @@ class GraphColourCommand(Command):
                   "proper": is_proper_edge_colouring(graph, colours)}
         if args.output:
             try:
-                np.savetxt(Path(args.output), np.column_stack([graph.u, graph.v, colours]), fmt="%d",
-                           header=f"{graph.spec}: u v colour ({len(sizes)} colours)")
+                with atomic_path(Path(args.output)) as tmp:  # no partial file if interrupted
+                    np.savetxt(tmp, np.column_stack([graph.u, graph.v, colours]), fmt="%d",
+                               header=f"{graph.spec}: u v colour ({len(sizes)} colours)")
             except OSError as exc:
                 raise TokendistError(f"{args.output}: cannot write ({exc.strerror or exc})") from None
             result["output"] = args.output

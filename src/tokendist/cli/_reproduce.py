@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .._files import atomic_write_text
 from ..experiments import REPRODUCTIONS, ReproContext, run_reproduction
 from ._app import Command, command
 from ._common import nonneg_int
@@ -53,7 +54,7 @@ class ReproduceCommand(Command):
 
                 from ._output import to_jsonable
                 args.out.mkdir(parents=True, exist_ok=True)
-                (args.out / f"{name}.json").write_text(json.dumps(to_jsonable(rep.to_json()), indent=2) + "\n")
+                atomic_write_text(args.out / f"{name}.json", json.dumps(to_jsonable(rep.to_json()), indent=2) + "\n")
             if not args.json:
                 _show(rep)
         if args.json:

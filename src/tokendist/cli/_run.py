@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._files import atomic_dir, atomic_path
 from ..engine import PROTOCOLS, make_protocol, simulate
 from ..engine._injection import INJECT_SPEC_HELP, parse_injection
 from ..engine.mpi import PARTITIONS, mpi_world
@@ -21,16 +22,20 @@ __all__ = ["RunCommand", "AlgosCommand"]
 
 
 def write_run_outputs(result, out: Path) -> list[str]:
-    """Write the per-step trace (CSV), the summary JSON and a plot into ``out``."""
+    """Write the per-step trace (CSV), the summary JSON and a plot into ``out``.
+
+    The three files are written into a temporary folder and moved into ``out`` only once all are
+    complete (:func:`tokendist._files.atomic_dir`): an interrupted command leaves no partial set.
+    """
     from ..plotting import plot_run
     from ._output import to_jsonable
 
-    out.mkdir(parents=True, exist_ok=True)
-    cols = list(result.trace)
-    data = np.column_stack([result.trace[c].astype(float) for c in cols])
-    np.savetxt(out / "trace.csv", data, delimiter=",", header=",".join(cols), comments="", fmt="%.10g")
-    (out / "summary.json").write_text(json.dumps(to_jsonable(result.to_json()), indent=2) + "\n")
-    plot_run(result, out / "run.png")
+    with atomic_dir(out) as tmp:
+        cols = list(result.trace)
+        data = np.column_stack([result.trace[c].astype(float) for c in cols])
+        np.savetxt(tmp / "trace.csv", data, delimiter=",", header=",".join(cols), comments="", fmt="%.10g")
+        (tmp / "summary.json").write_text(json.dumps(to_jsonable(result.to_json()), indent=2) + "\n")
+        plot_run(result, tmp / "run.png")
     return [str(out / "trace.csv"), str(out / "summary.json"), str(out / "run.png")]
 
 
@@ -42,6 +47,12 @@ def run_header(args, protocol, max_steps) -> str:
     inject = f"; injection {args.inject}" if args.inject else ""
     return (f"run: {protocol.name} on {args.graph}, init {args.init}; seed {args.seed}, max steps {max_steps:,}; "
             f"infeasible steps {infeasible}{inject}; parameters: {params or 'none'}")
+
+
+def save_loads(path: Path, loads) -> None:
+    """Write the loads one per line, atomically (a temporary name, then renamed over ``path``)."""
+    with atomic_path(path) as tmp:
+        np.savetxt(tmp, loads, fmt="%d" if loads.dtype.kind in "iu" else "%.17g")
 
 
 @command
@@ -59,7 +70,9 @@ class RunCommand(Command):
         p.add_argument("--inject", default=None, metavar="SPEC",
                        help="tokens arriving and leaving every step: " + INJECT_SPEC_HELP
                             + " (see docs/guide/dynamic-load.md)")
-        p.add_argument("--save-loads", type=Path, default=None, help="write the final loads, one per line")
+        p.add_argument("--save-loads", type=Path, default=None,
+                       help="write the final loads, one per line (tokens still in transit when "
+                       "a message-passing run stops are not in them: the summary's 'in transit' counts them)")
         p.add_argument("--out", type=Path, default=None, help="folder for trace.csv, summary.json and run.png")
         p.add_argument("--backend", choices=("local", "mpi"), default="local",
                        help="local: this process; mpi: the graph partitioned over the ranks of 'mpiexec -n K' "
@@ -98,7 +111,7 @@ class RunCommand(Command):
             return 0
         files = []
         if args.save_loads is not None:
-            np.savetxt(args.save_loads, result.loads, fmt="%d" if result.loads.dtype.kind in "iu" else "%.17g")
+            save_loads(args.save_loads, result.loads)
             files.append(str(args.save_loads))
         if args.out is not None:
             files += write_run_outputs(result, args.out)
@@ -114,6 +127,7 @@ class RunCommand(Command):
               ["metric", "initial", "final"],
               [[k, result.initial[k], result.final[k]] for k in result.initial])
         rows = [["steps", result.steps], ["stop reason", result.stop_reason], ["tokens", result.tokens],
+                *([["in transit", result.in_transit]] if result.in_transit else []),
                 ["tokens moved", result.tokens_moved], ["messages", result.messages],
                 ["infeasible steps", result.infeasible_steps], ["seconds", round(result.seconds, 3)]]
         if result.cycle_length:

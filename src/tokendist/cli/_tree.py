@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._files import atomic_path
 from ..errors import TokendistError
 from ._app import Command, command
 from ._common import nonneg_int, positive_int
@@ -145,7 +146,8 @@ class TreeWorstCaseCommand(Command):
         colours = _colouring(tree, args.colouring)
         chi = int(colours.max()) + 1 if colours.size else 1
         loads = theorem12_distribution(tree, colours, args.colour_start % chi, args.node, base=args.base)
-        np.savetxt(args.save_loads, loads, fmt="%d")
+        with atomic_path(args.save_loads) as tmp:  # no partial file if interrupted
+            np.savetxt(tmp, loads, fmt="%d")
         value = msd(tree)
         cmd = (f"tokendist run --graph {args.spec} --algo threshold1 --init file:{args.save_loads} "
                f"--param colour_start={args.colour_start % chi}"

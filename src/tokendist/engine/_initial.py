@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._files import DATA_FILE_LIMIT, read_text
 from .._random import stream
 from ..errors import SpecError, TokendistError
 from ..registry import Registry
@@ -42,13 +43,19 @@ def initial(name: str, syntax: str, summary: str, *, randomized: bool = False):
     return deco
 
 
-_NUM = re.compile(r"^[+]?\d+$")
+# ASCII digits only (\d would take '٤' for 4), as every spec number.
+_NUM = re.compile(r"^[+]?[0-9]+$")
+_INT64_MAX = 2**63 - 1
 
 
 def _int(spec: str, text: str) -> int:
+    """A non-negative integer of a spec that fits in int64 (the loads' type), else a one-line error."""
     text = text.strip()
     if not _NUM.match(text):
-        raise SpecError(f"bad initial distribution {spec!r}: {text!r} is not a non-negative integer")
+        raise SpecError(f"bad initial distribution {spec!r}: {text[:40]!r} is not a non-negative integer")
+    if len(text) > 20 or int(text) > _INT64_MAX:
+        raise SpecError(f"bad initial distribution {spec!r}: {text[:30]} is more than int64 holds "
+                        f"(2**63 - 1 = {_INT64_MAX})")
     return int(text)
 
 
@@ -57,12 +64,21 @@ def parse_range(spec: str, text: str, cast=int) -> tuple:
     lo, sep, hi = text.partition("..")
     if not sep:
         raise SpecError(f"bad spec {spec!r}: expected a range A..B")
+    if cast is int:
+        # Loads: ASCII digits, within int64 (int() also takes '1_0', ' 5' and non-ASCII digits).
+        for part in (lo, hi):
+            if not _NUM.match(part.strip()):
+                raise SpecError(f"bad spec {spec!r}: {part.strip()[:40]!r} is not a non-negative integer")
+        a, b = _int(spec, lo), _int(spec, hi)
+        if a > b:
+            raise SpecError(f"bad spec {spec!r}: empty range {text}")
+        return a, b
     try:
+        if not text.isascii():  # float() also reads non-ASCII digits
+            raise ValueError(text)
         a, b = cast(lo), cast(hi)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise SpecError(f"bad spec {spec!r}: {text!r} is not a range A..B") from None
-    if cast is int and (a < 0 or b < 0):
-        raise SpecError(f"bad spec {spec!r}: loads cannot be negative")
     if a > b:
         raise SpecError(f"bad spec {spec!r}: empty range {text}")
     return a, b
@@ -85,9 +101,6 @@ def make_loads(spec, graph, seed=None) -> np.ndarray:
     loads = np.asarray(loads)
     assert loads.shape == (graph.n,), f"{name} built {loads.shape} loads for {graph.n} nodes"
     return _checked_total(loads)
-
-
-_INT64_MAX = 2**63 - 1
 
 
 def _loads_from_array(values, graph) -> np.ndarray:
@@ -127,9 +140,11 @@ def _checked_total(loads: np.ndarray) -> np.ndarray:
 @initial("point", "point:T or point:T@V", "all T tokens on node 0 (or on node V)")
 def _point(arg, graph, rng):
     spec = f"point:{arg}"
-    total, _, node = arg.partition("@")
+    total, at, node = arg.partition("@")
     t = _int(spec, total)
-    v = _int(spec, node) if node else 0
+    if at and not node.strip():
+        raise SpecError(f"bad initial distribution {spec!r}: a node id must follow '@'")
+    v = _int(spec, node) if at else 0
     if v >= graph.n:
         raise SpecError(f"bad initial distribution {spec!r}: node {v} does not exist (n={graph.n})")
     loads = np.zeros(graph.n, dtype=np.int64)
@@ -146,6 +161,8 @@ def _uniform(arg, graph, rng):
 @initial("random", "random:A..B", "each node's load uniform in [A, B], independently", randomized=True)
 def _random(arg, graph, rng):
     a, b = parse_range(f"random:{arg}", arg)
+    if b == _INT64_MAX:  # b + 1 does not fit int64 (the same draws: integers takes [a, b] either way)
+        return rng.integers(a, b, size=graph.n, dtype=np.int64, endpoint=True)
     return rng.integers(a, b + 1, size=graph.n, dtype=np.int64)
 
 
@@ -154,7 +171,12 @@ def _ramp(arg, graph, rng):
     a, b = parse_range(f"ramp:{arg}", arg)
     if graph.n == 1:
         return np.array([a], dtype=np.int64)
-    return a + (np.arange(graph.n, dtype=np.int64) * (b - a)) // (graph.n - 1)
+    # a + floor(i (b - a) / (n - 1)) in exact integers: i (b - a) overflowed int64 (ramp:0..2**63-1
+    # gave negative loads). With b - a = q (n - 1) + r: floor(i (b - a) / (n - 1)) = i q + floor(i r / (n - 1)),
+    # and i q <= b - a, i r < n**2 both fit.
+    q, r = divmod(b - a, graph.n - 1)
+    i = np.arange(graph.n, dtype=np.int64)
+    return a + i * q + (i * r) // (graph.n - 1)
 
 
 @initial("constant", "constant:K", "K tokens on every node (already balanced)")
@@ -167,30 +189,29 @@ def _file(arg, graph, rng):
     return read_loads_file(arg, graph.n)
 
 
-def read_loads_file(path: str, n: int | None = None) -> np.ndarray:
+def read_loads_file(path: str, n: int | None = None, *, what: str = "loads", per: str = "nodes") -> np.ndarray:
     """Read one non-negative integer per line; blank lines and ``#`` comments are skipped.
+
+    ``what`` names the values in messages (``"colours"`` for an edge-colouring file, whose ``n``
+    counts ``per="edges"``).
 
     Raises
     ------
     TokendistError
         Naming the file and line for a malformed or negative value, or a wrong line count.
     """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except OSError as exc:
-        raise TokendistError(f"{path}: cannot read loads file ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise TokendistError(f"{path}: not a text file") from None
+    lines = read_text(path, what, DATA_FILE_LIMIT).splitlines()
     values = []
     for lineno, line in enumerate(lines, 1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
         if not _NUM.match(text):
-            kind = "negative load" if re.match(r"^-\d+$", text) else "not a non-negative integer"
+            kind = f"negative value ({what})" if re.match(r"^-[0-9]+$", text) else "not a non-negative integer"
             raise TokendistError(f"{path}:{lineno}: {kind}: {text[:40]!r}")
+        if len(text) > 20 or int(text) > _INT64_MAX:
+            raise TokendistError(f"{path}:{lineno}: {text[:30]} is more than int64 holds (2**63 - 1)")
         values.append(int(text))
     if n is not None and len(values) != n:
-        raise TokendistError(f"{path}: {len(values)} loads for a graph of {n} nodes")
+        raise TokendistError(f"{path}: {len(values)} {what} for a graph of {n} {per}")
     return np.array(values, dtype=np.int64)

@@ -15,13 +15,24 @@ Everything is vectorised over nodes; the disc graph comes from ``scipy.spatial.c
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import TokendistError
 from ..graphs import Graph
+from ..graphs._specs import check_size
 from ._dynamics import Dynamics, register_dynamics
 
 __all__ = ["RandomWaypoint", "disc_graph"]
+
+#: The longest pause accepted (steps); the pause counters are int64.
+MAX_PAUSE = 10**9
+#: Time to build a disc graph, per edge (cKDTree pairs, sort, CSR): torus:100x100 with a radius
+#: covering the square, 50M edges, took 60 s on this machine.
+DISC_SECONDS_PER_EDGE = 1.2e-6
+#: The longest disc-graph rebuild a step may need before the run is refused.
+MAX_STEP_SECONDS = 30
 
 
 def disc_graph(positions: np.ndarray, radius: float, *, wrap: bool, spec: str = "", speeds=None) -> Graph:
@@ -47,8 +58,8 @@ def _parse_range(key: str, text: str) -> tuple[float, float]:
         hi_v = float(hi) if sep else lo_v
     except ValueError:
         raise TokendistError(f"--mobility {key}= expects a number or A..B, got {text!r}") from None
-    if not 0 <= lo_v <= hi_v:
-        raise TokendistError(f"--mobility {key}= needs 0 <= A <= B, got {text!r}")
+    if not (math.isfinite(lo_v) and math.isfinite(hi_v) and 0 <= lo_v <= hi_v):
+        raise TokendistError(f"--mobility {key}= needs finite numbers 0 <= A <= B, got {text!r}")
     return lo_v, hi_v
 
 
@@ -87,14 +98,14 @@ class RandomWaypoint(Dynamics):
 
     def __init__(self, radius: float = 0.1, speed=(0.001, 0.005), pause: int = 3, wrap: bool = True):
         lo, hi = (float(speed), float(speed)) if np.isscalar(speed) else (float(speed[0]), float(speed[1]))
-        if not 0 < radius:
-            raise TokendistError(f"mobility radius must be positive, got {radius}")
+        if not (0 < radius and math.isfinite(radius)):
+            raise TokendistError(f"mobility radius must be a finite positive number, got {radius}")
         if wrap and radius >= 0.5:
             raise TokendistError("mobility radius must be < 0.5 with wrap-around borders")
-        if not 0 <= lo <= hi:
-            raise TokendistError(f"mobility speeds need 0 <= low <= high, got {lo}..{hi}")
-        if int(pause) != pause or pause < 0:
-            raise TokendistError(f"mobility pause must be a non-negative integer, got {pause}")
+        if not (math.isfinite(hi) and 0 <= lo <= hi):
+            raise TokendistError(f"mobility speeds need finite 0 <= low <= high, got {lo}..{hi}")
+        if isinstance(pause, bool) or int(pause) != pause or not 0 <= pause <= MAX_PAUSE:
+            raise TokendistError(f"mobility pause must be an integer from 0 to {MAX_PAUSE:,}, got {pause}")
         self.radius, self.speed, self.pause, self.wrap = float(radius), (lo, hi), int(pause), bool(wrap)
 
     @classmethod
@@ -103,6 +114,9 @@ class RandomWaypoint(Dynamics):
         unknown = sorted(set(options) - set(cls.OPTIONS))
         if unknown:
             raise TokendistError(f"--mobility: unknown key {unknown[0]!r} (keys: {', '.join(cls.OPTIONS)})")
+        for key, value in options.items():
+            if not value.isascii():  # float() and int() also read non-ASCII digits
+                raise TokendistError(f"--mobility {key}= expects ASCII digits, got {value!r}")
         kw = {}
         if "radius" in options:
             try:
@@ -113,6 +127,8 @@ class RandomWaypoint(Dynamics):
             kw["speed"] = _parse_range("speed", options["speed"])
         if "pause" in options:
             try:
+                if not options["pause"].strip().isascii():
+                    raise ValueError(options["pause"])
                 kw["pause"] = int(options["pause"])
             except ValueError:
                 raise TokendistError(f"--mobility pause= expects an integer, got {options['pause']!r}") from None
@@ -123,9 +139,24 @@ class RandomWaypoint(Dynamics):
             kw["wrap"] = low in ("true", "1", "yes")
         return cls(**kw)
 
+    def expected_edges(self, n: int) -> int:
+        """The expected number of edges of a disc graph of ``n`` uniform nodes (an upper bound without
+        wrap-around, where discs are cut by the border): ``n (n - 1) / 2 * min(1, pi r^2)``."""
+        return int(n * (n - 1) / 2 * min(1.0, math.pi * self.radius ** 2))
+
     def reset(self, graph, rng):
-        super().reset(graph, rng)
         n = graph.n
+        # Every step rebuilds the disc graph: refuse one that would not fit in memory, or whose
+        # rebuild alone would take more than MAX_STEP_SECONDS (torus:100x100 with radius=10 took 60 s
+        # and 4.8 GB a step), before the first allocation, in one line with the estimate.
+        m = self.expected_edges(n)
+        spec = f"--mobility radius={self.radius:g} on {n:,} nodes"
+        check_size(spec, n, m)
+        seconds = m * DISC_SECONDS_PER_EDGE
+        if seconds > MAX_STEP_SECONDS:
+            raise TokendistError(f"{spec}: each step's disc graph has about {m:,} edges, about {seconds:.0f} s to "
+                                 f"build every step (limit {MAX_STEP_SECONDS} s); use a smaller radius")
+        super().reset(graph, rng)
         self.positions = rng.random((n, 2))
         self.waypoints = rng.random((n, 2))
         self.velocity = rng.uniform(self.speed[0], self.speed[1], size=n)

@@ -19,6 +19,9 @@ Protocols register under one name with :func:`register_protocol`.
 from __future__ import annotations
 
 import functools
+import math
+import numbers
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
@@ -41,13 +44,19 @@ REQUIREMENTS = ("connected", "tree", "biconnected", "colouring")
 
 @dataclass(frozen=True)
 class Param:
-    """A protocol parameter: name, type, default, help, and optional choices."""
+    """A protocol parameter: name, type, default, help, optional choices and numeric bounds.
+
+    ``minimum`` / ``maximum`` bound a numeric value (inclusive); every value is checked once, at
+    construction, whether given as text (``--param``, a scenario) or as a Python value.
+    """
 
     name: str
     type: Callable[[str], Any]
     default: Any
     help: str
     choices: tuple | None = None
+    minimum: float | None = None
+    maximum: float | None = None
 
 
 @dataclass
@@ -116,6 +125,13 @@ class Protocol:
         The engine detects fixed points and cycles of states at multiples of the period.
     params : tuple of Param
         The parameters ``--param key=value`` accepts.
+    uses_speeds : bool
+        Whether the rule reads node speeds (heterogeneous networks); the engine refuses speeds
+        given to a protocol that would ignore them.
+    exact_load_limit : int or None
+        Integer protocols whose rule is computed in float64 (real speeds, real estimates) give the
+        rule's exact result only for loads of magnitude below this; the engine refuses larger
+        loads in one line before the first step. None: exact for every int64 load.
     """
 
     name: ClassVar[str] = ""
@@ -129,6 +145,8 @@ class Protocol:
     dynamic: ClassVar[bool] = False
     static_reason: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
+    uses_speeds: ClassVar[bool] = False
+    exact_load_limit: ClassVar[int | None] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -163,6 +181,8 @@ class Protocol:
             value = params.get(p.name, p.default)
             if isinstance(value, str) and p.type is not str:
                 value = parse_param_value(self.name, p, value)
+            if p.name in params:  # (the defaults are right by construction)
+                value = checked_param_value(self.name, p, value)
             if p.choices is not None and value not in p.choices:
                 raise TokendistError(f"{self.name}: parameter {p.name} must be one of {', '.join(map(str, p.choices))}")
             self.options[p.name] = value
@@ -229,6 +249,7 @@ class Protocol:
             "may_go_negative": cls.may_go_negative,
             "dynamic": cls.dynamic,
             "static_reason": "" if cls.dynamic else cls.static_reason,
+            "uses_speeds": cls.uses_speeds,
             "node_rule": cls.exchange_rounds > 0,
             "summary": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else "",
             "params": [{"name": p.name, "default": p.default, "help": p.help,
@@ -268,8 +289,53 @@ def parse_param_value(algo: str, p: Param, text: str):
         if low in ("0", "false", "no", "off"):
             return False
         raise TokendistError(f"{algo}: parameter {p.name} expects true or false, got {text!r}")
+    if p.type is int and not re.fullmatch(r"[+-]?[0-9]+", text.strip()):
+        # ASCII digits only (int() also takes '1_0' and non-ASCII digits).
+        raise TokendistError(f"{algo}: parameter {p.name} expects an integer, got {text!r}")
     try:
         return p.type(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         expects = getattr(p.type, "description", getattr(p.type, "__name__", "a value"))
         raise TokendistError(f"{algo}: parameter {p.name} expects {expects}, got {text!r}") from None
+
+
+#: Integer parameters beyond this magnitude are refused (numba kernels take int64; no threshold,
+#: delay or step of a run needs more).
+PARAM_INT_LIMIT = 2**62
+
+
+def checked_param_value(algo: str, p: Param, value):
+    """``value`` if it has the type and range parameter ``p`` takes, else a one-line TokendistError.
+
+    Booleans only as booleans (``True`` is an int to Python: refused for an int parameter); ints
+    within :data:`PARAM_INT_LIMIT`; floats finite; ``p.minimum`` / ``p.maximum`` respected.
+    """
+    def bad(expects):
+        return TokendistError(f"{algo}: parameter {p.name} expects {expects}, got {value!r}")
+
+    if p.type is bool:
+        if not isinstance(value, (bool, np.bool_)):
+            raise bad("true or false")
+        return bool(value)
+    if p.type is str:
+        if not isinstance(value, str):
+            raise bad("a string")
+        return value
+    if isinstance(value, str) and p.type not in (int, float):
+        return value  # what a custom parser made of the text (threads=auto)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise bad("an integer" if p.type is int else "a number")
+    if p.type is int:
+        if not isinstance(value, numbers.Integral):
+            raise bad("an integer")
+        value = int(value)
+        if abs(value) > PARAM_INT_LIMIT:
+            raise bad("an integer of magnitude at most 2**62")
+    elif not math.isfinite(float(value)):
+        raise bad("a finite number")
+    if p.minimum is not None and value < p.minimum:
+        raise bad(f"a value >= {p.minimum:g}")
+    if p.maximum is not None and value > p.maximum:
+        raise bad(f"a value <= {p.maximum:g}")
+    return value
+

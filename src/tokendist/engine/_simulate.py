@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._files import DATA_FILE_LIMIT, read_text
 from .._random import stream
 from ..errors import ConservationError, InfeasibleStepError, TokendistError
 from ..kernels._report import REFERENCE, begin_step, step_variant
@@ -34,7 +35,7 @@ from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
 from ._injection import stream_summary
 from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy, sum_min
-from ._protocol import Protocol
+from ._protocol import PROTOCOLS, Protocol
 from ._simulate_events import event_driven, run_event_steps
 from ._user import make_protocol
 
@@ -55,6 +56,35 @@ BACKENDS: dict[str, Callable] = {}
 def register_backend(name: str, run: Callable) -> None:
     """Make ``simulate(..., backend=name)`` call ``run`` with simulate's arguments."""
     BACKENDS[name] = run
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def exact_total(loads: np.ndarray) -> int:
+    """The sum of int64 ``loads`` as a Python int (numpy's sum wraps around past 2**63)."""
+    if loads.size == 0:
+        return 0
+    lo, hi = int(loads.min()), int(loads.max())
+    if max(hi, -lo) * loads.size <= _INT64_MAX:
+        return int(loads.sum())
+    # High and low 32-bit halves summed apart: each sum fits int64 for fewer than 2**31 nodes.
+    return (int(np.sum(loads >> 32)) << 32) + int(np.sum(loads & 0xFFFFFFFF))
+
+
+def _check_integer_range(protocol: Protocol, loads: np.ndarray) -> None:
+    """One line, before the first step, for loads whose total int64 cannot hold or that lie beyond
+    the protocol's declared exact range (:attr:`Protocol.exact_load_limit`)."""
+    if loads.size == 0:
+        return
+    top = max(int(loads.max()), -int(loads.min()))
+    limit = protocol.exact_load_limit
+    if limit is not None and top >= limit:
+        raise TokendistError(f"{protocol.name} rounds flows computed in float64, exact for loads below "
+                             f"2**{limit.bit_length() - 1}; a load is {top} (scale the loads down)")
+    total = exact_total(loads)
+    if not -_INT64_MAX <= total <= _INT64_MAX:
+        raise TokendistError(f"the loads total {total} tokens, more than int64 holds (2**63 - 1 = {_INT64_MAX})")
 
 
 @dataclass
@@ -95,6 +125,9 @@ class RunResult:
     stream: dict | None = None
     #: Partitioned runs (``backend="mpi"``): ranks, partition, edge cut, halo bytes, time per step.
     ranks: dict | None = None
+    #: Tokens sent but not yet delivered when the run stopped (message-passing protocols); ``loads``
+    #: holds the others: ``loads.sum() + in_transit == tokens``.
+    in_transit: int = 0
 
     def steps_to(self, metric: str, level: float) -> int | None:
         """First recorded step at which ``metric <= level`` (None if never)."""
@@ -115,6 +148,8 @@ class RunResult:
             "stop_reason": self.stop_reason,
             "cycle_length": self.cycle_length,
             "tokens": _plain(self.tokens),
+            # Conservation: tokens == sum(final loads) + in_transit (tokens in flight at the stop).
+            "in_transit": _plain(self.in_transit),
             "initial": self.initial,
             "final": self.final,
             "tokens_moved": _plain(self.tokens_moved),
@@ -138,9 +173,20 @@ def _plain(x):
 
 
 def make_speeds(spec, graph, seed=None) -> np.ndarray:
-    """Node speeds from ``uniform:A..B`` (drawn from the run's ``speeds`` stream) or ``file:PATH``."""
+    """Node speeds from ``uniform:A..B`` (drawn from the run's ``speeds`` stream) or ``file:PATH``.
+
+    Every speed must be a finite positive number (one per node); anything else, a spec that is not
+    a string or an array, is refused in one line naming the argument.
+    """
     if not isinstance(spec, str):
-        return np.asarray(spec, dtype=np.float64)
+        if isinstance(spec, (bool, numbers.Number)) or spec is None:
+            raise TokendistError(f"speeds must be a spec string (uniform:A..B, file:PATH) or one number per node, "
+                                 f"got {spec!r}")
+        try:
+            values = np.asarray(spec, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TokendistError(f"speeds must be numbers, one per node, got {type(spec).__name__}") from None
+        return _checked_speeds(values, graph, "speeds")
     name, _, arg = spec.partition(":")
     if name == "uniform":
         try:
@@ -153,14 +199,29 @@ def make_speeds(spec, graph, seed=None) -> np.ndarray:
             raise TokendistError(f"bad speeds {spec!r}: speeds must be positive")
         return stream(seed, "speeds").uniform(lo, hi, size=graph.n)
     if name == "file":
-        try:
-            values = np.loadtxt(arg, dtype=np.float64, comments="#", ndmin=1)
-        except (OSError, ValueError) as exc:
-            raise TokendistError(f"{arg}: cannot read speeds ({exc})") from None
-        if values.shape != (graph.n,):
-            raise TokendistError(f"{arg}: {values.size} speeds for a graph of {graph.n} nodes")
-        return values
+        values = []
+        for lineno, line in enumerate(read_text(arg, "speeds", DATA_FILE_LIMIT).splitlines(), 1):
+            text = line.split("#", 1)[0].strip()
+            if not text:
+                continue
+            try:
+                if not text.isascii():  # float() also reads non-ASCII digits
+                    raise ValueError(text)
+                values.append(float(text))
+            except ValueError:
+                raise TokendistError(f"{arg}:{lineno}: {text[:40]!r} is not a number") from None
+        return _checked_speeds(np.array(values, dtype=np.float64), graph, arg)
     raise TokendistError(f"bad speeds {spec!r}: expected uniform:A..B or file:PATH")
+
+
+def _checked_speeds(values: np.ndarray, graph, where: str) -> np.ndarray:
+    if values.shape != (graph.n,):
+        raise TokendistError(f"{where}: {values.size} speeds for a graph of {graph.n} nodes")
+    bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
+    if bad.size:
+        raise TokendistError(f"{where}: speed {float(values[bad[0]])!r} of node {bad[0]}: speeds must be finite "
+                             "and positive")
+    return values
 
 
 def _outflow(graph: Graph, flows: np.ndarray) -> np.ndarray:
@@ -290,10 +351,23 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
                                  detect_cycles=detect_cycles, keep_loads_every=keep_loads_every,
                                  partition_method=partition)
     started = time.perf_counter()
+    # The arguments' types, once, at the boundary (a string for dynamics= was an AttributeError
+    # deep in the loop, keep_loads_every=0 was accepted).
+    if dynamics is not None and not all(hasattr(dynamics, a) for a in ("reset", "graph_at", "describe")):
+        raise TokendistError(f"dynamics must be a Dynamics object (EdgeFailures, Mobility, GraphSequence), "
+                             f"got {dynamics!r}")
+    if injection is not None and not all(hasattr(injection, a) for a in ("reset", "apply")):
+        raise TokendistError(f"injection must be an object with reset(graph, rng) and apply(t, loads), "
+                             f"got {injection!r}")
+    if keep_loads_every is not None:
+        _check_count("keep_loads_every", keep_loads_every, 1)
     graph = make_graph(graph, seed=seed)
     if speeds is not None:
         graph = graph.with_speeds(make_speeds(speeds, graph, seed))
     protocol = make_protocol(algo, params)
+    if speeds is not None and not protocol.uses_speeds:
+        users = ", ".join(n for n in PROTOCOLS.names() if PROTOCOLS.get(n).uses_speeds)
+        raise TokendistError(f"{protocol.name} does not use node speeds (speeds apply to {users})")
     protocol.check_graph(graph)
     if dynamics is not None and not protocol.dynamic:
         why = f": {protocol.static_reason}" if protocol.static_reason else ""
@@ -303,6 +377,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         loads = loads.astype(np.float64)
     elif loads.dtype.kind == "f":
         raise TokendistError(f"{protocol.name} moves indivisible tokens; initial loads must be integers")
+    else:
+        _check_integer_range(protocol, loads)
     if max_steps is None:
         max_steps = DEFAULT_MAX_STEPS
     _check_count("max_steps", max_steps, 0)
@@ -326,6 +402,7 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     totals = [] if injection is not None else None  # tokens in the network at each record (the backlog)
     moved_total, messages_total, infeasible = 0, 0, 0
     variants: dict[str, int] = {}  # which kernel ran how many steps (tokendist.kernels._report)
+    in_transit = 0
 
     def record(t, g, w, w_sum=None):
         clock.append(time.perf_counter())
@@ -363,6 +440,7 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
             loads=loads, initial_loads=initial_loads, trace=lazy_trace, report=protocol.report(), dynamics=None,
             seconds=time.perf_counter() - started, cycle_length=cycle_length, load_history=None,
             variants={REFERENCE: t} if t else {},  # the per-node handlers, as on the synchronous loop
+            in_transit=_plain(protocol.executor.in_transit),
             clock=np.asarray(ev_clock) - ev_clock[0])
     seen: dict[bytes, tuple[int, float]] = {}
     record(0, graph, loads)
@@ -416,7 +494,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
                 new, added, removed = injection.apply(t, new)
                 total = total + added - removed
                 new_sum = new.sum()
-            held = new_sum + out.in_transit
+            in_transit = out.in_transit
+            held = new_sum + in_transit
             if (abs(held - total) > tol) if protocol.divisible else held != total:
                 raise ConservationError(f"{protocol.name} broke token conservation at step {t}: "
                                         f"{total} tokens became {held}")
@@ -465,5 +544,5 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         report=protocol.report(), variants=variants, dynamics=None if dynamics is None else dynamics.describe(),
         seconds=time.perf_counter() - started, cycle_length=cycle_length,
         load_history=None if history is None else np.array(history), clock=np.asarray(clock) - clock[0],
-        stream=stream_metrics,
+        stream=stream_metrics, in_transit=_plain(in_transit),
     )

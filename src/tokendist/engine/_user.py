@@ -82,7 +82,7 @@ def make_protocol(algo, params: dict | None = None) -> Protocol:
     if isinstance(algo, type) and issubclass(algo, Protocol):
         return _checked_class(algo, algo.__name__)(**(params or {}))
     if params is not None and not isinstance(params, dict):
-        raise TypeError(f"params must be a dict of parameter values, got {type(params).__name__}")
+        raise TokendistError(f"params must be a dict of parameter name -> value, got {type(params).__name__}")
     return resolve_protocol(algo)(**(params or {}))
 
 
@@ -96,8 +96,8 @@ def resolve_protocol(algo: str) -> type[Protocol]:
         protocol.
     """
     if not isinstance(algo, str):
-        raise TypeError(f"algo must be a protocol name, a 'file.py:Class' reference or a Protocol instance, "
-                        f"got {type(algo).__name__}")
+        raise TokendistError(f"algo must be an algorithm name, a 'file.py:Class' reference or a Protocol, "
+                             f"got {type(algo).__name__}")
     if not is_reference(algo):
         if algo not in PROTOCOLS:
             load_plugins()

@@ -114,6 +114,8 @@ def compare(scenario: Scenario, *, progress=None) -> Comparison:
                 from ..engine import make_speeds
                 g = graph.with_speeds(make_speeds(scenario.speeds, graph, scenario.seed))
             proto.check_graph(g)
+            if scenario.speeds is not None and not proto.uses_speeds:  # not run as if it used them (issue 27)
+                raise TokendistError(f"{name} does not use node speeds")
             if scenario.edge_failure is not None:
                 from ..engine import EdgeFailures
                 if not proto.dynamic:

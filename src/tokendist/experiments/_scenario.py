@@ -27,11 +27,13 @@ exists) so a typo fails in a second, not after an hour of runs.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from .._files import SCENARIO_FILE_LIMIT, read_text
 from ..errors import TokendistError
 from ..engine._injection import parse_injection
 from .defaults import DEFAULT_ALLOW_INFEASIBLE, DEFAULT_LEVELS, DEFAULT_MAX_STEPS, DEFAULT_SEED
@@ -62,18 +64,36 @@ class Scenario:
     inject: str | None = None
 
     def validate(self) -> "Scenario":
-        """Resolve every name now; raise TokendistError naming the first problem."""
-        from ..engine import make_loads, make_protocol, resolve_protocol
+        """Check every value's type and range and resolve every name now; raise TokendistError
+        naming the first problem (booleans only as booleans, numbers finite and in range)."""
+        from ..engine import make_loads, make_protocol, make_speeds, resolve_protocol
         from ..graphs import make_graph
 
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise TokendistError(f"scenario {self.name}: seed must be a non-negative integer")
-        if not isinstance(self.max_steps, int) or self.max_steps < 0:
-            raise TokendistError(f"scenario {self.name}: max_steps must be a non-negative integer")
-        if self.offline_slack is not None and (not isinstance(self.offline_slack, int) or self.offline_slack < 0):
-            raise TokendistError(f"scenario {self.name}: offline_slack must be a non-negative integer")
-        if not all(isinstance(x, (int, float)) for x in self.levels):
-            raise TokendistError(f"scenario {self.name}: levels must be numbers")
+        where = f"scenario {self.name}"
+        for key in ("name", "graph", "init"):
+            if not isinstance(getattr(self, key), str) or not getattr(self, key).strip():
+                raise TokendistError(f"{where}: {key} must be a non-empty string")
+        if not isinstance(self.description, str):
+            raise TokendistError(f"{where}: description must be a string")
+        _check_int(where, "seed", self.seed, 0)
+        _check_int(where, "max_steps", self.max_steps, 0)
+        _check_int(where, "record_every", self.record_every, 1)
+        if self.offline_slack is not None:
+            _check_int(where, "offline_slack", self.offline_slack, 0)
+        if not isinstance(self.allow_infeasible, bool):
+            raise TokendistError(f"{where}: allow_infeasible must be true or false (a TOML boolean), "
+                                 f"got {self.allow_infeasible!r}")
+        if not isinstance(self.levels, list) or not all(_is_number(x) and x >= 0 for x in self.levels):
+            raise TokendistError(f"{where}: levels must be a list of finite numbers >= 0, got {self.levels!r}")
+        if not isinstance(self.algos, list) or not all(isinstance(a, str) for a in self.algos):
+            raise TokendistError(f"{where}: algos must be a list of algorithm names, got {self.algos!r}")
+        if self.edge_failure is not None and not (_is_number(self.edge_failure) and 0 <= self.edge_failure <= 1):
+            raise TokendistError(f"{where}: edge_failure must be a probability in [0, 1], got {self.edge_failure!r}")
+        if self.speeds is not None and not isinstance(self.speeds, str):
+            raise TokendistError(f"{where}: speeds must be a spec string (uniform:A..B or file:PATH), "
+                                 f"got {self.speeds!r}")
+        if not isinstance(self.params, dict):
+            raise TokendistError(f"{where}: params must be tables [params.ALGO]")
         injection = None
         if self.inject is not None:
             if not isinstance(self.inject, str):
@@ -83,13 +103,28 @@ class Scenario:
         if injection is not None:
             injection.reset(graph, None)  # its nodes exist in this graph (no draw happens here)
         make_loads(self.init, graph, self.seed)
+        if self.speeds is not None:
+            make_speeds(self.speeds, graph, self.seed)
         for a in self.algos:
             resolve_protocol(a)
         for a, p in self.params.items():
             if not isinstance(p, dict):
-                raise TokendistError(f"scenario {self.name}: [params.{a}] must be a table")
-            make_protocol(a, {k: str(v) if not isinstance(v, str) else v for k, v in p.items()})
+                raise TokendistError(f"{where}: [params.{a}] must be a table")
+            for k, v in p.items():
+                if not isinstance(v, (str, int, float, bool)):
+                    raise TokendistError(f"{where}: params.{a}.{k} must be a string, number or boolean, got {v!r}")
+            make_protocol(a, {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in p.items()})
         return self
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_int(where: str, key: str, value, minimum: int) -> None:
+    # TOML gives bool for true/false, which is an int to Python: refused here (max_steps = true).
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise TokendistError(f"{where}: {key} must be an integer >= {minimum}, got {value!r}")
 
 
 def _from_dict(data: dict, origin: str) -> Scenario:
@@ -99,26 +134,29 @@ def _from_dict(data: dict, origin: str) -> Scenario:
     unknown = set(s) - SCENARIO_KEYS
     if unknown:
         raise TokendistError(f"{origin}: unknown scenario key(s) {', '.join(sorted(unknown))}")
-    for key in ("graph", "init"):
+    for key in ("name", "graph", "init"):
         if key not in s:
             raise TokendistError(f"{origin}: scenario needs '{key}'")
     extra = set(data) - {"scenario", "params"}
     if extra:
         raise TokendistError(f"{origin}: unknown table(s) {', '.join(sorted(extra))}")
-    return Scenario(params=dict(data.get("params", {})), **{k: v for k, v in s.items()})
+    params = data.get("params", {})
+    if not isinstance(params, dict):
+        raise TokendistError(f"{origin}: params must be tables [params.ALGO] (after [scenario]), got {params!r}")
+    return Scenario(params=dict(params), **{k: v for k, v in s.items()})
 
 
 def load_scenario(path) -> Scenario:
-    """Read and validate a scenario TOML file."""
-    path = Path(path)
+    """Read and validate a scenario TOML file (a regular file of at most 1 MiB)."""
+    text = read_text(path, "scenario", SCENARIO_FILE_LIMIT)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise TokendistError(f"{path}: cannot read scenario ({exc.strerror or exc})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise TokendistError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise TokendistError(f"{path}: not valid TOML (nested too deeply)") from None
     try:
-        return _relative_to(_from_dict(data, str(path)), path.parent).validate()
+        return _relative_to(_from_dict(data, str(path)), Path(path).parent).validate()
     except TypeError as exc:
         raise TokendistError(f"{path}: {exc}") from None
 

@@ -4,10 +4,13 @@ Edge-list format (``.txt``, ``.edges``, anything not ending in ``.json``)::
 
     # comments start with '#', anywhere on a line; blank lines are ignored
     n 5          # optional header, before the first edge: the number of nodes
+    m 2          # optional header, before the first edge: the number of edges (checked at the end,
+                 # so that a truncated file is an error, not a smaller graph)
     0 1          # one edge a line: two node ids 0 <= id < n, separated by spaces or tabs
     1 2
 
-Without the header, ``n`` is the largest id plus one. Self-loops and repeated edges (in either
+Without the header, ``n`` is the largest id plus one; a file with neither a header nor an edge is
+an error. Self-loops and repeated edges (in either
 orientation) are errors. JSON form: ``{"n": 5, "edges": [[0, 1], [1, 2]], "speeds": [...] or null,
 "capacities": [...] or null, "spec": "..."}``. Every problem raises :class:`GraphFileError`
 (a :class:`TokendistError`) with one line naming the file, the line where there is one, and what is
@@ -24,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._files import GRAPH_FILE_LIMIT, atomic_path, read_text
 from ..errors import GraphFileError, TokendistError
 from ._model import Graph
 from ._specs import topology
@@ -37,21 +41,8 @@ _NUM = re.compile(r"^[+-]?\d+$")
 
 
 def _read_text(path) -> str:
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise GraphFileError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise GraphFileError(f"{path}: is a directory, not a graph file") from None
-    except OSError as exc:
-        raise GraphFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if b"\x00" in data[:65536]:
-        raise GraphFileError(f"{path}: binary file, not a text graph file")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise GraphFileError(f"{path}: binary or non-UTF-8 content at byte {exc.start}, not a text graph file") from None
+    # A regular file of bounded size only (/dev/zero or a named pipe read for ever), issue 27.
+    return read_text(path, "graph", GRAPH_FILE_LIMIT, GraphFileError)
 
 
 def _parse_id(token: str, where: str) -> int:
@@ -70,6 +61,7 @@ def _parse_id(token: str, where: str) -> int:
 def parse_edgelist(text: str, name: str = "<text>") -> Graph:
     """Parse the edge-list format from a string; ``name`` is used in error messages."""
     n = None
+    m = None
     a, b, lines = [], [], []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0]
@@ -90,6 +82,13 @@ def parse_edgelist(text: str, name: str = "<text>") -> Graph:
             if n > _MAX_NODES:
                 raise GraphFileError(f"{where}: n {n} is more nodes than tokendist builds ({_MAX_NODES:,})")
             continue
+        if parts[0].lower() == "m":
+            if len(parts) != 2 or m is not None or a:
+                raise GraphFileError(f"{where}: malformed or misplaced 'm M' header (once, before the first edge)")
+            if not _NUM.match(parts[1]) or len(parts[1]) > 12:
+                raise GraphFileError(f"{where}: {parts[1][:40]!r} is not an edge count")
+            m = int(parts[1])
+            continue
         if len(parts) != 2:
             raise GraphFileError(f"{where}: malformed line {line.strip()[:60]!r}, expected two node ids 'u v'")
         x, y = _parse_id(parts[0], where), _parse_id(parts[1], where)
@@ -100,9 +99,13 @@ def parse_edgelist(text: str, name: str = "<text>") -> Graph:
         a.append(x)
         b.append(y)
         lines.append(lineno)
+    if m is not None and m != len(a):
+        raise GraphFileError(f"{name}: the header says m {m} but the file has {len(a)} edges (truncated?)")
+    if n is None and not a:
+        raise GraphFileError(f"{name}: no edges and no 'n N' header: not a graph file")
     ea, eb = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     if n is None:
-        n = int(max(ea.max(), eb.max())) + 1 if ea.size else 1
+        n = int(max(ea.max(), eb.max())) + 1
     lo, hi = np.minimum(ea, eb), np.maximum(ea, eb)
     key = lo * n + hi
     order = np.argsort(key, kind="stable")
@@ -145,11 +148,17 @@ def write_edgelist(graph: Graph, path, *, comment: str | None = None) -> None:
 
     Speeds and capacities are not part of this format; use :func:`write_graph_json` for them.
     """
-    head = f"# {comment or graph.spec or 'tokendist graph'}\n# nodes {graph.n}, edges {graph.m}\nn {graph.n}\n"
-    with open(path, "w") as f:
+    head = f"# {comment or graph.spec or 'tokendist graph'}\n# nodes {graph.n}, edges {graph.m}\n{_header(graph)}"
+    # Atomically (a temporary name, then a rename): an interrupted export leaves no partial file.
+    with atomic_path(path) as tmp, open(tmp, "w") as f:
         f.write(head)
         if graph.m:
             np.savetxt(f, np.stack([graph.u, graph.v], axis=1), fmt="%d")
+
+
+def _header(graph: Graph) -> str:
+    """The ``n N`` and ``m M`` header lines (the reader checks the edge count against ``m``)."""
+    return f"n {graph.n}\nm {graph.m}\n"
 
 
 def edgelist_text(graph: Graph) -> str:
@@ -157,7 +166,7 @@ def edgelist_text(graph: Graph) -> str:
     import io
 
     buf = io.StringIO()
-    buf.write(f"# {graph.spec or 'tokendist graph'}\n# nodes {graph.n}, edges {graph.m}\nn {graph.n}\n")
+    buf.write(f"# {graph.spec or 'tokendist graph'}\n# nodes {graph.n}, edges {graph.m}\n{_header(graph)}")
     if graph.m:
         np.savetxt(buf, np.stack([graph.u, graph.v], axis=1), fmt="%d")
     return buf.getvalue()
@@ -175,7 +184,7 @@ def graph_to_json(graph: Graph) -> dict:
 
 def write_graph_json(graph: Graph, path) -> None:
     """Write the JSON form of ``graph`` to ``path``."""
-    with open(path, "w") as f:
+    with atomic_path(path) as tmp, open(tmp, "w") as f:
         json.dump(graph_to_json(graph), f)
         f.write("\n")
 

@@ -104,7 +104,10 @@ def lower_bound_layout(k: int, mu: float, inner: int = 4, down: int = 2) -> Lowe
     n = 2 * sum(sizes[:k]) + sizes[k]
     # At most: INNER / 2 expander edges per node, DOWN edges from each node to the level below
     # (twice from the shared level L_k, once from each side), and the edge e.
-    check_size(f"ghosh-lower-bound:{k},{mu:g},{inner},{down}", n, n * inner // 2 + (n + sizes[k]) * down + 1)
+    # The build is Python loops and networkx: about 40 us per edge (ghosh-lower-bound:14,1, 229k
+    # edges, 8.7 s on this machine); ghosh-lower-bound:22,1 would have run for about 40 minutes.
+    check_size(f"ghosh-lower-bound:{k},{mu:g},{inner},{down}", n, n * inner // 2 + (n + sizes[k]) * down + 1,
+               seconds_per_edge=40e-6)
     side = np.concatenate([np.zeros(sum(sizes), np.int64), np.ones(sum(sizes[:k]), np.int64)])
     level = np.concatenate([np.repeat(np.arange(k + 1), sizes), np.repeat(np.arange(k), sizes[:k])])
     return LowerBoundLayout(k, mu, inner, down, sizes, side, level)

@@ -68,7 +68,7 @@ def split_spec(spec: str) -> tuple[str, str]:
     return name.strip().lower(), arg.strip()
 
 
-_INT = re.compile(r"^[+]?\d+$")
+_INT = re.compile(r"^[+]?[0-9]+$")  # ASCII digits (\d takes any Unicode digit)
 
 
 def parse_ints(spec: str, arg: str, count: int | None = None, *, sep: str = ",", minimum: int = 0) -> list[int]:
@@ -128,6 +128,9 @@ def make_graph(spec, seed=None) -> Graph:
             return from_networkx(spec)
         raise TokendistError(f"cannot make a graph from {type(spec).__name__}")
     name, arg = split_spec(spec)
+    if name != "file" and not arg.isascii():
+        # Numbers in specs are ASCII: int() and float() would read 'torus:\u0664x\u0664' as torus:4x4.
+        raise SpecError(f"bad spec {spec!r}: the arguments must be ASCII (digits 0-9)")
     family = TOPOLOGIES.get(name)
     rng = stream(seed, "topology")  # outside the try: a bad seed is not a bad spec
     try:
@@ -153,14 +156,19 @@ MAX_EDGES = 300_000_000
 #: edges: 99-121 bytes per edge. So 300M edges would need about 36 GB.
 BUILD_BYTES_PER_EDGE = 120
 BUILD_BYTES_PER_NODE = 8
+#: The longest build accepted: a builder that gives its time per edge (the ones with Python-level
+#: loops) is refused beyond this, in one line with the estimate, instead of running for hours.
+MAX_BUILD_SECONDS = 120
 
 
-def check_size(spec: str, n: int, m: int | None = None) -> None:
+def check_size(spec: str, n: int, m: int | None = None, *, seconds_per_edge: float = 0.0) -> None:
     """Refuse absurd sizes (``n`` nodes, ``m`` edges when known) with a clear message, not an out-of-memory kill.
 
     Two checks: the fixed limits :data:`MAX_NODES` and :data:`MAX_EDGES`, then, for graphs whose
     construction would take more than 1 GB, the memory the machine has available now
-    (``MemAvailable`` of ``/proc/meminfo``; skipped where that cannot be read).
+    (``MemAvailable`` of ``/proc/meminfo``; skipped where that cannot be read). A builder that
+    states its time per edge (``seconds_per_edge``, measured) is also refused when the build would
+    take more than :data:`MAX_BUILD_SECONDS`.
     """
     if n > MAX_NODES:
         raise SpecError(f"bad spec {spec!r}: {_count(n)} nodes is more than tokendist builds ({MAX_NODES:,})")
@@ -173,6 +181,10 @@ def check_size(spec: str, n: int, m: int | None = None) -> None:
             what = f"{_count(m)} edges" if m else f"{_count(n)} nodes"
             raise SpecError(f"bad spec {spec!r}: building {what} takes about {need / 2**30:.1f} GB of memory; "
                             f"{free / 2**30:.1f} GB is available")
+    seconds = seconds_per_edge * (m or 0)
+    if seconds > MAX_BUILD_SECONDS:
+        raise SpecError(f"bad spec {spec!r}: building {_count(m)} edges takes about {seconds:,.0f} s "
+                        f"(limit {MAX_BUILD_SECONDS} s)")
 
 
 def available_memory() -> int | None:

@@ -14,18 +14,23 @@ boundary; every diffusion protocol and bound then trusts them.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
 
+from ..._files import DATA_FILE_LIMIT, read_text
 from ...errors import TokendistError
 
-__all__ = ["diffusivity", "diffusion_matrix", "default_diffusivity", "validate_diffusivity", "MATRIX_SPECS"]
+__all__ = ["diffusivity", "diffusion_matrix", "default_diffusivity", "validate_diffusivity", "MATRIX_SPECS",
+           "coefficient_ratios", "RATIO_DENOMINATOR_LIMIT"]
 
 #: The matrix specs the ``matrix`` parameter accepts.
 MATRIX_SPECS = "degree | uniform:W | file:PATH"
 _TOL = 1e-9
+#: The rounded rules read each ``P_ij`` as the fraction of denominator at most this nearest its float.
+RATIO_DENOMINATOR_LIMIT = 1 << 30
 
 
 def default_diffusivity(graph) -> np.ndarray:
@@ -40,6 +45,30 @@ def default_diffusivity(graph) -> np.ndarray:
     if graph.m == 0:
         return np.zeros(0)
     return 1.0 / (2.0 * np.maximum(d[graph.u], d[graph.v]))
+
+
+def coefficient_ratios(alpha) -> np.ndarray:
+    """Each coefficient as an exact fraction: int64 rows ``(num, den)`` with ``num / den`` the rule's ``P_ij``.
+
+    The rounded schemes of Sec. 4 send ``floor`` or ``ceil`` of ``P_ij (load[i] - load[j])``, a
+    rational number; computed in float64 it is wrong once the product passes about 2**30 (a
+    tolerance that snapped near-integers sent ``ceil`` for ``floor`` at a difference of 2**31,
+    issue 27). The rule therefore reads each ``P_ij`` as the fraction of denominator at most
+    :data:`RATIO_DENOMINATOR_LIMIT` nearest to its float: exactly the fraction meant whenever
+    one with denominator below 2**20 was meant (``1/(2 max(d_i, d_j))``, ``uniform:1/3``, a
+    decimal such as 0.1: another fraction of denominator at most 2**30 lies at least 2**-50 away,
+    the float within 2**-54), and within 2**-60 of any other float. The kernels then compute
+    ``floor(|d| num / den)`` and its remainder in integers, exact for every int64 load.
+    """
+    alpha = np.abs(np.asarray(alpha, dtype=np.float64))
+    values, where = np.unique(alpha, return_inverse=True)
+    out = np.empty((values.size, 2), dtype=np.int64)
+    for k, a in enumerate(values.tolist()):
+        if not (math.isfinite(a) and 0.0 <= a < 1.0):
+            raise TokendistError(f"P has a coefficient {a!r} outside [0, 1)")
+        f = Fraction(a).limit_denominator(RATIO_DENOMINATOR_LIMIT)
+        out[k] = (f.numerator, f.denominator)
+    return out[where.reshape(-1)] if alpha.size else np.zeros((0, 2), dtype=np.int64)
 
 
 def diffusion_matrix(graph, alpha: np.ndarray) -> sp.csr_array:
@@ -104,10 +133,9 @@ def _from_dense(graph, dense: np.ndarray, where: str) -> np.ndarray:
 
 def _from_file(graph, path: str) -> np.ndarray:
     """A matrix file: either N rows of N numbers (the full P) or lines ``u v p`` (one per edge)."""
-    try:
-        rows = [line.split("#", 1)[0].split() for line in open(path, encoding="utf-8")]
-    except OSError as exc:
-        raise TokendistError(f"{path}: cannot read the diffusivity matrix ({exc.strerror})") from None
+    # A regular file of bounded size (/dev/zero or a named pipe read for ever), issue 27.
+    text = read_text(path, "diffusivity matrix", DATA_FILE_LIMIT)
+    rows = [line.split("#", 1)[0].split() for line in text.splitlines()]
     rows = [r for r in rows if r]
     spec = f"file:{path}"
     square = bool(rows) and len(rows) == graph.n and all(len(r) == graph.n for r in rows)

@@ -24,6 +24,7 @@ floating-point P such as 1/3 rounds as the exact rational would.
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -37,11 +38,12 @@ from ...errors import TokendistError
 from ...graphs import biconnected_supergraph, orientation_sources_sinks, st_orientation
 from ...graphs._model import unsigned_view
 from ...graphs._stencil import affine_edge_runs
-from .kernels._serial import (COIN_BLOCK, RANDOM_FRACTION, SNAP, counter_uniform_nb, diffuse_stencil_step,
+from .kernels._serial import (COIN_BLOCK, RANDOM_FRACTION, counter_uniform_nb, diffuse_stencil_step,
                                  diffuse_step, reciprocal, rounded_stencil_step, rounded_step)
 from .kernels._threaded import diffuse_step_parallel, rounded_step_parallel, run_parallel
 from ...kernels._choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_allowed, auto_threads_param
-from ._diffusivity import MATRIX_SPECS, default_diffusivity, diagonal, diffusion_matrix, diffusivity
+from ._diffusivity import (MATRIX_SPECS, coefficient_ratios, default_diffusivity, diagonal, diffusion_matrix,
+                           diffusivity)
 from ...kernels._report import instrument_kernels
 
 instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
@@ -53,7 +55,6 @@ __all__ = ["Diffusion", "DiffusionFloor", "DiffusionCeil", "DiffusionRandom", "D
 ROUNDINGS = ("floor", "ceil", "random", "oriented")
 _FLOOR, _CEIL, _RANDOM, _ORIENTED = range(4)
 _COINS = ("pij", "fraction")
-_SNAP = SNAP
 _MASK64 = (1 << 64) - 1
 
 def number(text: str) -> float:
@@ -96,46 +97,84 @@ def _threads(options, name: str) -> int:
 _counter_uniform_nb = counter_uniform_nb  # (tests import it from here)
 
 
-def rounded_flows(u, v, alpha, loads, mode: str, *, coins=None, coin: str = "pij", orient=None) -> np.ndarray:
+def exact_amounts(ud, ratio):
+    """``(floor(ud num / den), ud num mod den)`` per entry, in exact uint64 arithmetic (numpy).
+
+    ``ud``: uint64 load differences ``|load[u] - load[v]|``; ``ratio``: int64 rows ``(num, den)``
+    (:func:`tokendist.protocols.diffusion._diffusivity.coefficient_ratios`, ``den <= 2**30``). ``ud = a den + b``
+    keeps every product below 2**64 (``b num < 2**60``, ``a num <= ud num / den``).
+    """
+    num = ratio[:, 0].astype(np.uint64)
+    den = ratio[:, 1].astype(np.uint64)
+    a = ud // den
+    t = (ud - a * den) * num
+    return (a * num + t // den).astype(np.int64), (t % den).astype(np.int64)
+
+
+def _abs_diff(lu, lv):
+    """``|lu - lv|`` as uint64 and the sign of ``lu - lv``: exact for any int64 loads."""
+    pos = lu > lv
+    ud = np.where(pos, lu.view(np.uint64) - lv.view(np.uint64), lv.view(np.uint64) - lu.view(np.uint64))
+    return ud, pos, lu < lv
+
+
+def rounded_flows(u, v, alpha, loads, mode: str, *, coins=None, coin: str = "pij", orient=None,
+                  ratio=None) -> np.ndarray:
     """Signed integer flow per edge (positive from ``u`` to ``v``) of one rounded step, vectorised.
 
-    The numpy form of the kernel: ``x = P_uv |load[u] - load[v]|`` from the heavier end; the
-    rounding ``mode`` (one of :data:`ROUNDINGS`) picks the floor or the ceiling of ``x``.
+    The numpy form of the kernel: ``x = P_uv |load[u] - load[v]|`` from the heavier end, with
+    ``P_uv`` the exact fraction ``ratio`` (default: :func:`coefficient_ratios` of ``alpha``) and the
+    floor and remainder in integers, so exact for any int64 loads (float64 sums lost tokens past
+    2**53, issue 27); the rounding ``mode`` (one of :data:`ROUNDINGS`) picks the floor or the ceiling.
     """
-    diff = loads[u] - loads[v]
-    x = alpha * np.abs(diff)
-    r = np.rint(x)
-    x = np.where(np.abs(x - r) <= _SNAP * np.maximum(1.0, x), r, x)
-    fl = np.floor(x)
-    frac = x != fl
+    loads = np.asarray(loads)
+    if ratio is None:
+        ratio = coefficient_ratios(alpha)
+    ud, pos, neg = _abs_diff(loads[u].astype(np.int64), loads[v].astype(np.int64))
+    fl, rem = exact_amounts(ud, ratio)
+    frac = rem != 0
     if mode == "floor":
         up = np.zeros_like(frac)
     elif mode == "ceil":
         up = frac
     elif mode == "random":
-        p = (x - fl) if coin == "fraction" else alpha
+        p = (rem / ratio[:, 1]) if coin == "fraction" else np.abs(alpha)
         up = frac & (coins < p)
     elif mode == "oriented":
-        up = frac & ((orient > 0) == (diff > 0))
+        up = frac & ((orient > 0) == pos)
     else:
         raise ValueError(mode)
-    amount = fl.astype(np.int64) + up
-    return np.sign(diff).astype(np.int64) * amount
+    amount = fl + up
+    return pos.astype(np.int64) * amount - neg.astype(np.int64) * amount
+
+
+@functools.lru_cache(maxsize=4096)
+def _ratio_of(alpha: float) -> tuple[int, int]:
+    num, den = coefficient_ratios(np.array([alpha]))[0]
+    return int(num), int(den)
+
+
+def _int_bincount(index, weights, n: int) -> np.ndarray:
+    """``np.bincount(index, weights, minlength=n)`` in exact int64 (bincount sums in float64)."""
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, index, weights)
+    return out
 
 
 def _rounded_amount(alpha: float, diff, mode: int, coin_u: float, coin_fraction: bool, along: bool) -> int:
-    """The per-node rule: tasks a node sends across one edge when it is ``diff > 0`` heavier."""
-    x = alpha * diff
-    r = float(np.rint(x))
-    if abs(x - r) <= _SNAP * max(1.0, x):
-        x = r
-    fl = math.floor(x)
-    if x == fl:
-        return int(fl)
+    """The per-node rule: tasks a node sends across one edge when it is ``diff > 0`` heavier.
+
+    ``floor(P_ij diff)`` and its remainder in Python integers, ``P_ij`` the exact fraction of
+    :func:`coefficient_ratios` (the same numbers as the kernels, for any load).
+    """
+    num, den = _ratio_of(float(alpha))
+    fl, rem = divmod(int(diff) * num, den)
+    if rem == 0:
+        return fl
     if mode == _CEIL:
         return fl + 1
     if mode == _RANDOM:
-        p = (x - fl) if coin_fraction else alpha
+        p = rem / den if coin_fraction else alpha
         return fl + 1 if coin_u < p else fl
     if mode == _ORIENTED:
         return fl + 1 if along else fl
@@ -168,11 +207,16 @@ class _DiffusionBase(Protocol):
         # demand (reference kernel, per-node rule), so that a run holds one copy, not two.
         self._lookup_graph = graph
         self._rows: dict[int, dict] = {}
+        self._alpha_ratio = None
         if per_slot:
             # On a regular graph (torus, hypercube) or with uniform:W every P_ij is one number:
             # the kernels then read no per-slot array at all (16 bytes per edge less).
             same = alpha.size > 0 and bool(np.all(alpha == alpha[0]))
             self._coef, self._alpha = (alpha[:1].copy() if same else alpha[graph.csr_edges]), None
+            # The exact fractions of the rounded rules (int64 (num, den) per slot, or one row);
+            # none when all are unit fractions 1/den: the kernels then take den = rint(1/P_ij).
+            ratio = coefficient_ratios(self._coef)
+            self._ratio = ratio if np.any(ratio[:, 0] != 1) else np.zeros((0, 2), dtype=np.int64)
         else:
             self._coef, self._alpha = None, alpha
 
@@ -434,8 +478,11 @@ class _RoundedDiffusion(_DiffusionBase):
 
     def _flows_h(self, t, loads) -> np.ndarray:
         h = self.h
-        return rounded_flows(h.u, h.v, self.alpha, loads, self.rounding, coins=self._coins(t) if self.rounding == "random" else None,
-                             coin=self.options.get("coin", "pij"), orient=self.orient)
+        if getattr(self, "_alpha_ratio", None) is None:
+            self._alpha_ratio = coefficient_ratios(self.alpha)
+        return rounded_flows(h.u, h.v, self.alpha, loads, self.rounding,
+                             coins=self._coins(t) if self.rounding == "random" else None,
+                             coin=self.options.get("coin", "pij"), orient=self.orient, ratio=self._alpha_ratio)
 
     def _live_step(self, t, graph, loads) -> Step:
         """Line (7) rounded on the live edges of a dynamic network's step graph (see ``_live_alpha``).
@@ -469,9 +516,9 @@ class _RoundedDiffusion(_DiffusionBase):
         if self.options["kernel"] == "numpy":
             fh = self._flows_h(t, loads)
             pos, neg = np.maximum(fh, 0), np.maximum(-fh, 0)
-            outflow = np.bincount(h.u, weights=pos, minlength=h.n) + np.bincount(h.v, weights=neg, minlength=h.n)
-            new = (loads - np.bincount(h.u, weights=fh, minlength=h.n).astype(np.int64)
-                   + np.bincount(h.v, weights=fh, minlength=h.n).astype(np.int64))
+            # Integer sums (bincount adds in float64 and lost tokens past 2**53, issue 27).
+            outflow = _int_bincount(h.u, pos, h.n) + _int_bincount(h.v, neg, h.n)
+            new = loads - _int_bincount(h.u, fh, h.n) + _int_bincount(h.v, fh, h.n)
             flows = self._real_flows(graph, fh)
             moved = int(np.abs(flows).sum())
             out = Step(new, moved=moved, messages=self._messages(graph), flows=flows, outflow=outflow.astype(np.int64))
@@ -510,7 +557,8 @@ class _RoundedDiffusion(_DiffusionBase):
 
     def _serial_kernel(self, q, mode, t, loads, out, outflow):
         h = self.h
-        return rounded_step(h.indptr, unsigned_view(h.indices), unsigned_view(h.csr_edges), self._coef, self._along_slot,
+        return rounded_step(h.indptr, unsigned_view(h.indices), unsigned_view(h.csr_edges), self._coef, self._ratio,
+                            self._along_slot,
                             self._heads, loads, mode,
                             np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._coin_buf,
                             self._degree, q, out, outflow)
@@ -518,7 +566,8 @@ class _RoundedDiffusion(_DiffusionBase):
     def _threaded_kernel(self, threads, mode, t, loads, out, outflow):
         h = self.h
         return run_parallel(rounded_step_parallel, threads, h.indptr, unsigned_view(h.indices),
-                            unsigned_view(h.csr_edges), self._coef, self._along_slot, self._heads, loads, mode,
+                            unsigned_view(h.csr_edges), self._coef, self._ratio, self._along_slot, self._heads, loads,
+                            mode,
                             np.uint64(self._key), np.uint64(t & _MASK64), self._hop_extra, self._degree, self._q,
                             out, outflow)
 
@@ -710,8 +759,9 @@ class DiffusionOriented(_RoundedDiffusion):
     paper = "Subramanian, Scherson 1994, Sec. 4 (Cases 1 and 2)"
     rounding = "oriented"
     params = _RoundedDiffusion.params + (
-        Param("source", int, -1, "the minimal vertex s of the orientation (-1: node 0)"),
-        Param("sink", int, -1, "the maximal vertex t, a neighbour of s in H (-1: the smallest neighbour of s)"),
+        Param("source", int, -1, "the minimal vertex s of the orientation (-1: node 0)", minimum=-1),
+        Param("sink", int, -1, "the maximal vertex t, a neighbour of s in H (-1: the smallest neighbour of s)",
+              minimum=-1),
     )
 
     def _setup(self, graph, rng):
@@ -723,6 +773,9 @@ class DiffusionOriented(_RoundedDiffusion):
         self.h = h
         s = self.options["source"]
         t = self.options["sink"]
+        for key, node in (("source", s), ("sink", t)):
+            if node >= graph.n:
+                raise TokendistError(f"diffusion-oriented: {key}={node} is not a node (n={graph.n})")
         self.orient = st_orientation(h, None if s < 0 else s, None if t < 0 else t)
         if (relay >= 0).any():
             self.relay = relay  # (on a biconnected G every entry is -1: not kept, 8 bytes per edge)

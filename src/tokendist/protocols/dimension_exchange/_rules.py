@@ -33,7 +33,7 @@ __all__ = ["Threshold2", "Threshold1", "Discrepancy1"]
 _COMMON = (
     Param("colouring", str, "auto", "edge colouring: auto (Delta colours on trees and bipartite graphs, "
           "Misra-Gries otherwise), tree, bipartite, misra-gries, greedy, or file:PATH (one colour per edge)"),
-    Param("colour_start", int, 0, "the colour active at step 0 (stable distributions depend on it)"),
+    Param("colour_start", int, 0, "the colour active at step 0 (stable distributions depend on it)", minimum=0),
     Param("kernel", str, "numba", "numba (fast) or numpy (whole-array reference)", ("numba", "numpy")),
 )
 # Default bfs, as for DISCREPANCY-1 and the perfect tree: every tree protocol runs on any connected
@@ -217,7 +217,7 @@ class Discrepancy1(_DimensionExchange):
         Param("termination", str, "record", "record: note when each node's local rule says stop; halt: stop it",
               ("record", "halt")),
         Param("stop_cycles", int, 2, "a node stops when localMax is equal in this many consecutive cycles "
-              "(the paper: two consecutive applications)"),
+              "(the paper: two consecutive applications)", minimum=1),
     )
     needs_tree = True
 

@@ -58,7 +58,7 @@ def resolve_colouring(graph, colouring: str = "auto") -> np.ndarray:
 
     colouring = (colouring or "auto").strip()
     if colouring.startswith("file:"):
-        colours = read_loads_file(colouring[5:], graph.m)
+        colours = read_loads_file(colouring[5:], graph.m, what="colours", per="edges")
         if not is_proper_edge_colouring(graph, colours):
             raise TokendistError(f"{colouring[5:]}: not a proper edge colouring of {graph.spec or 'the graph'}")
         return colours.astype(np.int64)

@@ -111,10 +111,15 @@ def fos_flows(graph, alpha: np.ndarray, s: np.ndarray, loads: np.ndarray) -> np.
 
 def apply_flows(graph, loads: np.ndarray, flows: np.ndarray) -> np.ndarray:
     """``loads`` after sending ``flows`` (signed per edge); integer loads stay integers."""
-    delta = np.bincount(graph.v, weights=flows, minlength=graph.n) - np.bincount(graph.u, weights=flows, minlength=graph.n)
     if loads.dtype.kind in "iu":
-        # Integer flows: the float sums are exact below 2**53.
-        return loads + np.rint(delta).astype(loads.dtype)
+        # Integer flows summed in int64: bincount adds in float64, which lost tokens once the sums
+        # passed 2**53 (kernel=numpy on large loads, issue 27).
+        f = np.rint(flows).astype(np.int64) if np.asarray(flows).dtype.kind == "f" else np.asarray(flows, np.int64)
+        out = loads.astype(np.int64, copy=True)
+        np.add.at(out, graph.v, f)
+        np.subtract.at(out, graph.u, f)
+        return out.astype(loads.dtype, copy=False)
+    delta = np.bincount(graph.v, weights=flows, minlength=graph.n) - np.bincount(graph.u, weights=flows, minlength=graph.n)
     return loads + delta
 
 

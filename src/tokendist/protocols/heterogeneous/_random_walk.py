@@ -177,8 +177,8 @@ class RandomWalk(HeterogeneousDiffusion):
     params = COMMON_PARAMS + (
         Param("switch", str, "error", "when phase 2 starts: error (estimate's max error <= switch_tol), local "
               "(every edge's weighted estimate difference <= switch_tol) or step (at switch_step)", SWITCH_RULES),
-        Param("switch_tol", float, 0.0, "tolerance of the switch rule; 0: 1/n^2 (Sec. 3)"),
-        Param("switch_step", int, 0, "the step at which phase 2 starts with switch=step"),
+        Param("switch_tol", float, 0.0, "tolerance of the switch rule; 0: 1/n^2 (Sec. 3)", minimum=0),
+        Param("switch_step", int, 0, "the step at which phase 2 starts with switch=step", minimum=0),
         KERNEL_PARAM,
         THREADS_PARAM,
     )

@@ -113,7 +113,8 @@ class MultiPort(Protocol):
     # step graph and uses the reset graph's stencil only for that graph object.
     dynamic = True
     exchange_rounds = 1
-    params = (Param("threshold", int, 0, "difference that moves a token; 0 means 2d + 1 (the paper's rule)"),
+    params = (Param("threshold", int, 0, "difference that moves a token; 0 means 2d + 1 (the paper's rule)",
+                    minimum=0),
               Param("kernel", str, "numba", "numba (fast) or numpy (reference)", ("numba", "numpy")),
               THREADS_PARAM)
 
@@ -277,9 +278,10 @@ class SinglePort(Protocol):
     randomized = True
     dynamic = True
     exchange_rounds = 2
-    params = (Param("probability", float, 0.0, "candidate probability of an edge; 0 means 1/(4d) (the paper's)"),
+    params = (Param("probability", float, 0.0, "candidate probability of an edge; 0 means 1/(4d) (the paper's)",
+                    minimum=0, maximum=1),
               Param("threshold", int, 1, "smallest difference that moves a token; 1 is the paper's rule "
-                                          "(any difference)"),
+                                          "(any difference)", minimum=1),
               Param("kernel", str, "numba", "numba (fast) or numpy (reference)", ("numba", "numpy")),
               Param("flows", bool, True, "return per-edge flows so that the engine can check the matching "
                                          "(false: faster, loads only)"),
@@ -575,7 +577,8 @@ class DynamicSynchronous(Protocol):
     model = "multi-port"
     dynamic = True
     exchange_rounds = 1
-    params = (Param("threshold", int, 0, "send when w(u) - e^u(v) exceeds this; 0 means 12d (the paper's)"),
+    params = (Param("threshold", int, 0, "send when w(u) - e^u(v) exceeds this; 0 means 12d (the paper's)",
+                    minimum=0),
               Param("estimates", str, "exact", "initial estimates e^u(v) (the paper: arbitrary)", ESTIMATES),
               Param("kernel", str, "numba", "numba (fast) or numpy (reference)", ("numba", "numpy")),
               THREADS_PARAM)
@@ -855,10 +858,11 @@ class AsyncMultiPort(Protocol):
     title = "Asynchronous multi-port (DS on message passing)"
     paper = "Ghosh et al. 1995, Sec. 5"
     model = "message"
-    params = (Param("threshold", int, 0, "send when w(u) - e^u(v) exceeds this; 0 means 12d"),
+    params = (Param("threshold", int, 0, "send when w(u) - e^u(v) exceeds this; 0 means 12d", minimum=0),
               Param("estimates", str, "exact", "initial estimates e^u(v)", ESTIMATES),
               Param("schedule", str, "random", "the adversary choosing message delays", SCHEDULES),
-              Param("max_delay", int, 3, "largest delay of the random and slow schedules"))
+              Param("max_delay", int, 3, "largest delay of the random and slow schedules", minimum=1,
+                    maximum=10**9))
 
     # The random schedules draw from the seed; and the executor's state (messages in flight) is not
     # in the loads, so the engine's cycle detection must stay off even under the sync schedule.

@@ -62,6 +62,8 @@ class FlowImitation(Protocol):
     """
 
     name = "flow-imitation"
+    uses_speeds = True
+    exact_load_limit = 2**53  # the continuous process runs in float64
     static_reason = "the continuous process it imitates runs on the network of the start, with one cumulative flow per edge"
     title = "Flow imitation of a continuous process"
     paper = "Akbari, Berenbrink, Sauerwald, PODC 2012"

@@ -115,6 +115,7 @@ class Quasirandom(Protocol):
     """
 
     name = "quasirandom"
+    exact_load_limit = 2**53  # the kernel divides loads in float64 before it rounds
     static_reason = "each edge's accumulated rounding error belongs to an edge of the network of the start (FGS 2012 analyse a fixed graph)"
     title = "Quasirandom diffusion (bounded-error rounding)"
     paper = "Friedrich, Gairing, Sauerwald 2012 (SIAM J. Comput. 41(4); arXiv:1006.3302), Sec. 2"

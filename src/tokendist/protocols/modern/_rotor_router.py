@@ -79,6 +79,7 @@ class RotorRouter(Protocol):
     """
 
     name = "rotor-router"
+    exact_load_limit = 2**53  # the kernel divides loads in float64 before it rounds
     static_reason = "each node's rotor cycles over its neighbours of the start (Akbari, Berenbrink 2013 analyse a fixed graph)"
     title = "Parallel (lazy) rotor walk"
     paper = "Akbari, Berenbrink, SPAA 2013; Friedrich, Gairing, Sauerwald 2012"

@@ -90,6 +90,7 @@ class StratifiedDiffusion(Protocol):
     """
 
     name = "stratified-diffusion"
+    exact_load_limit = 2**53  # the tokens' positions in a row are float64
     static_reason = "the tokens move through the rows of the transition matrix of the start (Shiraga 2018 analyses a fixed graph)"
     title = "Stratified randomized diffusion"
     paper = "Shiraga 2018, arXiv:1802.06532"

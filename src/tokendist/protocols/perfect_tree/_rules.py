@@ -69,7 +69,8 @@ class PerfectTree(Protocol):
     params = (
         Param("schedule", str, "sync", "sync (every message 1 time unit), async (delays 1..max_delay from the seed)"
               " or adversarial (see adversary)", ("sync", "async", "adversarial")),
-        Param("max_delay", int, 5, "largest message delay of the async and adversarial schedules"),
+        Param("max_delay", int, 5, "largest message delay of the async and adversarial schedules", minimum=1,
+              maximum=10**9),
         Param("adversary", str, "race", "adversarial strategy: race, race-slow, slow-links, slow-tokens", ADVERSARIES),
         Param("spanning_tree", str, "bfs", "spanning tree used on a non-tree graph", SPANNING_TREES),
         Param("release", str, "delivery", "when send frees a reserved link: after delivery (default) or at once"

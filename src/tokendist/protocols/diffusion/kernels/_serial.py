@@ -15,9 +15,9 @@ Two paths each:
 
 The rounded kernels on the regular path with ``p = 1/q`` (q an integer, as the default
 ``1/(2 max(d_i, d_j))`` on a regular graph) round with one float multiply and one truncation per
-slot (``_regular_rows``), which is exact, and equal to the snapping arithmetic of the general
-path, for ``|load[i] - load[j]| < 2**29``. The row loop tracks the lowest and highest load it
-reads (two operations per row, not an OR of ``|d|`` per slot); a step whose loads span 2**29 or
+slot (``_regular_rows``), which is exact, and equal to the exact integer arithmetic of the general
+path (:func:`_exact_amount`), for ``|load[i] - load[j]| < 2**29``. The row loop tracks the lowest
+and highest load it reads (two operations per row, not an OR of ``|d|`` per slot); a step whose loads span 2**29 or
 more is redone on the general path (the inputs are not modified, so the redo is safe; the results
 are the same either way, only the time differs). Measurements and the argument:
 docs/protocols/diffusion.md, "Performance".
@@ -60,11 +60,8 @@ import numpy as np
 from ....kernels._coins import _S11, _TO_UNIT, _splitmix64, _step_base, _uniform
 
 __all__ = ["diffuse_step", "rounded_step", "diffuse_stencil_step", "rounded_stencil_step", "counter_uniform_nb",
-           "reciprocal", "head_threshold", "SNAP", "COIN_BLOCK"]
+           "reciprocal", "head_threshold", "COIN_BLOCK"]
 
-#: Loads whose products ``P_ij (load[i] - load[j])`` lie within SNAP (relative) of an integer count
-#: as that integer, so that a floating-point P such as 1/3 rounds as the exact rational would.
-SNAP = 1e-9
 #: CSR slots whose coins one block draws (random rounding): a fixed buffer, not 2m floats.
 COIN_BLOCK = 4096
 #: The regular path's exact rounding needs every |load[i] - load[j]| below this (see module doc).
@@ -221,13 +218,49 @@ def diffuse_step(indptr, indices, coef, diag, loads, degree, out, outflow):
 
 # ---------------------------------------------------------------------- rounded diffusion
 @numba.njit(cache=True, nogil=True, inline="always")
-def _general_rows(indptr, indices, coef, along, loads, mode, coins, i0, i1, hop_extra, relays, out, outflow):
+def _exact_amount(ud, num, den, est):
+    """``(floor(ud num / den), ud num mod den)`` in exact integers (Sec. 4's floor and its remainder).
+
+    ``ud``: the load difference ``|load[i] - load[j]|`` as uint64 (exact for any two int64 loads);
+    ``num / den``: ``P_ij`` as a fraction (:func:`tokendist.protocols.diffusion._diffusivity.coefficient_ratios`,
+    ``0 <= num < den <= 2**30``); ``est``: its float, for the first guess. Below 2**31 the float
+    product guesses the floor and one integer multiply checks it (``ud num < 2**61``: no
+    overflow), a step corrects the rare guess off by one; beyond, ``ud = a den + b`` splits the
+    product so that nothing exceeds 64 bits (``a num <= ud num / den < 2**64``; the floor is below
+    2**63 whenever the loads are int64 and ``P_ij <= 1/2``).
+    """
+    if ud < np.uint64(2147483648):
+        x = np.int64(ud)
+        fl = np.int64(np.float64(x) * est)
+        rem = x * num - fl * den
+        while rem < 0:
+            fl -= 1
+            rem += den
+        while rem >= den:
+            fl += 1
+            rem -= den
+        return fl, rem
+    un = np.uint64(num)
+    ud_den = np.uint64(den)
+    a = ud // ud_den
+    t = (ud - a * ud_den) * un
+    return np.int64(a * un + t // ud_den), np.int64(t % ud_den)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _general_rows(indptr, indices, coef, ratio, along, loads, mode, coins, i0, i1, hop_extra, relays, out, outflow):
     # Rows i0..i1-1 on any graph; ``coins`` holds the coins of slots indptr[i0].. (random only).
     # Node i loses what it sends to every lighter neighbour and gains what every heavier neighbour
     # sends it; both ends of an edge compute the same amount from the same two loads (and, for the
-    # random rounding, the same coin). The floor and ceiling are those of the snapped x. Equal
-    # loads give x = 0 and amount 0; the sign of the difference enters arithmetically.
+    # random rounding, the same coin). The amount is floor(P_ij |d|) in exact integers, P_ij the
+    # fraction ratio[k] = (num, den) (_exact_amount; a float product with a snapping tolerance sent
+    # the ceiling for the floor once |d| passed about 2**30, issue 27); the ceiling is one more when
+    # the remainder is not zero. The sign of the difference enters arithmetically.
+    # ``ratio`` empty: every P_ij is a unit fraction 1/den (the default 1/(2 max(d_i, d_j))), and
+    # den = rint(1 / P_ij) is exact (den <= 2**30, the float within 2**-52 relative): no per-slot
+    # integers to read (16 bytes per slot less traffic on the general path).
     scalar = coef.shape[0] == 1
+    unit = ratio.shape[0] == 0
     c0 = indptr[i0]
     moved = 0
     low = _INT64_MAX
@@ -237,28 +270,31 @@ def _general_rows(indptr, indices, coef, along, loads, mode, coins, i0, i1, hop_
         sent = 0
         extra = 0
         for k in range(indptr[i], indptr[i + 1]):
-            d = wi - loads[indices[k]]
-            pos = d > 0
-            a = coef[0] if scalar else coef[k]
-            x = a * abs(d)
-            # Snap x to the nearest integer r when within the tolerance (as the numpy reference and
-            # the per-node rule do); floor(x + tol) agreed with that only while tol < 1 - frac(x),
-            # and sent up to tol more tokens for x >= 1e9.
-            r = np.rint(x)
-            if abs(x - r) <= SNAP * max(1.0, x):
-                x = r
-            fl = np.floor(x)
-            up = x != fl  # x is not an integer: the roundings differ
+            wj = loads[indices[k]]
+            pos = wi > wj
+            neg = wi < wj
+            # |wi - wj| in uint64: exact for any two int64 loads (their difference may not fit int64).
+            ud = (np.uint64(wi) - np.uint64(wj)) if pos else (np.uint64(wj) - np.uint64(wi))
+            kk = 0 if scalar else k
+            a = abs(coef[kk])
+            if unit:
+                num = np.int64(1)
+                den = np.int64(np.rint(1.0 / a))
+            else:
+                num = ratio[kk, 0]
+                den = ratio[kk, 1]
+            fl, rem = _exact_amount(ud, num, den, a)
+            up = rem != 0  # P_ij |d| is not an integer: the roundings differ
             if mode == FLOOR:
                 up = False
             elif mode == RANDOM:
                 up = up & (coins[k - c0] < a)  # HEAD with probability P_ij
             elif mode == RANDOM_FRACTION:
-                up = up & (coins[k - c0] < x - fl)
+                up = up & (coins[k - c0] < np.float64(rem) / np.float64(den))
             elif mode == ORIENTED:
                 up = up & ((along[k] != 0) == pos)  # the sender rounds up along the orientation
-            amt = np.int64(fl) + np.int64(up)
-            delta += (np.int64(d < 0) - np.int64(pos)) * amt
+            amt = fl + np.int64(up)
+            delta += (np.int64(neg) - np.int64(pos)) * amt
             s = np.int64(pos) * amt
             sent += s
             if relays:
@@ -283,7 +319,7 @@ def _regular_rows(indices, csr_edges, D, p, q, along, heads, loads, own, mode, c
     # x = (load[i] - load[j]) p; trunc(x + copysign(1/(2q), x)) = sign * floor(|d| / q) and
     # trunc(x + copysign(1 - 1/(2q), x)) = sign * ceil(|d| / q): the exact quotient sits at least
     # 1/(2q) from the next integer after the shift, float64 errs by < 2**-23 for |d| < 2**29 and
-    # q < 2**21, and in that range the snapping tolerance of the general path changes nothing.
+    # q < 2**21, so in that range it equals the exact integer floor of the general path.
     # Returns (moved, low, lowest load[i], highest load[i]): the caller checks that the loads span
     # less than 2**29, which bounds every |d| (a per-row min/max instead of OR-ing |d| per slot:
     # 5-17% faster, since the slot loop is what LLVM vectorises and each lane op counts).
@@ -342,10 +378,12 @@ def _narrow(lo, hi):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _general(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_extra, relays, coins, out, outflow):
+def _general(indptr, indices, csr_edges, coef, ratio, along, loads, mode, base, hop_extra, relays, coins, out,
+             outflow):
     n = loads.shape[0]
     if mode != RANDOM and mode != RANDOM_FRACTION:
-        return _general_rows(indptr, indices, coef, along, loads, mode, coins, 0, n, hop_extra, relays, out, outflow)
+        return _general_rows(indptr, indices, coef, ratio, along, loads, mode, coins, 0, n, hop_extra, relays, out,
+                             outflow)
     # Random: blocks of whole rows whose slots fit the coin buffer (at least one row per block;
     # the protocol sizes the buffer to the maximum degree at least).
     moved = 0
@@ -357,8 +395,8 @@ def _general(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_ext
         while i1 < n and indptr[i1 + 1] - indptr[i0] <= cap:
             i1 += 1
         _fill_coins(base, csr_edges, indptr[i0], indptr[i1], coins)
-        mv, lo = _general_rows(indptr, indices, coef, along, loads, mode, coins, i0, i1, hop_extra, relays, out,
-                               outflow)
+        mv, lo = _general_rows(indptr, indices, coef, ratio, along, loads, mode, coins, i0, i1, hop_extra, relays,
+                               out, outflow)
         moved += mv
         low = min(low, lo)
         i0 = i1
@@ -393,24 +431,28 @@ def _regular(indices, csr_edges, D, p, q, along, heads, loads, mode, base, coins
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, mode, base, hop_extra, relays, coins, degree,
-                  q, out, outflow):
+def _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, mode, base, hop_extra, relays, coins,
+                  degree, q, out, outflow):
     if degree > 0 and q > 0:
         moved, low, narrow = _regular(indices, csr_edges, degree, coef[0], q, along, heads, loads, mode, base, coins,
                                       out, outflow)
         if narrow:
             return moved, low
-    # Any graph, or a step whose loads span 2**29 or more: the snapping arithmetic.
-    return _general(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_extra, relays, coins, out, outflow)
+    # Any graph, or a step whose loads span 2**29 or more: the exact integer arithmetic.
+    return _general(indptr, indices, csr_edges, coef, ratio, along, loads, mode, base, hop_extra, relays, coins, out,
+                    outflow)
 
 
 @numba.njit(cache=True, nogil=True)
-def rounded_step(indptr, indices, csr_edges, coef, along, heads, loads, mode, key, step, hop_extra, coins, degree, q,
-                 out, outflow):
+def rounded_step(indptr, indices, csr_edges, coef, ratio, along, heads, loads, mode, key, step, hop_extra, coins,
+                 degree, q, out, outflow):
     """One rounded-diffusion step (Sec. 4), per node over its CSR row; returns (token-hops, min new load).
 
     ``mode``: FLOOR, CEIL, RANDOM (coin=pij), RANDOM_FRACTION (coin=fraction) or ORIENTED.
-    ``coef``: ``P_ij`` per CSR slot, or one number for all. ``along`` (oriented only, else empty):
+    ``coef``: ``P_ij`` per CSR slot, or one number for all; ``ratio``: the same as int64 fractions
+    ``(num, den)`` per row (:func:`tokendist.protocols.diffusion._diffusivity.coefficient_ratios`), or empty
+    (shape (0, 2)) when every ``P_ij`` is a unit fraction; the general path rounds in exact
+    integers for any int64 loads. ``along`` (oriented only, else empty):
     int8 per CSR slot, 1 when the slot's edge points away from its row node (the sender then
     rounds up). The coin of edge e in this step is ``counter_uniform(key, step, e)``: on the
     regular path with coin=pij it is drawn once per edge into ``heads`` (uint8 per edge, HEAD
@@ -427,22 +469,22 @@ def rounded_step(indptr, indices, csr_edges, coef, along, heads, loads, mode, ke
     # Every call below passes constants, so that each inlined copy keeps only its own rounding
     # (and the relay bookkeeping only where Case 2 needs it).
     if mode == FLOOR:
-        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, FLOOR, base, hop_extra, False,
-                             coins, degree, q, out, outflow)
+        return _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, FLOOR, base, hop_extra,
+                             False, coins, degree, q, out, outflow)
     if mode == CEIL:
-        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, CEIL, base, hop_extra, False,
-                             coins, degree, q, out, outflow)
+        return _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, CEIL, base, hop_extra,
+                             False, coins, degree, q, out, outflow)
     if mode == RANDOM:
-        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, RANDOM, base, hop_extra, False,
-                             coins, degree, q, out, outflow)
+        return _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, RANDOM, base, hop_extra,
+                             False, coins, degree, q, out, outflow)
     if mode == RANDOM_FRACTION:
-        return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, RANDOM_FRACTION, base,
+        return _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, RANDOM_FRACTION, base,
                              hop_extra, False, coins, degree, q, out, outflow)
     if relays:
         # Case 2 graphs are not regular in H: the general path only.
-        return _general(indptr, indices, csr_edges, coef, along, loads, ORIENTED, base, hop_extra, True, coins, out,
-                        outflow)
-    return _rounded_mode(indptr, indices, csr_edges, coef, along, heads, loads, ORIENTED, base, hop_extra, False,
+        return _general(indptr, indices, csr_edges, coef, ratio, along, loads, ORIENTED, base, hop_extra, True, coins,
+                        out, outflow)
+    return _rounded_mode(indptr, indices, csr_edges, coef, ratio, along, heads, loads, ORIENTED, base, hop_extra, False,
                          coins, degree, q, out, outflow)
 
 

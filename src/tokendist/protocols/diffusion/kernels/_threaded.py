@@ -119,7 +119,7 @@ def _regular_block(indices, csr_edges, D, p, q, along, heads, loads, mode, base,
 
 
 @numba.njit(cache=True, nogil=True)
-def _general_block(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_extra, relays, i0, i1, out,
+def _general_block(indptr, indices, csr_edges, coef, ratio, along, loads, mode, base, hop_extra, relays, i0, i1, out,
                    outflow):
     # Rows i0..i1-1 of the general path; the random roundings draw this block's slots' coins.
     if mode == RANDOM or mode == RANDOM_FRACTION:
@@ -127,24 +127,27 @@ def _general_block(indptr, indices, csr_edges, coef, along, loads, mode, base, h
         coins = np.empty(indptr[i1] - k0)
         _fill_coins(base, csr_edges, k0, indptr[i1], coins)
         if mode == RANDOM:
-            return _general_rows(indptr, indices, coef, along, loads, RANDOM, coins, i0, i1, hop_extra, False, out,
-                                 outflow)
-        return _general_rows(indptr, indices, coef, along, loads, RANDOM_FRACTION, coins, i0, i1, hop_extra, False,
-                             out, outflow)
+            return _general_rows(indptr, indices, coef, ratio, along, loads, RANDOM, coins, i0, i1, hop_extra,
+                                 False, out, outflow)
+        return _general_rows(indptr, indices, coef, ratio, along, loads, RANDOM_FRACTION, coins, i0, i1,
+                             hop_extra, False, out, outflow)
     none = np.empty(0)
     if mode == FLOOR:
-        return _general_rows(indptr, indices, coef, along, loads, FLOOR, none, i0, i1, hop_extra, False, out, outflow)
+        return _general_rows(indptr, indices, coef, ratio, along, loads, FLOOR, none, i0, i1, hop_extra, False,
+                             out, outflow)
     if mode == CEIL:
-        return _general_rows(indptr, indices, coef, along, loads, CEIL, none, i0, i1, hop_extra, False, out, outflow)
+        return _general_rows(indptr, indices, coef, ratio, along, loads, CEIL, none, i0, i1, hop_extra, False,
+                             out, outflow)
     if relays:
-        return _general_rows(indptr, indices, coef, along, loads, ORIENTED, none, i0, i1, hop_extra, True, out,
-                             outflow)
-    return _general_rows(indptr, indices, coef, along, loads, ORIENTED, none, i0, i1, hop_extra, False, out, outflow)
+        return _general_rows(indptr, indices, coef, ratio, along, loads, ORIENTED, none, i0, i1, hop_extra, True,
+                             out, outflow)
+    return _general_rows(indptr, indices, coef, ratio, along, loads, ORIENTED, none, i0, i1, hop_extra, False,
+                         out, outflow)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def rounded_step_parallel(indptr, indices, csr_edges, coef, along, heads, loads, mode, key, step, hop_extra, degree,
-                          q, out, outflow, block=0, edge_block=EDGE_BLOCK):
+def rounded_step_parallel(indptr, indices, csr_edges, coef, ratio, along, heads, loads, mode, key, step, hop_extra,
+                          degree, q, out, outflow, block=0, edge_block=EDGE_BLOCK):
     """:func:`._diffusion_kernels.rounded_step` over blocks of rows in parallel (Sec. 4).
 
     Same arguments except the coin buffer (each block draws into its own); same results bit for
@@ -189,14 +192,14 @@ def rounded_step_parallel(indptr, indices, csr_edges, coef, along, heads, loads,
             most = max(most, hi_in[b])
         if _narrow(least, most):
             return moved, low
-    # Any graph, or a step whose loads span 2**29 or more: the snapping arithmetic.
+    # Any graph, or a step whose loads span 2**29 or more: the exact integer arithmetic.
     rows = block if block > 0 else ROW_BLOCK
     nb = (n + rows - 1) // rows
     mv = np.zeros(nb, dtype=np.int64)
     lo = np.empty(nb, dtype=np.int64)
     for b in numba.prange(nb):
         i0 = b * rows
-        r2 = _general_block(indptr, indices, csr_edges, coef, along, loads, mode, base, hop_extra, relays, i0,
+        r2 = _general_block(indptr, indices, csr_edges, coef, ratio, along, loads, mode, base, hop_extra, relays, i0,
                             min(n, i0 + rows), out, outflow)
         mv[b] = r2[0]
         lo[b] = r2[1]
