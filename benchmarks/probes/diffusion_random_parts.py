@@ -22,7 +22,7 @@ from tokendist.graphs._model import unsigned_view
 from tokendist.protocols.diffusion.kernels._serial import FLOOR, RANDOM, _fill_heads, _step_base, rounded_step
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=False, nogil=True)
 def heads_only(p, heads, key, step):
     _fill_heads(_step_base(key, step), np.int64(math.ceil(p * 9007199254740992.0)), heads)
 

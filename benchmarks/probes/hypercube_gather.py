@@ -19,7 +19,7 @@ from tokendist.graphs import make_graph
 from tokendist.graphs._model import unsigned_view
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=False, nogil=True)
 def csr_sum(indices, loads, out, degree):
     for i in range(loads.shape[0]):
         s = 0
@@ -29,7 +29,7 @@ def csr_sum(indices, loads, out, degree):
         out[i] = s
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=False, nogil=True)
 def xor_sum(loads, out, degree):
     for i in range(loads.shape[0]):
         s = 0
