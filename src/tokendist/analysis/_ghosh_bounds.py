@@ -131,7 +131,7 @@ def _provider(algo: str):
     return predict
 
 
-# One provider per algorithm (the registry's predict() does not pass the algorithm's name).
+# One provider per algorithm (the registry's predict() does not hand the algorithm's name over).
 for _algo in ("single-port", "multi-port", "ds", "async-multi-port"):
     register_bounds(_algo)(_provider(_algo))
 del _algo
