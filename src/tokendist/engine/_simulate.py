@@ -40,7 +40,7 @@ from ._simulate_events import event_driven, run_event_steps
 from ._user import make_protocol
 
 __all__ = ["simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS", "TRACE_METRICS", "BACKENDS", "register_backend",
-           "step_overhead"]
+           "step_overhead", "prepare_run"]
 
 DEFAULT_MAX_STEPS = 10_000
 #: Metrics recorded in the per-step trace.
@@ -278,6 +278,46 @@ def _check_count(name, value, minimum):
         raise TokendistError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
+def prepare_run(graph, algo, init, *, seed, params, speeds, dynamics, max_steps, record_every, until_discrepancy,
+                until_local_discrepancy, refuse=None):
+    """The graph, the protocol, the initial loads and the step limit of a run, every argument checked.
+
+    Shared by :func:`simulate` and the partitioned executor (:mod:`tokendist.engine.mpi`), so that
+    both refuse the same inputs with the same line. ``refuse(protocol)`` may return a reason (one
+    line) for an executor that cannot run that protocol.
+    """
+    graph = make_graph(graph, seed=seed)
+    if speeds is not None:
+        graph = graph.with_speeds(make_speeds(speeds, graph, seed))
+    protocol = make_protocol(algo, params)
+    why = refuse(protocol) if refuse is not None else None
+    if why is not None:
+        raise TokendistError(why)
+    if speeds is not None and not protocol.uses_speeds:
+        users = ", ".join(n for n in PROTOCOLS.names() if PROTOCOLS.get(n).uses_speeds)
+        raise TokendistError(f"{protocol.name} does not use node speeds (speeds apply to {users})")
+    protocol.check_graph(graph)
+    if dynamics is not None and not protocol.dynamic:
+        why = f": {protocol.static_reason}" if protocol.static_reason else ""
+        raise TokendistError(f"{protocol.name} does not run on dynamic networks{why}")
+    loads = make_loads(init, graph, seed)
+    if protocol.divisible:
+        loads = loads.astype(np.float64)
+    elif loads.dtype.kind == "f":
+        raise TokendistError(f"{protocol.name} moves indivisible tokens; initial loads must be integers")
+    else:
+        _check_integer_range(protocol, loads)
+    if max_steps is None:
+        max_steps = DEFAULT_MAX_STEPS
+    _check_count("max_steps", max_steps, 0)
+    _check_count("record_every", record_every, 1)
+    for name, level in (("until_discrepancy", until_discrepancy), ("until_local_discrepancy", until_local_discrepancy)):
+        if level is not None and not (isinstance(level, numbers.Real) and not isinstance(level, bool) and level >= 0):
+            raise TokendistError(f"{name} must be a number >= 0, got {level!r}")
+
+    return graph, protocol, loads, max_steps
+
+
 def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None = None,
              max_steps: int | None = None, until_discrepancy: float | None = None,
              until_local_discrepancy: float | None = None, record_every: int = 1,
@@ -361,31 +401,9 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
                              f"got {injection!r}")
     if keep_loads_every is not None:
         _check_count("keep_loads_every", keep_loads_every, 1)
-    graph = make_graph(graph, seed=seed)
-    if speeds is not None:
-        graph = graph.with_speeds(make_speeds(speeds, graph, seed))
-    protocol = make_protocol(algo, params)
-    if speeds is not None and not protocol.uses_speeds:
-        users = ", ".join(n for n in PROTOCOLS.names() if PROTOCOLS.get(n).uses_speeds)
-        raise TokendistError(f"{protocol.name} does not use node speeds (speeds apply to {users})")
-    protocol.check_graph(graph)
-    if dynamics is not None and not protocol.dynamic:
-        why = f": {protocol.static_reason}" if protocol.static_reason else ""
-        raise TokendistError(f"{protocol.name} does not run on dynamic networks{why}")
-    loads = make_loads(init, graph, seed)
-    if protocol.divisible:
-        loads = loads.astype(np.float64)
-    elif loads.dtype.kind == "f":
-        raise TokendistError(f"{protocol.name} moves indivisible tokens; initial loads must be integers")
-    else:
-        _check_integer_range(protocol, loads)
-    if max_steps is None:
-        max_steps = DEFAULT_MAX_STEPS
-    _check_count("max_steps", max_steps, 0)
-    _check_count("record_every", record_every, 1)
-    for name, level in (("until_discrepancy", until_discrepancy), ("until_local_discrepancy", until_local_discrepancy)):
-        if level is not None and not (isinstance(level, numbers.Real) and not isinstance(level, bool) and level >= 0):
-            raise TokendistError(f"{name} must be a number >= 0, got {level!r}")
+    graph, protocol, loads, max_steps = prepare_run(
+        graph, algo, init, seed=seed, params=params, speeds=speeds, dynamics=dynamics, max_steps=max_steps,
+        record_every=record_every, until_discrepancy=until_discrepancy, until_local_discrepancy=until_local_discrepancy)
 
     initial_loads = loads.copy()
     protocol.reset(graph, loads.copy(), stream(seed, "protocol"))

@@ -19,19 +19,14 @@ in node order on rank 0, as the kernels sum it.
 from __future__ import annotations
 
 import hashlib
-import numbers
 import time
 
 import numpy as np
 
 from ..._random import stream
 from ...errors import ConservationError, InfeasibleStepError, TokendistError
-from ...graphs import make_graph
-from .._initial import make_loads
-from .._metrics import discrepancy, measure
-from .._user import make_protocol
-from .._simulate import (_CYCLE_DETECTION_MAX_N, DEFAULT_MAX_STEPS, TRACE_METRICS, RunResult, _check_count, _plain,
-                         make_speeds, register_backend)
+from .._metrics import measure
+from .._simulate import _CYCLE_DETECTION_MAX_N, TRACE_METRICS, RunResult, _plain, prepare_run, register_backend
 from ._halo import LocalPart
 from ._partition import PARTITIONS, edge_cut, partition
 
@@ -145,26 +140,10 @@ def run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None
             raise TokendistError(f"{what} cannot run partitioned yet: the step's graph or loads change on every rank")
     if check:
         raise TokendistError("--check cannot run partitioned yet: the model check reads every edge's flow")
-    graph = make_graph(graph, seed=seed)
-    if speeds is not None:
-        graph = graph.with_speeds(make_speeds(speeds, graph, seed))
-    protocol = make_protocol(algo, params)
-    why = partitioned_refusal(protocol)
-    if why is not None:
-        raise TokendistError(why)
-    protocol.check_graph(graph)
-    loads = make_loads(init, graph, seed)
-    if protocol.divisible:
-        loads = loads.astype(np.float64)
-    elif loads.dtype.kind == "f":
-        raise TokendistError(f"{protocol.name} moves indivisible tokens; initial loads must be integers")
-    if max_steps is None:
-        max_steps = DEFAULT_MAX_STEPS
-    _check_count("max_steps", max_steps, 0)
-    _check_count("record_every", record_every, 1)
-    for name, level in (("until_discrepancy", until_discrepancy), ("until_local_discrepancy", until_local_discrepancy)):
-        if level is not None and not (isinstance(level, numbers.Real) and not isinstance(level, bool) and level >= 0):
-            raise TokendistError(f"{name} must be a number >= 0, got {level!r}")
+    graph, protocol, loads, max_steps = prepare_run(
+        graph, algo, init, seed=seed, params=params, speeds=speeds, dynamics=None, max_steps=max_steps,
+        record_every=record_every, until_discrepancy=until_discrepancy, until_local_discrepancy=until_local_discrepancy,
+        refuse=partitioned_refusal)
 
     initial_loads = loads.copy()
     protocol.reset(graph, loads.copy(), stream(seed, "protocol"))
