@@ -67,7 +67,8 @@ def plot_compare(results, path, *, title: str | None = None, metrics=("discrepan
     import matplotlib.pyplot as plt
 
     width = 12.5 if len(results) > 6 else 11.0
-    fig, axes = new_figure(len(metrics), width=width, height=4.6)
+    # The legend sits beside the last panel: tall enough for one line per run (26 protocols).
+    fig, axes = new_figure(len(metrics), width=width, height=max(4.6, 0.2 * len(results) + 1.4))
     colours = plt.get_cmap("tab20" if len(results) > 10 else "tab10")
     for k, r in enumerate(results):
         style = family_style(r.algorithm)
@@ -86,7 +87,7 @@ def plot_compare(results, path, *, title: str | None = None, metrics=("discrepan
     if title:
         fig.suptitle(title)
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")  # the legend beside the panels stays whole
     plt.close(fig)
     return path
 
