@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..registry import Registry
+from ._repro_times import WALL_SECONDS
 
 __all__ = ["Reproduction", "ReproContext", "Claim", "Table", "REPRODUCTIONS", "reproduction", "run_reproduction"]
 
@@ -121,10 +122,15 @@ class ReproContext:
 
 @dataclass(frozen=True)
 class Entry:
+    """A registered reproduction; ``seconds`` and ``quick_seconds`` are its measured wall times
+    (full and ``--quick``, sequential, from :data:`._repro_times.WALL_SECONDS`; None if not measured)."""
+
     name: str
     title: str
     paper: str
     fn: Callable[[ReproContext], Reproduction]
+    seconds: float | None = None
+    quick_seconds: float | None = None
 
 
 REPRODUCTIONS: Registry[Entry] = Registry("reproduce entry")
@@ -134,7 +140,8 @@ def reproduction(name: str, title: str, paper: str):
     """Register ``fn(ctx) -> Reproduction`` as ``tokendist reproduce NAME``."""
 
     def deco(fn):
-        REPRODUCTIONS.add(name, Entry(name, title, paper, fn))
+        seconds, quick_seconds = WALL_SECONDS.get(name, (None, None))
+        REPRODUCTIONS.add(name, Entry(name, title, paper, fn, seconds, quick_seconds))
         return fn
 
     return deco
