@@ -4,7 +4,10 @@ Each entry runs in its own ``python -m tokendist.cli reproduce NAME --json`` chi
 sequentially (a user's ``tokendist reproduce NAME``: imports, numba cache loading and all), once
 with ``--quick`` and once in full. Prints one line per run (wall seconds, the child's CPU seconds,
 the load average before it) and, at the end, the lines of
-``tokendist.experiments._repro_times.WALL_SECONDS`` to paste. Run it twice when the numba cache is
+``tokendist.experiments._repro_times.WALL_SECONDS`` to paste: the CPU seconds, which are the wall
+time of the sequential run on a free core (on a shared machine the wall time depends on the other
+tenants). With ``--workers`` the CPU seconds include only the worker processes the command waited
+for; compare wall times there. Run it twice when the numba cache is
 cold: the first pass compiles.
 
 Usage::
@@ -56,7 +59,7 @@ def main() -> int:
     for name in names:
         for quick in modes:
             wall, cpu, load = timed(name, quick, args.workers)
-            got.setdefault(name, {})[quick] = wall
+            got.setdefault(name, {})[quick] = cpu
             print(f"{name:24s} {'quick' if quick else 'full ':5s} wall {wall:8.1f} s  cpu {cpu:8.1f} s  "
                   f"load before {load}", flush=True)
     print("\n# WALL_SECONDS lines (full, quick); figures not measured in this run stay as they were")
