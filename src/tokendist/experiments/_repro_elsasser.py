@@ -17,6 +17,8 @@ c and on the switch rule.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from ..engine import EdgeFailures, simulate
@@ -180,19 +182,31 @@ def figure3(ctx: ReproContext) -> Reproduction:
 
 
 # ---------------------------------------------------------------------- mobile ad-hoc networks
+def _mobile_run(task: tuple) -> SimpleNamespace:
+    """One run of Figure 4 or 5: ``(n, radius, speed, steps, record, seed, algo)`` -> what
+    :func:`_curves` reads of it (trace, initial metrics, report). Module-level so that Dask workers
+    can run it; the seed is the run's own (the reproduction's seed + the run's index)."""
+    n, radius, speed, steps, record, seed, algo = task
+    dyn = RandomWaypoint(radius=radius, speed=speed, pause=3, wrap=True)
+    r = simulate(f"ring:{n}", algo, f"point:{n * n}", seed=seed, max_steps=steps, speeds=SPEEDS,
+                 dynamics=dyn, record_every=record)
+    return SimpleNamespace(trace={k: r.trace[k] for k in ("step", "max_weighted_load", "l2_error")},
+                           initial=r.initial, report=r.report)
+
+
 def mobile_figure(ctx: ReproContext, number: int, speed: tuple, label: str) -> Reproduction:
     """Figure 4 or 5: random-waypoint mobility, traces averaged over the runs."""
     n, radius, runs_count, steps = (64, 0.2, 2, 300) if ctx.quick else (256, 0.1, 25, 2000)
     record = 1 if ctx.quick else 5
     acc: dict = {}
     reports = []
+    algos = ("fos-floor", "fos", "random-walk")
+    # Every (run, algorithm) is independent: ctx.map runs them here or on Dask workers, and the
+    # averages below are summed in run order either way, so the figure is the same to the last bit.
+    tasks = [(n, radius, speed, steps, record, ctx.seed + r_i, algo) for r_i in range(runs_count) for algo in algos]
+    done_runs = ctx.map(_mobile_run, tasks)
     for r_i in range(runs_count):
-        seed = ctx.seed + r_i
-        runs = {}
-        for algo in ("fos-floor", "fos", "random-walk"):
-            dyn = RandomWaypoint(radius=radius, speed=speed, pause=3, wrap=True)
-            runs[algo] = simulate(f"ring:{n}", algo, f"point:{n * n}", seed=seed, max_steps=steps, speeds=SPEEDS,
-                                  dynamics=dyn, record_every=record)
+        runs = dict(zip(algos, done_runs[3 * r_i: 3 * r_i + 3]))
         reports.append(runs["random-walk"].report)
         curves = _curves(runs)
         for key, c in curves.items():
@@ -201,7 +215,6 @@ def mobile_figure(ctx: ReproContext, number: int, speed: tuple, label: str) -> R
             slot = acc.setdefault(key, {"step": np.asarray(c["step"]), "max_weighted_load": 0.0, "l2_error": 0.0})
             slot["max_weighted_load"] = slot["max_weighted_load"] + np.asarray(c["max_weighted_load"]) / runs_count
             slot["l2_error"] = slot["l2_error"] + np.asarray(c["l2_error"]) / runs_count
-        ctx.progress(r_i + 1, runs_count)
     switch = [r["switch_step"] for r in reports]
     done = [r["done_step"] for r in reports]
     rep = Reproduction(f"elsasser-fig{number}", f"Figure {number}: mobile ad-hoc network, {label} movement", PAPER)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -88,6 +89,64 @@ def _plot_scaling(rows, path):
     return str(path)
 
 
+@functools.lru_cache(maxsize=4)
+def _graph_and_alpha(spec: str, seed: int):
+    # Once per (spec, seed) in each process: the runs of one graph share it (and its alpha, whose
+    # Cheeger bound costs an eigenvalue) whether they run here or on a worker.
+    g = make_graph(spec, seed=seed)
+    return (g, *edge_expansion_of(g))
+
+
+def _scaling_run(task: tuple) -> tuple:
+    """One (graph, Delta, algorithm) cell of ``ghosh-scaling``: its table row, and whether it kept
+    the local balance (multi-port) and the off-line lower bound (None where not computed).
+
+    A module-level function of ``(spec, seed, delta, algo)`` so that Dask workers can run it; the
+    seed is the reproduction's, as in a sequential run.
+    """
+    spec, seed, delta, algo = task
+    g, alpha, _ = _graph_and_alpha(spec, seed)
+    d, n = g.max_degree, g.n
+    w = half_loads(g, delta)
+    ceil_rho = -(-int(w.sum()) // n)
+    local_ok, lower_ok = True, None
+    # Keep the trace to ~500 rows: times are then resolved to 1/500 of the order time.
+    every = max(1, int((d if algo == "single-port" else 1) * delta / alpha / 500))
+    if algo == "multi-port":
+        order_final = d * d * math.log(n) / alpha
+        order_time = delta / alpha
+        r = simulate(g, algo, w, seed=seed, max_steps=200_000, record_every=every)
+        local_ok = bool(local_discrepancy(g, r.loads) <= 2 * d)
+    else:
+        order_final = d * math.log(n) / alpha
+        order_time = d * delta / alpha
+        r = simulate(g, algo, w, seed=seed, max_steps=int(20 * order_time + 2000),
+                     record_every=every, params={"flows": False})
+    # Time: first step at which the discrepancy is within the theorem's order (only
+    # meaningful when the run starts above that level).
+    t_hit = r.steps_to("discrepancy", order_final) if r.initial["discrepancy"] > order_final else None
+    final_disc = int(r.trace["discrepancy"][-1])
+    # Off-line optimum to the level the algorithm reached (max <= ceil(rho) + K).
+    K = int(r.trace["max"].min()) - ceil_rho
+    reached = r.steps_to("max", ceil_rho + K)
+    off = None
+    # The time-expanded max-flow grows with n * T; the single-port relaxation needs
+    # ~d times more steps, so it is computed on the small graphs only.
+    if n <= (64 if algo == "single-port" else 256):
+        model = "single-port" if algo == "single-port" else "multi-port"
+        try:
+            off = offline_optimum(g, w, slack=K, model=model, max_steps=4000).steps
+        except TokendistError:  # time-expanded network too large: left out
+            off = None
+        if off is not None and reached is not None:
+            lower_ok = off <= reached
+    row = [spec, n, d, round(alpha, 4), delta, algo, t_hit, round(order_time, 1),
+           None if t_hit is None else round(t_hit / order_time, 3), final_disc,
+           round(order_final, 1), round(final_disc / order_final, 3), K, reached, off]
+    ratio = None if t_hit is None else t_hit / order_time
+    return row, ratio, local_ok, lower_ok
+
+
 @reproduction("ghosh-scaling", "Single-port and multi-port: final imbalance and time against the bounds", PAPER)
 def scaling(ctx) -> Reproduction:
     if ctx.quick:
@@ -97,55 +156,19 @@ def scaling(ctx) -> Reproduction:
         specs = ["ring:32", "ring:64", "torus:6x6", "torus:10x10", "torus:16x16", "hypercube:5", "hypercube:7",
                  "hypercube:9", "random-regular:64,4", "random-regular:256,4"]
         deltas = [50, 200, 800]
-    rows, total, done = [], len(specs) * len(deltas) * 2, 0
-    claims_local, claims_lower = True, True
+    # The largest imbalance only on small graphs: single-port needs ~d Delta / alpha steps.
+    tasks = [(spec, ctx.seed, delta, algo) for spec in specs
+             for delta in (deltas if ctx.quick or make_graph(spec, seed=ctx.seed).n <= 64 else deltas[:2])
+             for algo in ("multi-port", "single-port")]
+    rows, claims_local, claims_lower = [], True, True
     ratios = {"multi-port": [], "single-port": []}
-    for spec in specs:
-        g = make_graph(spec, seed=ctx.seed)
-        d, n = g.max_degree, g.n
-        alpha, how = edge_expansion_of(g)
-        # The largest imbalance only on small graphs: single-port needs ~d Delta / alpha steps.
-        for delta in (deltas if ctx.quick or n <= 64 else deltas[:2]):
-            w = half_loads(g, delta)
-            ceil_rho = -(-int(w.sum()) // n)
-            for algo in ("multi-port", "single-port"):
-                # Keep the trace to ~500 rows: times are then resolved to 1/500 of the order time.
-                every = max(1, int((d if algo == "single-port" else 1) * delta / alpha / 500))
-                if algo == "multi-port":
-                    order_final = d * d * math.log(n) / alpha
-                    order_time = delta / alpha
-                    r = simulate(g, algo, w, seed=ctx.seed, max_steps=200_000, record_every=every)
-                    claims_local &= bool(local_discrepancy(g, r.loads) <= 2 * d)
-                else:
-                    order_final = d * math.log(n) / alpha
-                    order_time = d * delta / alpha
-                    r = simulate(g, algo, w, seed=ctx.seed, max_steps=int(20 * order_time + 2000),
-                                 record_every=every, params={"flows": False})
-                # Time: first step at which the discrepancy is within the theorem's order (only
-                # meaningful when the run starts above that level).
-                t_hit = r.steps_to("discrepancy", order_final) if r.initial["discrepancy"] > order_final else None
-                final_disc = int(r.trace["discrepancy"][-1])
-                # Off-line optimum to the level the algorithm reached (max <= ceil(rho) + K).
-                K = int(r.trace["max"].min()) - ceil_rho
-                reached = r.steps_to("max", ceil_rho + K)
-                off = None
-                # The time-expanded max-flow grows with n * T; the single-port relaxation needs
-                # ~d times more steps, so it is computed on the small graphs only.
-                if n <= (64 if algo == "single-port" else 256):
-                    model = "single-port" if algo == "single-port" else "multi-port"
-                    try:
-                        off = offline_optimum(g, w, slack=K, model=model, max_steps=4000).steps
-                    except TokendistError:  # time-expanded network too large: left out
-                        off = None
-                    if off is not None and reached is not None:
-                        claims_lower &= off <= reached
-                rows.append([spec, n, d, round(alpha, 4), delta, algo, t_hit, round(order_time, 1),
-                             None if t_hit is None else round(t_hit / order_time, 3), final_disc,
-                             round(order_final, 1), round(final_disc / order_final, 3), K, reached, off])
-                if t_hit is not None:
-                    ratios[algo].append(t_hit / order_time)
-                done += 1
-                ctx.progress(done, total)
+    for (row, ratio, local_ok, lower_ok), (_, _, _, algo) in zip(ctx.map(_scaling_run, tasks), tasks):
+        rows.append(row)
+        claims_local &= local_ok
+        if lower_ok is not None:
+            claims_lower &= lower_ok
+        if ratio is not None:
+            ratios[algo].append(ratio)
     columns = ["graph", "n", "d", "alpha", "Delta", "algorithm", "steps to disc <= order", "order time",
                "ratio", "final disc", "order final", "ratio final", "K reached", "steps to ceil(rho)+K",
                "off-line steps to ceil(rho)+K"]

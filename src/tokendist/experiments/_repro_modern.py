@@ -198,6 +198,24 @@ def reproduce_rotor_router(ctx) -> Reproduction:
                                "xi(t+1) = xi(t) P, P_ij = 1/(2d), from the same loads."])
 
 
+def _randomized_diffusion_row(task: tuple) -> dict:
+    """One graph of ``randomized-diffusion``: ``(spec, loads, seed, seeds)`` -> its table row (RSW's
+    rounding down once, randomized diffusion with seeds ``seed .. seed + seeds - 1``). Module-level
+    so that Dask workers can run it."""
+    spec, loads, seed, seeds = task
+    g = make_graph(spec)
+    D = g.max_degree
+    T = balancing_time(g, loads, matrix="max-degree", cap=40_000)
+    rsw = simulate(g, "diffusion-floor", loads, seed=seed, max_steps=T,
+                   params={"matrix": f"uniform:1/{D + 1}", "min_diag": f"1/{D + 1}"}, allow_infeasible=True)
+    rd = [simulate(g, "randomized-diffusion", loads, seed=seed + s, max_steps=T, detect_cycles=False)
+          for s in range(seeds)]
+    discs = [int(np.ptp(r.loads)) for r in rd]
+    return {"graph": spec, "n": g.n, "d": D, "T": T, "rsw_discrepancy": int(np.ptp(rsw.loads)),
+            "randomized_mean": float(np.mean(discs)), "randomized_max": max(discs),
+            "randomized_min_load": int(min(r.loads.min() for r in rd))}
+
+
 @reproduction("randomized-diffusion", "Randomized diffusion against RSW rounding down: final discrepancy over sizes",
               _MODERN_PAPERS["randomized-diffusion"])
 def reproduce_randomized_diffusion(ctx) -> Reproduction:
@@ -205,22 +223,10 @@ def reproduce_randomized_diffusion(ctx) -> Reproduction:
     specs = ([f"torus:{L}x{L}" for L in ((8, 16, 24) if ctx.quick else (16, 32, 64))]
              + [f"hypercube:{d}" for d in ((4, 6) if ctx.quick else (6, 8, 10))])
     seeds = 2 if ctx.quick else 5
-    rows = []
-    for k, spec in enumerate(specs):
-        ctx.progress(k, len(specs))
-        g = make_graph(spec)
-        D = g.max_degree
-        loads = rng.integers(0, 1001, g.n).astype(np.int64)
-        T = balancing_time(g, loads, matrix="max-degree", cap=40_000)
-        rsw = simulate(g, "diffusion-floor", loads, seed=ctx.seed, max_steps=T,
-                       params={"matrix": f"uniform:1/{D + 1}", "min_diag": f"1/{D + 1}"}, allow_infeasible=True)
-        rd = [simulate(g, "randomized-diffusion", loads, seed=ctx.seed + s, max_steps=T, detect_cycles=False)
-              for s in range(seeds)]
-        discs = [int(np.ptp(r.loads)) for r in rd]
-        rows.append({"graph": spec, "n": g.n, "d": D, "T": T, "rsw_discrepancy": int(np.ptp(rsw.loads)),
-                     "randomized_mean": float(np.mean(discs)), "randomized_max": max(discs),
-                     "randomized_min_load": int(min(r.loads.min() for r in rd))})
-    ctx.progress(len(specs), len(specs))
+    # The loads are drawn here, graph by graph from one stream, as the sequential loop drew them;
+    # each graph's runs are then one task (ctx.map: here, or on Dask workers).
+    tasks = [(spec, rng.integers(0, 1001, make_graph(spec).n).astype(np.int64), ctx.seed, seeds) for spec in specs]
+    rows = ctx.map(_randomized_diffusion_row, tasks)
     tori = [r for r in rows if r["graph"].startswith("torus")]
     cubes = [r for r in rows if r["graph"].startswith("hypercube")]
 

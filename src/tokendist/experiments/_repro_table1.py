@@ -24,7 +24,7 @@ from ..graphs import make_graph
 from ._reproduce import Claim, ReproContext, Reproduction, Table, reproduction
 from ..graphs import degree_stats, diameter, girth, lambda2
 
-__all__ = ["TABLE1_GRAPHS", "table1_rows"]
+__all__ = ["TABLE1_GRAPHS", "table1_row", "table1_rows"]
 
 #: (the paper's name, our spec) in the order of Table 1.
 TABLE1_GRAPHS = [
@@ -41,17 +41,29 @@ TABLE1_GRAPHS = [
 ]
 
 
-def table1_rows(progress=lambda done, total: None) -> list[dict]:
-    """One dict per Table 1 graph: name, spec, n, m, degree min/avg/max, girth, diameter, lambda2."""
+def table1_row(graph: tuple[str, str]) -> dict:
+    """The row of one ``(paper's name, spec)``: name, spec, n, m, degree min/avg/max, girth,
+    diameter, lambda2 and its multiplicity."""
+    name, spec = graph
+    g = make_graph(spec)
+    deg = degree_stats(g)
+    lam, mult = lambda2(g)
+    return {"graph": name, "spec": spec, "n": g.n, "m": g.m, "degree_min": deg["min"],
+            "degree_avg": deg["avg"], "degree_max": deg["max"], "girth": girth(g),
+            "diameter": diameter(g), "lambda2": lam, "lambda2_multiplicity": mult}
 
+
+def table1_rows(progress=lambda done, total: None, mapper=None) -> list[dict]:
+    """One dict per Table 1 graph (:func:`table1_row`), in the order of Table 1.
+
+    ``mapper(fn, items)`` runs the graphs (``ReproContext.map``: here or on Dask workers, results in
+    order, with progress); by default one after the other here.
+    """
+    if mapper is not None:
+        return mapper(table1_row, TABLE1_GRAPHS)
     rows = []
-    for k, (name, spec) in enumerate(TABLE1_GRAPHS):
-        g = make_graph(spec)
-        deg = degree_stats(g)
-        lam, mult = lambda2(g)
-        rows.append({"graph": name, "spec": spec, "n": g.n, "m": g.m, "degree_min": deg["min"],
-                     "degree_avg": deg["avg"], "degree_max": deg["max"], "girth": girth(g),
-                     "diameter": diameter(g), "lambda2": lam, "lambda2_multiplicity": mult})
+    for k, graph in enumerate(TABLE1_GRAPHS):
+        rows.append(table1_row(graph))
         progress(k + 1, len(TABLE1_GRAPHS))
     return rows
 
@@ -73,7 +85,7 @@ def _independent(spec: str) -> dict:
 @reproduction("table1", "Graphs and some of their properties used in the experiments (Table 1)",
               "Elsässer, Monien, Schamberger 2006, Table 1 and Sec. 4.1")
 def reproduce_table1(ctx: ReproContext) -> Reproduction:
-    rows = table1_rows(ctx.progress)
+    rows = table1_rows(ctx.progress, mapper=ctx.map)
     rep = Reproduction("table1", "Graphs and some of their properties used in the experiments (Table 1)",
                        "Elsässer, Monien, Schamberger 2006, Table 1 and Sec. 4.1")
     rep.tables.append(Table(
