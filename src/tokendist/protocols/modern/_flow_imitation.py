@@ -17,7 +17,7 @@ from ...graphs._model import unsigned_view
 from ...kernels._report import instrument_kernels
 from ._common import edge_coefficients, matrix_param
 from ._matching import random_matching
-from .kernels._flow_imitation import FOS, MATCHED, SOS, flow_imitation_step
+from .kernels._flow_imitation import FOS, MATCHED, SOS, flow_imitation_step, flow_imitation_step_uniform
 
 instrument_kernels(globals())  # runs report which kernel ran each step
 
@@ -108,7 +108,7 @@ class FlowImitation(Protocol):
         self.max_gap = 0.0
 
     def _kernel_state(self, graph, loads):
-        # The compiled step's inputs: each node's group of edges (u = i), scratch per node.
+        # The compiled step's inputs: each node's group of edges (u = i), scratch per node (left zeroed).
         # It relies on the edges being sorted by (u, v) with u < v (the Graph invariant; checked,
         # since the trusted constructor does not check it); otherwise the reference step runs.
         n, m = graph.n, graph.m
@@ -122,6 +122,7 @@ class FlowImitation(Protocol):
         self._outflow = np.empty(n if self.options["guard"] == "off" else 1, dtype=np.int64)
         self._B = np.zeros(n)
         self._recv = np.zeros(n, dtype=np.int64)
+        self._spent = np.zeros(n, dtype=np.int64)
         alpha = np.atleast_1d(np.asarray(self._alpha, dtype=float))
         self._alpha_arr = alpha if alpha.size else np.zeros(1)
         self._dummy_mask = np.zeros(1, dtype=np.bool_)
@@ -175,12 +176,17 @@ class FlowImitation(Protocol):
         guard = self.options["guard"] == "on"
         speeds = self._speeds if has_speeds or mode == MATCHED else self._dummy_f
         new = self._out if self._out is not loads else np.empty_like(loads)
-        moved, held, gap = flow_imitation_step(
-            self._ustart, unsigned_view(graph.v), graph.indptr, unsigned_view(graph.indices),
-            unsigned_view(graph.csr_edges), mode, t > 0, float(self.options["beta"]), self._alpha_arr,
-            np.ndim(self._alpha) == 0, has_speeds, speeds, mask, self.xi, self.F, self.D,
-            self._prev if mode == SOS else self._dummy_f, loads, guard, new, not guard, self._outflow, self._B,
-            self._recv)
+        scratch = (self._B, self._recv, self._spent)
+        if mode != MATCHED and not has_speeds and np.ndim(self._alpha) == 0:
+            moved, held, gap = flow_imitation_step_uniform(
+                self._ustart, unsigned_view(graph.v), mode == SOS, t > 0, float(self.options["beta"]),
+                float(self._alpha), self.xi, self.F, self.D, self._prev if mode == SOS else self._dummy_f, loads,
+                guard, new, not guard, self._outflow, *scratch)
+        else:
+            moved, held, gap = flow_imitation_step(
+                self._ustart, unsigned_view(graph.v), mode, t > 0, float(self.options["beta"]), self._alpha_arr,
+                np.ndim(self._alpha) == 0, has_speeds, speeds, mask, self.xi, self.F, self.D,
+                self._prev if mode == SOS else self._dummy_f, loads, guard, new, not guard, self._outflow, *scratch)
         self._out = loads
         self.held_back += int(held)
         if graph.m:

@@ -5,13 +5,15 @@ every edge, its cumulative flow ``F_e`` and discrete flow ``D_e`` (``D_e`` broug
 the guard that pays a node's edges in CSR order while its tokens last, and the continuous loads
 ``xi`` summed in the order of ``np.bincount`` (edge order, from 0.0).
 
-Why one pass is possible: edges are sorted by ``(u, v)`` with ``u < v``, so once the edges of node
-``i``'s group (``u = i``) are done, every edge that touches ``i`` is done (those with ``v = i`` come
-from smaller ``u``), no later edge reads ``xi[i]``, and node ``i`` is finished in place. An edge
-whose ``v`` end pays (``trunc(F_e) < D_e``) is left for ``v``'s turn, when ``v``'s budget is known in
-CSR order (its smaller neighbours first, as the reference pays them): ``D_e`` keeps its old value
-until then. ``recv[v]`` packs, for the nodes not yet finished, the tokens paid to ``v`` (times 2) and
-a bit saying that ``v`` pays on some edge: one read-modify-write per edge instead of two.
+Why one pass is enough: edges are sorted by ``(u, v)`` with ``u < v``.
+
+* Once the edges of node ``i``'s group (``u = i``) are done, every edge touching ``i`` is done
+  (those with ``v = i`` come from smaller ``u``) and no later edge reads ``xi[i]``: node ``i`` is
+  finished in place, its continuous load ``(xi_i - sum_{u=i} f) + sum_{v=i} f`` summed in edge order.
+* The guard pays a node's edges in CSR order, its smaller neighbours first, in increasing order:
+  exactly the order in which the pass meets them. So each edge is settled when it is met, the
+  paying end spending from what it has left (``spent[v]``: what ``v`` paid its smaller neighbours
+  so far), and nothing waits for a later turn.
 """
 
 from __future__ import annotations
@@ -19,20 +21,19 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["flow_imitation_step"]
+__all__ = ["flow_imitation_step", "flow_imitation_step_uniform", "FOS", "SOS", "MATCHED"]
 
 #: ``mode``: first-order diffusion, second-order diffusion, a matching (circuit or random).
 FOS, SOS, MATCHED = 0, 1, 2
 
 
 @numba.njit(cache=True, nogil=True)
-def flow_imitation_step(ustart, vv, indptr, indices, csr_edges, mode, sos_on, beta, alpha, one_alpha,
-                        has_speeds, speeds, mask, xi, F, D, prev, loads, guard, new, want_outflow, outflow, B,
-                        recv):  # pragma: no cover - compiled
+def flow_imitation_step(ustart, vv, mode, sos_on, beta, alpha, one_alpha, has_speeds, speeds, mask, xi, F, D,
+                        prev, loads, guard, new, want_outflow, outflow, B, recv, spent):  # pragma: no cover - compiled
     """One step; updates ``xi``, ``F``, ``D`` (and ``prev`` for SOS) in place, writes ``new`` (and ``outflow``).
 
-    ``ustart[i]:ustart[i+1]`` are the edges with ``u = i``; ``B`` and ``recv`` are zeroed scratch
-    arrays, left zeroed. Returns ``(tokens moved, tokens held back, max |F - D|)``.
+    ``ustart[i]:ustart[i+1]`` are the edges with ``u = i``; ``B``, ``recv`` and ``spent`` are zeroed
+    scratch arrays, left zeroed. Returns ``(tokens moved, tokens held back, max |F - D|)``.
     """
     n = loads.shape[0]
     moved = 0
@@ -42,36 +43,14 @@ def flow_imitation_step(ustart, vv, indptr, indices, csr_edges, mode, sos_on, be
     b1 = beta - 1.0
     for i in range(n):
         x = loads[i]
-        budget = x
-        paid = 0
-        e0 = ustart[i]
-        e1 = ustart[i + 1]
-        r = recv[i]
+        budget = x - spent[i]
+        spent[i] = 0
+        net = recv[i]
         recv[i] = 0
-        if r & 1:
-            # Edges to smaller neighbours that i pays: they come first in i's CSR row.
-            for k in range(indptr[i], indptr[i + 1] - (e1 - e0)):
-                e = csr_edges[k]
-                s = np.int64(F[e]) - D[e]
-                if s < 0:
-                    owed = -s
-                    pay = owed
-                    if guard:
-                        pay = min(owed, budget)
-                        budget -= pay
-                        held += owed - pay
-                    De = D[e] - pay
-                    D[e] = De
-                    paid += pay
-                    new[indices[k]] += pay  # a smaller node, already finished
-                    moved += abs(pay)
-                    g = abs(F[e] - De)
-                    if g > gap:
-                        gap = g
         xi_i = xi[i]
         pot_i = xi_i / speeds[i] if has_speeds else xi_i
         acc = 0.0  # np.bincount(u, weights=f)[i]: the group's flows in edge order, from 0.0
-        for e in range(e0, e1):
+        for e in range(ustart[i], ustart[i + 1]):
             j = vv[e]
             if mode == MATCHED:
                 if mask[e]:
@@ -93,25 +72,90 @@ def flow_imitation_step(ustart, vv, indptr, indices, csr_edges, mode, sos_on, be
             Fe = F[e] + f
             F[e] = Fe
             De = D[e]
-            s = np.int64(Fe) - De
-            # Branch-free (the sign of s is data, a mispredicted branch costs more than the work):
-            # u pays s > 0 now, within its budget; v pays s < 0 on its turn.
-            sp = max(s, 0)
-            pay = sp
+            s = np.int64(Fe) - De  # trunc(F_e) - D_e: i owes s > 0, j owes -s > 0
+            # Branch-free (the sign of s is data; a mispredicted branch costs more than this arithmetic).
+            sp = s if s > 0 else 0
+            sn = -s if s < 0 else 0
+            pu = sp
+            pv = sn
             if guard:
-                pay = min(sp, budget) if sp > 0 else 0
-                budget -= pay
-                held += sp - pay
-            De += pay
+                pu = sp if sp < budget else budget
+                pu = pu if sp > 0 else 0
+                bv = loads[j] - spent[j]
+                pv = sn if sn < bv else bv
+                pv = pv if sn > 0 else 0
+            spent[j] += pv
+            budget -= pu
+            De += pu - pv
             D[e] = De
-            paid += pay
-            recv[j] = (recv[j] + 2 * pay) | (s < 0)
-            moved += abs(pay)
-            g = abs(Fe - De) if s >= 0 else 0.0
-            gap = max(gap, g)
+            recv[j] += pu - pv
+            net += pv - pu
+            moved += abs(pu) + abs(pv)
+            held += (sp - pu) + (sn - pv)
+            g = abs(Fe - De)
+            gap = g if g > gap else gap
         xi[i] = (xi_i - acc) + B[i]
         B[i] = 0.0
-        new[i] = x - paid + (r >> 1)
+        new[i] = x + net
         if want_outflow:
-            outflow[i] = paid
+            outflow[i] = x - budget
+    return moved, held, gap
+
+
+@numba.njit(cache=True, nogil=True)
+def flow_imitation_step_uniform(ustart, vv, sos, sos_on, beta, a0, xi, F, D, prev, loads, guard, new, want_outflow,
+                                outflow, B, recv, spent):  # pragma: no cover - compiled
+    """The same step for FOS or SOS with one ``P_ij = a0`` and no speeds (tori, hypercubes): fewer branches."""
+    n = loads.shape[0]
+    moved = 0
+    held = 0
+    gap = 0.0
+    b1 = beta - 1.0
+    for i in range(n):
+        x = loads[i]
+        budget = x - spent[i]
+        spent[i] = 0
+        net = recv[i]
+        recv[i] = 0
+        xi_i = xi[i]
+        acc = 0.0
+        for e in range(ustart[i], ustart[i + 1]):
+            j = vv[e]
+            f = a0 * (xi_i - xi[j])
+            if sos:
+                if sos_on:
+                    f = b1 * prev[e] + beta * f
+                prev[e] = f
+            acc += f
+            B[j] += f
+            Fe = F[e] + f
+            F[e] = Fe
+            De = D[e]
+            s = np.int64(Fe) - De  # trunc(F_e) - D_e: i owes s > 0, j owes -s > 0
+            # Branch-free (the sign of s is data; a mispredicted branch costs more than this arithmetic).
+            sp = s if s > 0 else 0
+            sn = -s if s < 0 else 0
+            pu = sp
+            pv = sn
+            if guard:
+                pu = sp if sp < budget else budget
+                pu = pu if sp > 0 else 0
+                bv = loads[j] - spent[j]
+                pv = sn if sn < bv else bv
+                pv = pv if sn > 0 else 0
+            spent[j] += pv
+            budget -= pu
+            De += pu - pv
+            D[e] = De
+            recv[j] += pu - pv
+            net += pv - pu
+            moved += abs(pu) + abs(pv)
+            held += (sp - pu) + (sn - pv)
+            g = abs(Fe - De)
+            gap = g if g > gap else gap
+        xi[i] = (xi_i - acc) + B[i]
+        B[i] = 0.0
+        new[i] = x + net
+        if want_outflow:
+            outflow[i] = x - budget
     return moved, held, gap
