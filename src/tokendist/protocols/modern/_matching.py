@@ -204,13 +204,12 @@ class BalancingCircuit(_MatchingBase):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         c = t % self.period
         lo, hi = int(self._class_start[c]), int(self._class_start[c + 1])
-        if self._written >= 0:  # zero the previous round's flows: only a class's edges are touched
-            w0, w1 = self._class_start[self._written], self._class_start[self._written + 1]
-            self._flows[self._by_colour[w0:w1]] = 0
+        # the previous round's flows are cleared in the kernel: only a class's edges are touched
+        w = self._written
+        w0, w1 = (int(self._class_start[w]), int(self._class_start[w + 1])) if w >= 0 else (0, 0)
         new = self._out if self._out is not loads else np.empty_like(loads)
-        np.copyto(new, loads)
-        moved = circuit_step(unsigned_view(self._by_colour), lo, hi, unsigned_view(graph.u), unsigned_view(graph.v),
-                             loads, self.options["excess"] == "random", _tag_key(self._key, _TAG_COIN), t, new,
+        moved = circuit_step(unsigned_view(self._by_colour), lo, hi, w0, w1, unsigned_view(graph.u),
+                             unsigned_view(graph.v), loads, self.options["excess"] == "random", _tag_key(self._key, _TAG_COIN), t, new,
                              self._flows)
         self._written = c
         self._out = loads

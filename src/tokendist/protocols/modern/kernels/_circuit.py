@@ -18,12 +18,16 @@ __all__ = ["circuit_step"]
 
 
 @numba.njit(cache=True, nogil=True)
-def circuit_step(edges, lo, hi, uu, vv, loads, random_excess, key, t, new, flows):  # pragma: no cover - compiled
+def circuit_step(edges, lo, hi, old_lo, old_hi, uu, vv, loads, random_excess, key, t, new,
+                 flows):  # pragma: no cover - compiled
     """Round over the edges ``edges[lo:hi]`` (one colour class); writes ``new`` and the class's ``flows``.
 
-    ``new`` must hold a copy of ``loads`` (the unmatched nodes keep theirs); ``flows`` must be zero
-    outside the class. Returns the tokens moved.
+    ``flows`` holds the flows of the class ``edges[old_lo:old_hi]`` (the previous round's), zero
+    elsewhere; they are cleared first. Returns the tokens moved.
     """
+    for k in range(old_lo, old_hi):
+        flows[edges[k]] = 0
+    new[:] = loads  # the unmatched nodes keep their loads
     base = _step_base(np.uint64(key), np.uint64(t))
     moved = 0
     for k in range(lo, hi):
@@ -34,7 +38,7 @@ def circuit_step(edges, lo, hi, uu, vv, loads, random_excess, key, t, new, flows
         half = s // 2
         odd = s - 2 * half
         if random_excess:
-            up = 1 if _uniform(base, e) < 0.5 else 0
+            up = 1 if _uniform(base, e) < 0.5 else 0  # drawn for every edge, odd or not: no branch on data
         else:
             up = 1 if a >= b else 0
         f = a - (half + (odd & up))
