@@ -117,7 +117,7 @@ class FlowImitation(Protocol):
             m == 0 or bool(np.all(u[:-1] <= u[1:]) and np.all(u < graph.v)))
         if not self._compiled:
             return
-        self._ustart = np.searchsorted(u, np.arange(n + 1)).astype(np.int64)
+        self._ustart = np.searchsorted(u, np.arange(n + 1)).astype(np.uint64)
         self._out = np.empty(n, dtype=np.int64)
         self._outflow = np.empty(n if self.options["guard"] == "off" else 1, dtype=np.int64)
         self._B = np.zeros(n)

@@ -50,7 +50,7 @@ def flow_imitation_step(ustart, vv, mode, sos_on, beta, alpha, one_alpha, has_sp
         xi_i = xi[i]
         pot_i = xi_i / speeds[i] if has_speeds else xi_i
         acc = 0.0  # np.bincount(u, weights=f)[i]: the group's flows in edge order, from 0.0
-        for e in range(ustart[i], ustart[i + 1]):
+        for e in range(ustart[i], ustart[i + 1]):  # uint64: no negative-index wrap per access
             j = vv[e]
             if mode == MATCHED:
                 if mask[e]:
@@ -73,17 +73,18 @@ def flow_imitation_step(ustart, vv, mode, sos_on, beta, alpha, one_alpha, has_sp
             F[e] = Fe
             De = D[e]
             s = np.int64(Fe) - De  # trunc(F_e) - D_e: i owes s > 0, j owes -s > 0
-            # Branch-free (the sign of s is data; a mispredicted branch costs more than this arithmetic).
-            sp = s if s > 0 else 0
-            sn = -s if s < 0 else 0
+            # Branch-free by bit masks (the sign of s is data; LLVM turns conditional expressions
+            # into mispredicted branches here): sp = max(s, 0), sn = max(-s, 0).
+            neg = s >> 63
+            sp = s & ~neg
+            sn = -s & neg
             pu = sp
             pv = sn
-            if guard:
-                pu = sp if sp < budget else budget
-                pu = pu if sp > 0 else 0
-                bv = loads[j] - spent[j]
-                pv = sn if sn < bv else bv
-                pv = pv if sn > 0 else 0
+            if guard:  # pay min(owed, budget), and nothing on an edge not owed
+                d = sp - budget
+                pu = (budget + (d & (d >> 63))) & -np.int64(sp > 0)
+                d = sn - (loads[j] - spent[j])
+                pv = (sn - (d & ~(d >> 63))) & neg
             spent[j] += pv
             budget -= pu
             De += pu - pv
@@ -119,7 +120,7 @@ def flow_imitation_step_uniform(ustart, vv, sos, sos_on, beta, a0, xi, F, D, pre
         recv[i] = 0
         xi_i = xi[i]
         acc = 0.0
-        for e in range(ustart[i], ustart[i + 1]):
+        for e in range(ustart[i], ustart[i + 1]):  # uint64: no negative-index wrap per access
             j = vv[e]
             f = a0 * (xi_i - xi[j])
             if sos:
@@ -132,17 +133,18 @@ def flow_imitation_step_uniform(ustart, vv, sos, sos_on, beta, a0, xi, F, D, pre
             F[e] = Fe
             De = D[e]
             s = np.int64(Fe) - De  # trunc(F_e) - D_e: i owes s > 0, j owes -s > 0
-            # Branch-free (the sign of s is data; a mispredicted branch costs more than this arithmetic).
-            sp = s if s > 0 else 0
-            sn = -s if s < 0 else 0
+            # Branch-free by bit masks (the sign of s is data; LLVM turns conditional expressions
+            # into mispredicted branches here): sp = max(s, 0), sn = max(-s, 0).
+            neg = s >> 63
+            sp = s & ~neg
+            sn = -s & neg
             pu = sp
             pv = sn
-            if guard:
-                pu = sp if sp < budget else budget
-                pu = pu if sp > 0 else 0
-                bv = loads[j] - spent[j]
-                pv = sn if sn < bv else bv
-                pv = pv if sn > 0 else 0
+            if guard:  # pay min(owed, budget), and nothing on an edge not owed
+                d = sp - budget
+                pu = (budget + (d & (d >> 63))) & -np.int64(sp > 0)
+                d = sn - (loads[j] - spent[j])
+                pv = (sn - (d & ~(d >> 63))) & neg
             spent[j] += pv
             budget -= pu
             De += pu - pv
