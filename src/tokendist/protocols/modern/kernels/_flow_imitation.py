@@ -37,7 +37,8 @@ def flow_imitation_step(ustart, vv, mode, sos_on, beta, alpha, one_alpha, has_sp
     """
     n = loads.shape[0]
     moved = 0
-    held = 0
+    owed = 0  # sum of |trunc(F_e) - D_e|: what the edges owe; held back = owed - paid
+    paid = 0
     gap = 0.0
     a0 = alpha[0] if one_alpha else 0.0
     b1 = beta - 1.0
@@ -91,16 +92,20 @@ def flow_imitation_step(ustart, vv, mode, sos_on, beta, alpha, one_alpha, has_sp
             D[e] = De
             recv[j] += pu - pv
             net += pv - pu
-            moved += abs(pu) + abs(pv)
-            held += (sp - pu) + (sn - pv)
+            owed += sp + sn
             g = abs(Fe - De)
             gap = g if g > gap else gap
         xi[i] = (xi_i - acc) + B[i]
         B[i] = 0.0
         new[i] = x + net
+        out = x - budget  # what i paid, on all its edges
+        # |out| is the sum of |pay| over i's edges: with x >= 0 no pay is negative; with x < 0 the
+        # guard's one (negative) pay is the whole budget (the reference's min(owed, budget)).
+        moved += abs(out)
+        paid += out
         if want_outflow:
-            outflow[i] = x - budget
-    return moved, held, gap
+            outflow[i] = out
+    return moved, owed - paid, gap
 
 
 @numba.njit(cache=True, nogil=True)
@@ -109,7 +114,8 @@ def flow_imitation_step_uniform(ustart, vv, sos, sos_on, beta, a0, xi, F, D, pre
     """The same step for FOS or SOS with one ``P_ij = a0`` and no speeds (tori, hypercubes): fewer branches."""
     n = loads.shape[0]
     moved = 0
-    held = 0
+    owed = 0  # sum of |trunc(F_e) - D_e|: what the edges owe; held back = owed - paid
+    paid = 0
     gap = 0.0
     b1 = beta - 1.0
     for i in range(n):
@@ -151,13 +157,17 @@ def flow_imitation_step_uniform(ustart, vv, sos, sos_on, beta, a0, xi, F, D, pre
             D[e] = De
             recv[j] += pu - pv
             net += pv - pu
-            moved += abs(pu) + abs(pv)
-            held += (sp - pu) + (sn - pv)
+            owed += sp + sn
             g = abs(Fe - De)
             gap = g if g > gap else gap
         xi[i] = (xi_i - acc) + B[i]
         B[i] = 0.0
         new[i] = x + net
+        out = x - budget  # what i paid, on all its edges
+        # |out| is the sum of |pay| over i's edges: with x >= 0 no pay is negative; with x < 0 the
+        # guard's one (negative) pay is the whole budget (the reference's min(owed, budget)).
+        moved += abs(out)
+        paid += out
         if want_outflow:
-            outflow[i] = x - budget
-    return moved, held, gap
+            outflow[i] = out
+    return moved, owed - paid, gap
