@@ -100,14 +100,14 @@ class FlowImitation(Protocol):
         proc = self.options["process"]
         self._prev = np.zeros(graph.m) if proc == "sos" else None  # SOS: the previous step's flow
         self._key = stream_key(rng)
-        self._kernel_state(graph, loads)
+        self._kernel_state(graph)
         if proc == "circuit":
             self._colours = edge_colouring(graph) if graph.m else np.zeros(0, dtype=np.int64)
             self.period = int(self._colours.max()) + 1 if graph.m else 1
         self.held_back = 0
         self.max_gap = 0.0
 
-    def _kernel_state(self, graph, loads):
+    def _kernel_state(self, graph):
         # The compiled step's inputs: each node's group of edges (u = i), scratch per node (left zeroed).
         # It relies on the edges being sorted by (u, v) with u < v (the Graph invariant; checked,
         # since the trusted constructor does not check it); otherwise the reference step runs.

@@ -209,8 +209,8 @@ class BalancingCircuit(_MatchingBase):
         w0, w1 = (int(self._class_start[w]), int(self._class_start[w + 1])) if w >= 0 else (0, 0)
         new = self._out if self._out is not loads else np.empty_like(loads)
         moved = circuit_step(unsigned_view(self._by_colour), lo, hi, w0, w1, unsigned_view(graph.u),
-                             unsigned_view(graph.v), loads, self.options["excess"] == "random", _tag_key(self._key, _TAG_COIN), t, new,
-                             self._flows)
+                             unsigned_view(graph.v), loads, self.options["excess"] == "random",
+                             _tag_key(self._key, _TAG_COIN), t, new, self._flows)
         self._written = c
         self._out = loads
         # The flows buffer is reused: the engine reads it during the step (feasibility, single-port check).
