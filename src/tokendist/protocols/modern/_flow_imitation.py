@@ -13,8 +13,13 @@ from ..._random import stream_key
 from ...engine import Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from ...graphs import edge_colouring
+from ...graphs._model import unsigned_view
+from ...kernels._report import instrument_kernels
 from ._common import edge_coefficients, matrix_param
 from ._matching import random_matching
+from .kernels._flow_imitation import FOS, MATCHED, SOS, flow_imitation_step, flow_imitation_step_uniform
+
+instrument_kernels(globals())  # runs report which kernel ran each step
 
 __all__ = ["FlowImitation"]
 
@@ -72,7 +77,9 @@ class FlowImitation(Protocol):
               matrix_param("degree"),
               Param("beta", float, 1.5, "SOS parameter beta (process=sos), 0 < beta < 2"),
               Param("guard", str, "on", "on: never send more than a node holds; off: the published rule "
-                    "(may overdraw, needs allow_infeasible)", _GUARDS))
+                    "(may overdraw, needs allow_infeasible)", _GUARDS),
+              Param("kernel", str, "numba", "numba (one pass in edge order) or numpy (the reference step)",
+                    ("numba", "numpy")))
 
     def reset(self, graph, loads, rng):
         beta = self.options["beta"]
@@ -84,18 +91,42 @@ class FlowImitation(Protocol):
         alpha = edge_coefficients(graph, self.options["matrix"])
         if s is not None and graph.m:
             alpha = alpha * np.minimum(self._speeds[graph.u], self._speeds[graph.v])
-        self._alpha = alpha
+        # One value when every P_ij is the same (tori, hypercubes, max-degree, uniform:W): 8 bytes
+        # per edge less, and the same products (a scalar broadcast is the same multiplication).
+        self._alpha = alpha[0] if alpha.size and bool(np.all(alpha == alpha[0])) else alpha
         self.xi = np.asarray(loads, dtype=float).copy()  # the continuous process, run alongside
         self.F = np.zeros(graph.m)                         # cumulative continuous flow u -> v
         self.D = np.zeros(graph.m, dtype=np.int64)         # cumulative discrete flow u -> v
-        self._prev = np.zeros(graph.m)                     # SOS: the previous step's flow
-        self._key = stream_key(rng)
         proc = self.options["process"]
+        self._prev = np.zeros(graph.m) if proc == "sos" else None  # SOS: the previous step's flow
+        self._key = stream_key(rng)
+        self._kernel_state(graph)
         if proc == "circuit":
             self._colours = edge_colouring(graph) if graph.m else np.zeros(0, dtype=np.int64)
             self.period = int(self._colours.max()) + 1 if graph.m else 1
         self.held_back = 0
         self.max_gap = 0.0
+
+    def _kernel_state(self, graph):
+        # The compiled step's inputs: each node's group of edges (u = i), scratch per node (left zeroed).
+        # It relies on the edges being sorted by (u, v) with u < v (the Graph invariant; checked,
+        # since the trusted constructor does not check it); otherwise the reference step runs.
+        n, m = graph.n, graph.m
+        u = graph.u
+        self._compiled = self.options["kernel"] == "numba" and (
+            m == 0 or bool(np.all(u[:-1] <= u[1:]) and np.all(u < graph.v)))
+        if not self._compiled:
+            return
+        self._ustart = np.searchsorted(u, np.arange(n + 1)).astype(np.uint64)
+        self._out = np.empty(n, dtype=np.int64)
+        self._outflow = np.empty(n if self.options["guard"] == "off" else 1, dtype=np.int64)
+        self._B = np.zeros(n)
+        self._recv = np.zeros(n, dtype=np.int64)
+        self._spent = np.zeros(n, dtype=np.int64)
+        alpha = np.atleast_1d(np.asarray(self._alpha, dtype=float))
+        self._alpha_arr = alpha if alpha.size else np.zeros(1)
+        self._dummy_mask = np.zeros(1, dtype=np.bool_)
+        self._dummy_f = np.zeros(1)
 
     def _continuous_flow(self, t, graph) -> np.ndarray:
         proc = self.options["process"]
@@ -114,6 +145,8 @@ class FlowImitation(Protocol):
         return np.where(matched, self.xi[graph.u] - total * su / (su + sv), 0.0)
 
     def step(self, t, graph, loads):
+        if self._compiled and graph is self._graph:
+            return self._compiled_step(t, graph, loads)
         loads = np.asarray(loads, dtype=np.int64)
         n = graph.n
         f = self._continuous_flow(t, graph)
@@ -128,6 +161,39 @@ class FlowImitation(Protocol):
         if graph.m:
             self.max_gap = max(self.max_gap, float(np.abs(self.F - self.D).max()))
         return Step(new, moved=int(np.abs(send).sum()), messages=2 * graph.m, flows=send)
+
+    def _compiled_step(self, t, graph, loads):
+        loads = np.ascontiguousarray(loads, dtype=np.int64)
+        proc = self.options["process"]
+        mode = {"fos": FOS, "sos": SOS}.get(proc, MATCHED)
+        if proc == "circuit":
+            mask = self._colours == t % self.period
+        elif proc == "random-matching":
+            mask = random_matching(graph, self._key, t)
+        else:
+            mask = self._dummy_mask
+        has_speeds = graph.speeds is not None
+        guard = self.options["guard"] == "on"
+        speeds = self._speeds if has_speeds or mode == MATCHED else self._dummy_f
+        new = self._out if self._out is not loads else np.empty_like(loads)
+        scratch = (self._B, self._recv, self._spent)
+        if mode != MATCHED and not has_speeds and np.ndim(self._alpha) == 0:
+            moved, held, gap = flow_imitation_step_uniform(
+                self._ustart, unsigned_view(graph.v), mode == SOS, t > 0, float(self.options["beta"]),
+                float(self._alpha), self.xi, self.F, self.D, self._prev if mode == SOS else self._dummy_f, loads,
+                guard, new, not guard, self._outflow, *scratch)
+        else:
+            moved, held, gap = flow_imitation_step(
+                self._ustart, unsigned_view(graph.v), mode, t > 0, float(self.options["beta"]), self._alpha_arr,
+                np.ndim(self._alpha) == 0, has_speeds, speeds, mask, self.xi, self.F, self.D,
+                self._prev if mode == SOS else self._dummy_f, loads, guard, new, not guard, self._outflow, *scratch)
+        self._out = loads
+        self.held_back += int(held)
+        if graph.m:
+            self.max_gap = max(self.max_gap, float(gap))
+        # guard=off may overdraw: the outflow lets the engine count the infeasible steps as it does
+        # from the reference's flows; guard=on never overdraws (the engine checks the new loads).
+        return Step(new, moved=int(moved), messages=2 * graph.m, outflow=None if guard else self._outflow)
 
     def _guarded(self, graph, loads, send):
         out = np.bincount(graph.u, weights=np.maximum(send, 0), minlength=graph.n) \

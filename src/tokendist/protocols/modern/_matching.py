@@ -14,6 +14,11 @@ from ..._random import counter_uniform, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from ...graphs import edge_colouring
+from ...graphs._model import unsigned_view
+from ...kernels._report import instrument_kernels
+from .kernels._circuit import circuit_step
+
+instrument_kernels(globals())  # runs report which kernel ran each step
 
 __all__ = ["RandomMatching", "BalancingCircuit", "random_matching", "balance_pairs"]
 
@@ -22,9 +27,13 @@ _EXCESS = ("random", "heavier")
 _TAG_MATCH, _TAG_ACTIVE, _TAG_PICK, _TAG_COIN = 1, 2, 3, 4
 
 
-def _coins(key: int, tag: int, t: int, count: int) -> np.ndarray:
+def _tag_key(key: int, tag: int) -> int:
     # One counter-based stream per use (tag), so that the matching and the excess coins are independent.
-    return counter_uniform(key ^ (tag * 0x9E3779B97F4A7C15 & ((1 << 63) - 1)), t, np.arange(count, dtype=np.uint64))
+    return key ^ (tag * 0x9E3779B97F4A7C15 & ((1 << 63) - 1))
+
+
+def _coins(key: int, tag: int, t: int, count: int) -> np.ndarray:
+    return counter_uniform(_tag_key(key, tag), t, np.arange(count, dtype=np.uint64))
 
 
 def random_matching(graph, key: int, t: int, drawing: str = "edge-coin", p: float | None = None) -> np.ndarray:
@@ -171,12 +180,38 @@ class BalancingCircuit(_MatchingBase):
     title = "Balancing circuit (periodic matchings, randomized rounding)"
     paper = "Sauerwald, Sun FOCS 2012 (arXiv:1201.2715); Friedrich, Sauerwald STOC 2009"
     params = (Param("excess", str, "random", "the odd token goes to a random end or stays with the heavier one",
-                    _EXCESS),)
+                    _EXCESS),
+              Param("kernel", str, "numba", "numba (visits the round's colour class only) or numpy (the reference "
+                    "step)", ("numba", "numpy")))
 
     def reset(self, graph, loads, rng):
         self._key = stream_key(rng)
         self.colours = edge_colouring(graph) if graph.m else np.zeros(0, dtype=np.int64)
         self.period = int(self.colours.max()) + 1 if graph.m else 1
+        self._graph = graph
+        if self.options["kernel"] == "numba":
+            # The edges sorted by colour (increasing edge order within a class), and where each class starts.
+            idx = np.int32 if graph.m < 2**31 else np.int64
+            self._by_colour = np.argsort(self.colours, kind="stable").astype(idx)
+            self._class_start = np.searchsorted(self.colours[self._by_colour], np.arange(self.period + 1))
+            self._out = np.empty(graph.n, dtype=np.int64)
+            self._flows = np.zeros(graph.m, dtype=np.int64)
+            self._written = -1  # the class whose flows are in self._flows
 
     def step(self, t, graph, loads):
-        return self._step(t, graph, loads, self.colours == (t % self.period))
+        if self.options["kernel"] == "numpy" or graph is not self._graph:
+            return self._step(t, graph, loads, self.colours == (t % self.period))
+        loads = np.ascontiguousarray(loads, dtype=np.int64)
+        c = t % self.period
+        lo, hi = int(self._class_start[c]), int(self._class_start[c + 1])
+        # the previous round's flows are cleared in the kernel: only a class's edges are touched
+        w = self._written
+        w0, w1 = (int(self._class_start[w]), int(self._class_start[w + 1])) if w >= 0 else (0, 0)
+        new = self._out if self._out is not loads else np.empty_like(loads)
+        moved = circuit_step(unsigned_view(self._by_colour), lo, hi, w0, w1, unsigned_view(graph.u),
+                             unsigned_view(graph.v), loads, self.options["excess"] == "random",
+                             _tag_key(self._key, _TAG_COIN), t, new, self._flows)
+        self._written = c
+        self._out = loads
+        # The flows buffer is reused: the engine reads it during the step (feasibility, single-port check).
+        return Step(new, moved=int(moved), messages=2 * (hi - lo), flows=self._flows)
