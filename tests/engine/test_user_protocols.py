@@ -84,6 +84,16 @@ def test_every_registered_protocol_passes_the_public_check_on_a_ring():
         assert checks and all(c.passed for c in checks), name
 
 
+@pytest.mark.parametrize("name", ["rotor-router", "randomized-diffusion", "stratified-diffusion"])
+def test_public_check_does_not_ask_balance_of_a_rule_that_moves_from_balance(name):
+    # keeps_balance = False: the published rule moves tokens from a balanced start
+    # (tests/protocols/test_modern_balance.py shows it does), so that check is not made.
+    checks = check_protocol(name, graphs=["torus:4x4"], steps=20)
+    assert checks and all(c.passed for c in checks), [c for c in checks if not c.passed]
+    assert "balanced stays balanced" not in {c.check for c in checks}
+    assert "conservation" in {c.check for c in checks}
+
+
 def test_file_reference_runs_like_a_builtin_and_equals_the_instance_run():
     by_ref = td.simulate("torus:6x6", REF, "random:0..50", seed=3, max_steps=200, check=True)
     cls = resolve_protocol(REF)

@@ -132,6 +132,10 @@ class Protocol:
         Integer protocols whose rule is computed in float64 (real speeds, real estimates) give the
         rule's exact result only for loads of magnitude below this; the engine refuses larger
         loads in one line before the first step. None: exact for every int64 load.
+    keeps_balance : bool
+        Whether the rule leaves a balanced distribution (every node the same load) unchanged.
+        False for the published rules that still move tokens at random from a balanced start (rotor
+        walks, randomised roundings); the conformance checks then do not ask it.
     """
 
     name: ClassVar[str] = ""
@@ -147,6 +151,7 @@ class Protocol:
     params: ClassVar[tuple[Param, ...]] = ()
     uses_speeds: ClassVar[bool] = False
     exact_load_limit: ClassVar[int | None] = None
+    keeps_balance: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
