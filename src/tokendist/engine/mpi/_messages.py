@@ -151,11 +151,11 @@ class _AsyncMultiPortAdapter:
     def local_stable(self, rx, protocol) -> bool:
         # AsyncMultiPort.is_stable over this rank's nodes: the messages its nodes have in flight
         # carry their current loads, and no edge with an own end differs by more than the threshold.
+        ghosts = rx.neighbour_loads()  # collective: before any early answer
         w = rx.loads
         for src, message in rx.in_flight_from_own():
             if message[1] != w[src]:
                 return False
-        ghosts = rx.neighbour_loads()
         g = rx.graph
         for i in rx.local_nodes.tolist():
             for j in g.neighbours(i).tolist():
@@ -244,6 +244,7 @@ class RankExecutor:
                 self._all_cut.setdefault(b, []).append(a)
         # The starts (time 0) may reserve links at once (a leaf's S1.2): rounds, when links are cut.
         self._rounds_needed = self.shared
+        self._frontier: dict = {}
         # Measured communication: cross-rank messages and the bytes of their batches, link rounds.
         self.cross_messages = 0
         self.batch_bytes = 0
@@ -345,14 +346,16 @@ class RankExecutor:
         # with a smaller key; each round sends the own ends' next keys (when they changed) and the
         # link changes made since the last round, in one allgather that also says who is done.
         cut, i = self._cut_nbrs, 0
-        frontier: dict = {}   # remote node -> key of its next unprocessed event in this unit
-        known = False         # after the first round, a node not named has no event left
-        sent: dict = {}
+        if unit == 0:  # the starts: every node has one, keyed by its id
+            frontier = {j: 2 * j for u in cut for j in cut[u]}
+        else:  # the first events, from the allgather that numbered them
+            frontier = dict(self._frontier)   # node -> key of its next unprocessed event in this unit
+        sent = {u: frontier[u] for u in cut if u in frontier} if unit else {u: 2 * u for u in cut}
         while True:
             while i < len(items):
                 item = items[i]
                 nbrs = cut.get(item[2])
-                if nbrs is not None and any(frontier.get(j, _INF if known else -1) <= item[0] for j in nbrs):
+                if nbrs is not None and any(frontier.get(j, _INF) <= item[0] for j in nbrs):
                     break
                 self._process(item)
                 i += 1
@@ -363,7 +366,7 @@ class RankExecutor:
             fronts = []
             for u in cut:
                 k = nxt.get(u, _INF)
-                if sent.get(u, _INF) != k or (not known and k < _INF):
+                if sent.get(u, _INF) != k:
                     fronts.append((u, k))
                     sent[u] = k
             changes = []
@@ -386,7 +389,6 @@ class RankExecutor:
                     link = self._link_by_ends.get(ends)
                     if link is not None:
                         link.merge(entries)
-            known = True
             if not busy and i == len(items):
                 break
 
@@ -435,15 +437,27 @@ class RankExecutor:
         if self._heap:
             nxt = min(nxt, self._heap[0][0])
         first = {}
-        if self.shared:  # when each own end of a cut link has its next event
+        if self.shared:
+            # The next event of each own end of a cut link: (time, smallest numbered key, smallest
+            # key still named by its sending event), resolved once the allgather numbers the sends.
+            def note(node, when, final, prov):
+                have = first.get(node)
+                if have is None or when < have[0]:
+                    first[node] = [when, final, prov]
+                elif when == have[0]:
+                    if final is not None and (have[1] is None or final < have[1]):
+                        have[1] = final
+                    if prov is not None and (have[2] is None or prov < have[2]):
+                        have[2] = prov
+            cut = self._cut_nbrs
             for e in local:
                 node = e[6] if e[4] in (_MSG, _TIMER) else (e[5] if e[4] == _ACK else -1)
-                if node in self._cut_nbrs and e[0] < first.get(node, _INF):
-                    first[node] = e[0]
+                if node in cut:
+                    note(node, e[0], None, (e[1], e[2], e[3]))
             for e in self._heap:
                 node = e[4] if e[2] in (_MSG, _TIMER) else (e[3] if e[2] == _ACK else -1)
-                if node in self._cut_nbrs and e[0] < first.get(node, _INF):
-                    first[node] = e[0]
+                if node in cut:
+                    note(node, e[0], e[1], None)
         figures = (self.tokens_moved, self.messages, len(self.load_log), self.in_transit, nxt)
         gathered = self.comm.allgather((keys, counts, figures, first))
         all_keys = np.concatenate([g[0] for g in gathered])
@@ -459,11 +473,16 @@ class RankExecutor:
         totals = np.array([g[2][:4] for g in gathered], dtype=np.int64).sum(axis=0)
         next_time = min(g[2][4] for g in gathered)
         if self.shared:
-            when = {}
+            keys_now = {}  # the ends of cut links with an event at next_time, and its key
             for g in gathered:
-                when.update(g[3])
-            self._rounds_needed = any(when.get(j) == next_time for u, t in when.items() if t == next_time
-                                      for j in self._all_cut.get(u, ()))
+                for node, (when, final, prov) in g[3].items():
+                    if when == next_time:
+                        k = _INF if final is None else final
+                        if prov is not None:
+                            k = min(k, 2 * (start_of[prov[0]] + prov[1]) + prov[2])
+                        keys_now[node] = k
+            self._frontier = keys_now
+            self._rounds_needed = any(j in keys_now for u in keys_now for j in self._all_cut.get(u, ()))
         return next_time, totals
 
     # ------------------------------------------------------------------ helpers of the adapters
