@@ -34,6 +34,9 @@ SAME = [
      "max_steps": 40, "params": {"schedule": "sync", "threshold": 1}},
     {"graph": "random-regular:16,3", "algo": "async-multi-port", "init": "random:0..100", "seed": 4,
      "partition": "metis", "max_steps": 40, "params": {"schedule": "slow-edges", "threshold": 1}},
+    # The stopping rule decided on the ranks' extremes, a sparse trace.
+    {"graph": "torus:4x4", "algo": "async-multi-port", "init": "random:0..100", "seed": 3, "partition": "metis",
+     "max_steps": 200, "until_discrepancy": 20, "record_every": 3, "params": {"schedule": "sync", "threshold": 1}},
 ]
 # Random schedules: keyed delays, the same for every K (not the single-process draws).
 KEYED = [

@@ -422,9 +422,12 @@ class RankExecutor:
             if link.out:
                 out[self._peer_index[link.rank]][1].append((link.ends, link.out))
                 link.out = []
-        blobs = [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) for b in out]
+        # Nothing for a neighbour rank this time unit: an empty bytes object, not an empty pickle.
+        blobs = [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) if b[0] or b[1] else b"" for b in out]
         self.batch_bytes += sum(len(b) for b in blobs)
         for blob in self.topology.neighbor_alltoall(blobs):
+            if not blob:
+                continue
             batch, changes = pickle.loads(blob)
             for when, rkey, j, src, dst, message, tokens, acked in batch:
                 local.append((when, rkey, j, 0, _MSG, src, dst, message, tokens, True if acked else None))
