@@ -590,6 +590,8 @@ def run_message_ranks(comm, graph, protocol, loads, *, seed, max_steps, until_di
         raise TokendistError("--until-local-discrepancy cannot run a message protocol as MPI ranks yet")
     if keep_loads_every is not None:
         raise TokendistError("keep_loads_every cannot run a message protocol as MPI ranks yet")
+    if not isinstance(seed, int):
+        raise TokendistError("a message protocol as MPI ranks needs an integer seed: every rank builds the run from it")
     adapter = _ADAPTERS[protocol.name]
     rank, size = comm.Get_rank(), comm.Get_size()
     root = rank == 0
