@@ -47,6 +47,10 @@ SAME = [
 KEYED = [
     {"graph": "random-tree:40", "algo": "perfect-tree", "init": "random:0..9", "seed": 5, "partition": "contiguous",
      "params": {"schedule": "async", "max_delay": 3}},
+    {"graph": "random-tree:25", "algo": "perfect-tree", "init": "point:77", "seed": 7, "partition": "metis",
+     "params": {"schedule": "async", "max_delay": 6}},
+    {"graph": "torus:4x3", "algo": "perfect-tree", "init": "random:0..20", "seed": 8, "partition": "contiguous",
+     "params": {"schedule": "async", "max_delay": 2, "pick": "largest"}},
     {"graph": "torus:4x4", "algo": "async-multi-port", "init": "random:0..100", "seed": 6, "partition": "metis",
      "max_steps": 40, "params": {"schedule": "random", "threshold": 1}},
 ]

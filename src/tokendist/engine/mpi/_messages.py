@@ -173,10 +173,10 @@ _ADAPTERS = {"perfect-tree": _PerfectTreeAdapter(), "async-multi-port": _AsyncMu
 
 
 def _kind(message) -> str:
-    if type(message) is tuple and message and type(message[0]) is str:
+    """The message's kind as the single-process executor counts it (``messages_by_kind``)."""
+    if isinstance(message, tuple) and message and isinstance(message[0], str):
         return message[0]
-    return message[0] if isinstance(message, tuple) and message and isinstance(message[0], str) \
-        else type(message).__name__
+    return type(message).__name__
 
 
 # ---------------------------------------------------------------------------------------------------
