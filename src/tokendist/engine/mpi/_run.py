@@ -19,6 +19,7 @@ in node order on rank 0, as the kernels sum it.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 
 import numpy as np
@@ -28,6 +29,7 @@ from ...errors import ConservationError, InfeasibleStepError, TokendistError
 from .._metrics import measure
 from .._simulate import _CYCLE_DETECTION_MAX_N, TRACE_METRICS, RunResult, _plain, prepare_run, register_backend
 from ._halo import LocalPart
+from ._messages import MESSAGE_PROTOCOLS, run_message_ranks
 from ._partition import PARTITIONS, edge_cut, partition
 
 __all__ = ["run_partitioned", "mpi_world", "partitioned_refusal", "PARTITIONED_PROTOCOLS"]
@@ -50,15 +52,23 @@ _WHY = {
     "random-walk": "its tokens take several random-walk hops within one step, which may cross several cuts",
     "ds": "it keeps per-neighbour load estimates at both ends of every edge, not yet split across ranks",
     "diffusion-oriented": "its st-orientation needs the whole graph (and relays over two hops off biconnected graphs)",
-    "perfect-tree": "a message-passing protocol: it runs on the message executor (per-node handlers), "
-                    "not in synchronous partitioned steps",
-    "async-multi-port": "a message-passing protocol: it runs on the message executor with adversarial delays, "
-                        "not in synchronous partitioned steps",
+    "perfect-tree": "a message-passing protocol: --backend mpi runs its per-node handlers as ranks "
+                    "(engine/mpi/_messages.py), not in synchronous partitioned steps",
+    "async-multi-port": "a message-passing protocol: --backend mpi runs its per-node handlers as ranks "
+                        "(engine/mpi/_messages.py), not in synchronous partitioned steps",
 }
 
 
 def mpi_world():
-    """``mpi4py.MPI.COMM_WORLD``; one clear line when mpi4py is not installed."""
+    """``mpi4py.MPI.COMM_WORLD``; one clear line when mpi4py is not installed.
+
+    With more ranks on this host than cores (``mpiexec``'s ``MPI_LOCALNRANKS``), MPICH's waiting
+    ranks yield the processor (``MPIR_CVAR_ENABLE_HEAVY_YIELD=1``, unless set): busy-polling ranks
+    otherwise hold the cores the ranks they wait for need (5x the time per step of the message
+    protocols measured with 4 ranks on 2 cores, docs/guide/mpi.md).
+    """
+    if int(os.environ.get("MPI_LOCALNRANKS", "1")) > (os.cpu_count() or 1):
+        os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
     try:
         from mpi4py import MPI  # optional dependency of --backend mpi only
     except ImportError:
@@ -143,7 +153,13 @@ def run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None
     graph, protocol, loads, max_steps = prepare_run(
         graph, algo, init, seed=seed, params=params, speeds=speeds, dynamics=None, max_steps=max_steps,
         record_every=record_every, until_discrepancy=until_discrepancy, until_local_discrepancy=until_local_discrepancy,
-        refuse=partitioned_refusal)
+        refuse=lambda p: None if p.name in MESSAGE_PROTOCOLS else partitioned_refusal(p))
+    if protocol.name in MESSAGE_PROTOCOLS:  # per-node handlers placed on the ranks (._messages)
+        return run_message_ranks(comm, graph, protocol, loads, seed=seed, max_steps=max_steps,
+                                 until_discrepancy=until_discrepancy, until_local_discrepancy=until_local_discrepancy,
+                                 record_every=record_every, detect_cycles=detect_cycles,
+                                 partition_method=partition_method, progress=progress, started=started,
+                                 keep_loads_every=keep_loads_every)
 
     initial_loads = loads.copy()
     protocol.reset(graph, loads.copy(), stream(seed, "protocol"))

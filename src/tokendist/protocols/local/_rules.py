@@ -828,7 +828,9 @@ class _AsyncNode:
 
     def receive(self, ctx, src, message, tokens):
         self.est[src] = message[1]
-        self.proto._handlers[src].in_flight[ctx.node].popleft()
+        flight = self.proto._handlers[src].in_flight.get(ctx.node)
+        if flight:  # empty when the sender runs on another MPI rank, whose executor pops its record
+            flight.popleft()
         self._send(ctx, src)
 
 
