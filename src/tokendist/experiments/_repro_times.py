@@ -41,7 +41,7 @@ WALL_SECONDS: dict[str, tuple[float | None, float | None]] = {
     "ghosh-dynamic": (14, 2.1),
     "sos-iou-readings": (31, 16.5),
     "quasirandom": (30, 1.5),
-    "rotor-router": (None, 1.4),
+    "rotor-router": (24, 1.4),
     "randomized-diffusion": (14, 1.6),
     "random-matching": (39, 3.8),
     "flow-imitation": (2, 1.4),
