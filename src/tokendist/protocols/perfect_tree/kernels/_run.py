@@ -101,6 +101,10 @@ class PerfectTreeKernelRun:
                 return status
             self._grow()
 
+    def settle(self, step: int) -> None:
+        """The clock after the engine's last step (idle time units move it, as the executor's)."""
+        self.cnt[k.C_NOW] = max(self.now, step)
+
     def _draw(self, size: int) -> np.ndarray:
         # The executor draws int(rng.integers(1, max_delay + 1)) per send; a block of draws gives the
         # same numbers in the same order.
