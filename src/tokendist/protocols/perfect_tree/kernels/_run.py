@@ -71,7 +71,8 @@ class PerfectTreeKernelRun:
         self.cnt[k.C_FREE] = cap
         self._async = options["schedule"] == "async"
         self._rng, self._max_delay = rng, int(options["max_delay"])
-        self.delays = self._draw(cap) if self._async else np.zeros(1, dtype=np.int64)
+        # Drawn at start(): a protocol whose handlers run instead must find its rng untouched.
+        self.delays = np.zeros(1, dtype=np.int64)
         self.opt = np.array([options["pick"] == "largest", options["phase_overlap"] == "merge", self._async],
                             dtype=np.int64)
 
@@ -87,6 +88,8 @@ class PerfectTreeKernelRun:
     def start(self) -> None:
         """Every node's program from its first line (the executor's ``start``)."""
         if not self.started:
+            if self._async:
+                self.delays = self._draw(self.ev.shape[0])
             k.start(*self._args(), self.delays, self.cnt, self.opt)
             self._check_error()
 
