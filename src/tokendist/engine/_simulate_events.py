@@ -22,7 +22,12 @@ rules in the same order and the same results, doing per time unit only what that
 * cycle detection hashes the state only where :meth:`Protocol.state_key` can repeat (it returns
   None while messages are in flight: the clock is part of that state).
 
-The command ``python benchmarks/message_executor.py`` measures it; ``tests/engine/test_event_path.py``
+A protocol with a compiled form of its handlers (``kernel_run``: perfect-tree's
+``protocols/perfect_tree/kernels``) runs here as that compiled program instead, in chunks of time
+units (:func:`_run_compiled`): the same stop rules, records and results, read off one row per time
+unit with events; conservation is checked after every chunk.
+
+The command ``python benchmarks/probes/message_executor.py`` measures it; ``tests/engine/test_event_path.py``
 checks it against the synchronous loop, run by run and column by column.
 """
 

@@ -9,9 +9,20 @@ kind, which node is final, when each phase ended, the root and how it was electe
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
-from . import _events as k
+# The numba module is imported when the first compiled run is built, not with tokendist (about 15 ms
+# of decorating on a quiet machine, for runs that may never use it).
+k = None
+
+
+def _load_events():
+    global k
+    if k is None:
+        k = importlib.import_module(f"{__package__}._events")
+    return k
 
 __all__ = ["PerfectTreeKernelRun", "kernel_supports", "VARIANT"]
 
@@ -46,6 +57,7 @@ class PerfectTreeKernelRun:
     variant = VARIANT
 
     def __init__(self, tree, loads, options: dict, rng):
+        _load_events()
         n, m = tree.n, tree.m
         self.n = n
         self.indptr = np.ascontiguousarray(tree.indptr, dtype=np.int64)
