@@ -16,7 +16,7 @@ from tokendist.engine import make_loads, make_protocol, simulate
 from tokendist.engine._simulate_events import EventTrace
 from tokendist.graphs import make_graph
 from tokendist.kernels._report import REFERENCE
-from tokendist.protocols.perfect_tree.kernels import VARIANT, PerfectTreeKernelRun, kernel_supports
+from tokendist.protocols.perfect_tree.kernels import KERNEL_MIN_NODES, VARIANT, PerfectTreeKernelRun, kernel_supports
 
 COVERED = [dict(schedule="sync"), dict(schedule="async", max_delay=4), dict(schedule="async", max_delay=1),
            dict(schedule="sync", pick="largest"), dict(schedule="async", pick="largest", max_delay=9),
@@ -79,7 +79,9 @@ def _engine_pair(graph, params, seed=3, init="random:0..9", **kw):
     ref_protocol = make_protocol("perfect-tree", params)
     ref_protocol.use_kernels = False
     ref = simulate(graph, ref_protocol, init, seed=seed, **kw)
-    new = simulate(graph, "perfect-tree", init, seed=seed, params=params, **kw)
+    new_protocol = make_protocol("perfect-tree", params)
+    new_protocol.use_kernels = True
+    new = simulate(graph, new_protocol, init, seed=seed, **kw)
     assert isinstance(new.trace, EventTrace)
     assert set(ref.variants) <= {REFERENCE} and set(new.variants) <= {VARIANT}
     assert sum(ref.variants.values()) == sum(new.variants.values()) == ref.steps
@@ -135,14 +137,21 @@ def test_chunked_runs_cross_chunk_ends_identically(monkeypatch):
 def test_options_the_compiled_program_does_not_cover_run_the_handlers():
     for params in (dict(schedule="adversarial"), dict(release="send")):
         assert kernel_supports(make_protocol("perfect-tree", params).options) is not None
-        r = simulate("random-tree:30", "perfect-tree", "random:0..9", seed=1, params=params, max_steps=10_000)
+        p = make_protocol("perfect-tree", params)
+        p.use_kernels = True
+        r = simulate("random-tree:30", p, "random:0..9", seed=1, max_steps=10_000)
         assert set(r.variants) == {REFERENCE}
-    r = simulate("random-tree:30", "perfect-tree", "random:0..9", seed=1, max_steps=10_000)
-    assert set(r.variants) == {VARIANT}
+
+
+def test_by_default_trees_from_kernel_min_nodes_run_compiled():
+    small = simulate(f"random-tree:{KERNEL_MIN_NODES - 1}", "perfect-tree", "random:0..9", seed=1, max_steps=200)
+    big = simulate(f"random-tree:{KERNEL_MIN_NODES}", "perfect-tree", "random:0..9", seed=1, max_steps=200)
+    assert set(small.variants) == {REFERENCE} and set(big.variants) == {VARIANT}
 
 
 def test_a_compiled_run_does_not_pretend_its_handlers_ran():
     p = make_protocol("perfect-tree", {})
+    p.use_kernels = True
     simulate("random-tree:20", p, "random:0..9", seed=1, max_steps=10_000)
     with pytest.raises(Exception, match="compiled"):
         p.executor  # noqa: B018

@@ -23,7 +23,7 @@ from ...errors import TokendistError
 from ._channels import RELEASE_MODES, Link
 from ._node import PHASE_OVERLAP, PICKS, PerfectTreeNode
 from ._schedules import ADVERSARIES, adversarial_schedule
-from .kernels import PerfectTreeKernelRun, kernel_supports
+from .kernels import KERNEL_MIN_NODES, PerfectTreeKernelRun, kernel_supports
 from ...graphs import bfs_tree, min_diameter_spanning_tree, tree_diameter
 
 __all__ = ["PerfectTree", "spanning_tree_of", "SPANNING_TREES"]
@@ -99,9 +99,9 @@ class PerfectTree(Protocol):
         if self.options["max_delay"] < 1:
             raise TokendistError("perfect-tree: max_delay must be at least 1")
 
-    #: Whether the engine's event-driven path may run the compiled program (:mod:`.kernels`) instead
-    #: of the handlers; set it to False on an instance to run the handlers there too.
-    use_kernels = True
+    #: Whether the engine's event-driven path runs the compiled program (:mod:`.kernels`) instead of
+    #: the handlers: True, False, or None (default) for trees of at least ``KERNEL_MIN_NODES`` nodes.
+    use_kernels: bool | None = None
 
     def reset(self, graph, loads, rng):
         o = self.options
@@ -112,7 +112,8 @@ class PerfectTree(Protocol):
         # The compiled program, event for event the handlers' (tests/protocols/test_perfect_tree_kernels.py);
         # the handlers are built when something asks for them (the synchronous loop, a test, a user).
         self.kernel_run = None
-        if self.use_kernels and kernel_supports(o) is None:
+        wanted = self.use_kernels if self.use_kernels is not None else self.tree.n >= KERNEL_MIN_NODES
+        if wanted and kernel_supports(o) is None:
             self.kernel_run = PerfectTreeKernelRun(self.tree, self.initial, o, rng)
         else:
             self._build_handlers()

@@ -24,7 +24,13 @@ def _load_events():
         k = importlib.import_module(f"{__package__}._events")
     return k
 
-__all__ = ["PerfectTreeKernelRun", "kernel_supports", "VARIANT"]
+__all__ = ["PerfectTreeKernelRun", "kernel_supports", "VARIANT", "KERNEL_MIN_NODES"]
+
+#: Trees from this many nodes run the compiled program by default (``PerfectTree.use_kernels = None``).
+#: Below it the handlers run: a first run after an install would otherwise compile the event loop
+#: (tens of seconds) for a run the handlers finish in well under a second (``tokendist compare``'s
+#: 256-node graphs); warm, the compiled program already wins from a few hundred nodes.
+KERNEL_MIN_NODES = 1000
 
 #: How ``RunResult.variants`` names a run of the compiled program.
 VARIANT = "compiled events (perfect_tree.kernels)"
