@@ -137,7 +137,8 @@ def test_sos_iou_long_run(capsys):
 def test_message_executor(capsys):
     _load("message_executor").main(["--graph", "random-tree:40", "--reps", "1", "--sync-loop"])
     out = capsys.readouterr().out
-    for variant in ("whole run (engine)", "whole run (sync loop)", "executor + handlers", "plain heapq baseline"):
+    for variant in ("whole run (compiled)", "compiled program", "whole run (handlers)", "whole run (sync loop)",
+                    "executor + handlers", "plain heapq baseline"):
         assert variant in out
     assert "messages, last delivery at time" in out
 

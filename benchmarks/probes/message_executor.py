@@ -3,8 +3,12 @@
 Runs ``--algo`` (a message protocol, default ``perfect-tree``) on ``--graph`` from ``--init`` with
 ``--seed`` to the end (or ``--max-steps`` time units), ``--reps`` times each, alternating:
 
-* ``whole run (engine)``: :func:`tokendist.engine.simulate` on its event-driven path (what
-  ``tokendist run`` does);
+* ``whole run (compiled)``: :func:`tokendist.engine.simulate` on its event-driven path (what
+  ``tokendist run`` does), which runs the protocol's compiled program where it has one
+  (``perfect-tree``: ``protocols/perfect_tree/kernels``);
+* ``compiled program``: that compiled program alone, started and run to the end (no engine);
+* ``whole run (handlers)``: the same engine path on the per-node handlers (the readable reference;
+  ``use_kernels = False``);
 * ``whole run (sync loop)``: the same run through the engine's synchronous loop, one time unit per
   step with every check and metric over all nodes (``event_path=False``; with ``--sync-loop``);
 * ``executor + handlers``: the protocol's executor alone, run to the end (no engine);
@@ -16,6 +20,9 @@ Prints medians (seconds of CPU time of this process, which the other processes o
 machine disturb less than wall time), messages per second and the ratio to the baseline, e.g.::
 
     python benchmarks/probes/message_executor.py --graph random-tree:3000 --reps 3
+
+Every variant must send the recorded number of messages, or the probe stops. The compiled program
+is loaded (or compiled) once before the timed runs.
 """
 
 from __future__ import annotations
@@ -32,8 +39,9 @@ from tokendist.engine import make_loads, make_protocol, simulate
 from tokendist.graphs import make_graph
 
 
-def _protocol(args, graph):
+def _protocol(args, graph, use_kernels=False):
     p = make_protocol(args.algo, dict(kv.split("=", 1) for kv in args.param))
+    p.use_kernels = use_kernels
     p.reset(graph, make_loads(args.init, graph, args.seed), stream(args.seed, "protocol"))
     return p
 
@@ -76,9 +84,18 @@ def _executor(args, graph):
     return p.executor.messages
 
 
-def _whole(args, graph, event_path):
-    r = simulate(graph, args.algo, args.init, seed=args.seed, max_steps=args.max_steps,
-                 params=dict(kv.split("=", 1) for kv in args.param), event_path=event_path)
+def _compiled(args, graph):
+    p = _protocol(args, graph, use_kernels=True)
+    kr = p.kernel_run
+    kr.start()
+    kr.advance(args.max_steps)
+    return kr.messages
+
+
+def _whole(args, graph, event_path, use_kernels=True):
+    p = make_protocol(args.algo, dict(kv.split("=", 1) for kv in args.param))
+    p.use_kernels = use_kernels
+    r = simulate(graph, p, args.init, seed=args.seed, max_steps=args.max_steps, event_path=event_path)
     return r.messages
 
 
@@ -95,9 +112,15 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     graph = make_graph(args.graph, seed=args.seed)
     sent = _record(args, graph)
-    variants = {"whole run (engine)": lambda: _whole(args, graph, None)}
+    compiled = getattr(_protocol(args, graph, use_kernels=True), "kernel_run", None) is not None
+    variants = {}
+    if compiled:
+        _compiled(args, graph)  # load (or compile) the kernels outside the timed runs
+        variants["whole run (compiled)"] = lambda: _whole(args, graph, None)
+        variants["compiled program"] = lambda: _compiled(args, graph)
+    variants["whole run (handlers)"] = lambda: _whole(args, graph, None, use_kernels=False)
     if args.sync_loop:
-        variants["whole run (sync loop)"] = lambda: _whole(args, graph, False)
+        variants["whole run (sync loop)"] = lambda: _whole(args, graph, False, use_kernels=False)
     variants["executor + handlers"] = lambda: _executor(args, graph)
     variants["plain heapq baseline"] = lambda: _baseline(sent, graph.n)
     times = {k: [] for k in variants}
@@ -115,7 +138,7 @@ def main(argv=None) -> None:
     for name, ts in times.items():
         med = statistics.median(ts)
         rate = len(sent) / med if med > 0 else float("inf")
-        print(f"{name:<24}{med:>10.3f}{rate:>14,.0f}{med / base if base > 0 else np.inf:>12.1f}")
+        print(f"{name:<24}{med:>10.3f}{rate:>14,.0f}{med / base if base > 0 else np.inf:>12.2f}")
 
 
 if __name__ == "__main__":

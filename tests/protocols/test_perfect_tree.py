@@ -81,6 +81,7 @@ instances = st.tuples(st.sampled_from(["path", "star", "caterpillar", "kary", "r
 
 def run(tree, loads, seed=0, **params):
     p = PerfectTree(**params)
+    p.use_kernels = False  # the properties read the handlers' variables
     r = simulate(tree, p, loads, seed=seed, max_steps=20_000)
     return r, p
 

@@ -36,7 +36,7 @@ from ._initial import make_loads, parse_range
 from ._injection import stream_summary
 from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy, sum_min
 from ._protocol import PROTOCOLS, Protocol
-from ._simulate_events import event_driven, run_event_steps
+from ._simulate_events import event_driven, event_source, run_event_steps
 from ._user import make_protocol
 
 __all__ = ["simulate", "RunResult", "make_speeds", "DEFAULT_MAX_STEPS", "TRACE_METRICS", "BACKENDS", "register_backend",
@@ -450,15 +450,17 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
             progress=progress, names=TRACE_METRICS)
         if progress is not None:
             progress(t, max_steps)
-        loads = protocol.executor.loads.copy()
+        source = event_source(protocol)  # the compiled run or the handlers' executor
+        loads = source.loads.copy()
         return RunResult(
             graph=graph, algorithm=protocol.name, params=dict(protocol.options), seed=seed, steps=t,
             stop_reason=stop_reason, tokens=_plain(total), initial=measure(graph, initial_loads),
             final=measure(graph, loads), tokens_moved=moved_total, messages=messages_total, infeasible_steps=0,
             loads=loads, initial_loads=initial_loads, trace=lazy_trace, report=protocol.report(), dynamics=None,
             seconds=time.perf_counter() - started, cycle_length=cycle_length, load_history=None,
-            variants={REFERENCE: t} if t else {},  # the per-node handlers, as on the synchronous loop
-            in_transit=_plain(protocol.executor.in_transit),
+            # the per-node handlers (as on the synchronous loop), or their compiled form
+            variants={getattr(source, "variant", REFERENCE): t} if t else {},
+            in_transit=_plain(source.in_transit),
             clock=np.asarray(ev_clock) - ev_clock[0])
     seen: dict[bytes, tuple[int, float]] = {}
     record(0, graph, loads)

@@ -22,7 +22,12 @@ rules in the same order and the same results, doing per time unit only what that
 * cycle detection hashes the state only where :meth:`Protocol.state_key` can repeat (it returns
   None while messages are in flight: the clock is part of that state).
 
-The command ``python benchmarks/message_executor.py`` measures it; ``tests/engine/test_event_path.py``
+A protocol with a compiled form of its handlers (``kernel_run``: perfect-tree's
+``protocols/perfect_tree/kernels``) runs here as that compiled program instead, in chunks of time
+units (:func:`_run_compiled`): the same stop rules, records and results, read off one row per time
+unit with events; conservation is checked after every chunk.
+
+The command ``python benchmarks/probes/message_executor.py`` measures it; ``tests/engine/test_event_path.py``
 checks it against the synchronous loop, run by run and column by column.
 """
 
@@ -38,7 +43,7 @@ import numpy as np
 from ..errors import ConservationError
 from ._metrics import SUMMARY_METRICS, _summary_kernel, discrepancy, local_discrepancy, measure
 
-__all__ = ["run_event_steps", "EventTrace", "event_driven", "CONSERVATION_EVERY"]
+__all__ = ["run_event_steps", "EventTrace", "event_driven", "event_source", "CONSERVATION_EVERY"]
 
 #: Time units between two full conservation checks of the event-driven path.
 CONSERVATION_EVERY = 1024
@@ -49,11 +54,32 @@ CONSERVATION_EVERY = 1024
 REPLAY_KERNEL_MIN_WORK = 20_000_000
 
 
+#: Time units per call of a compiled run (the progress bar and the conservation check run in between).
+COMPILED_CHUNK = 1 << 16
+
+
+def _compiled(protocol):
+    # A protocol that offers a compiled form of its handlers (``kernel_run``, e.g. perfect-tree's
+    # kernels.PerfectTreeKernelRun) and has not run yet.
+    kr = getattr(protocol, "kernel_run", None)
+    return kr if kr is not None and not kr.started else None
+
+
+def event_source(protocol):
+    """What holds the loads of an event-driven run: the compiled run, or the protocol's executor."""
+    kr = getattr(protocol, "kernel_run", None)
+    return kr if kr is not None and kr.started else protocol.executor
+
+
 def event_driven(protocol, *, dynamics, injection, keep_loads_every) -> bool:
     """Whether :func:`run_event_steps` can run ``protocol`` (a message protocol on a static network)."""
+    if not (protocol.model == "message" and getattr(protocol, "event_driven", False) and dynamics is None
+            and injection is None and keep_loads_every is None):
+        return False
+    if _compiled(protocol) is not None:
+        return True
     ex = getattr(protocol, "executor", None)
-    return (protocol.model == "message" and getattr(protocol, "event_driven", False) and ex is not None
-            and dynamics is None and injection is None and keep_loads_every is None and not ex.allow_negative)
+    return ex is not None and not ex.allow_negative
 
 
 def run_event_steps(protocol, graph, *, max_steps, until_discrepancy, until_local_discrepancy, record_every,
@@ -64,6 +90,10 @@ def run_event_steps(protocol, graph, *, max_steps, until_discrepancy, until_loca
     loads are the executor's (``protocol.executor.loads``); ``clock`` holds the wall-clock time at
     each recorded step, as the synchronous loop's.
     """
+    if _compiled(protocol) is not None and max_steps >= 1:
+        return _run_compiled(protocol, graph, max_steps=max_steps, until_discrepancy=until_discrepancy,
+                             until_local_discrepancy=until_local_discrepancy, record_every=record_every,
+                             cycles=cycles, progress=progress, names=names)
     ex = protocol.executor
     ex.load_log = log = []
     loads = ex.loads
@@ -136,6 +166,114 @@ def run_event_steps(protocol, graph, *, max_steps, until_discrepancy, until_loca
             stop_reason = "stable"
     _check_conservation(protocol, loads, ex.in_transit, total, t)
     return t, stop_reason, cycle_length, moved_total, messages_total, trace, clock
+
+
+def _run_compiled(protocol, graph, *, max_steps, until_discrepancy, until_local_discrepancy, record_every, cycles,
+                  progress, names):
+    """:func:`run_event_steps` on the protocol's compiled run: the same stop rules, records and results.
+
+    The compiled run executes time units in chunks of :data:`COMPILED_CHUNK` (one unit at a time
+    when a discrepancy target must be checked after every unit whose loads changed) and returns one
+    row per time unit with events; the records at multiples of ``record_every`` are read off those
+    rows (an idle unit repeats the row before it). Conservation is checked after every chunk; the
+    wall clock of a record is interpolated between chunk ends.
+    """
+    kr = protocol.kernel_run
+    loads, total = kr.loads, kr.total
+    initial = loads.copy()
+    stop_targets = until_discrepancy is not None or until_local_discrepancy is not None
+
+    def reached() -> bool:
+        if until_discrepancy is not None and discrepancy(graph, loads) <= until_discrepancy:
+            return True
+        if until_local_discrepancy is not None and local_discrepancy(graph, loads) <= until_local_discrepancy:
+            return True
+        return False
+
+    marks = [(0, time.perf_counter())]
+    cycle_length = None
+    if stop_targets and reached():
+        return _finish(protocol, graph, initial, names, kr, 0, "target-reached", None, record_every, max_steps,
+                       True, marks)
+    # Step 0's cycle check sees every node in "start" with nothing in flight: a state no later step repeats.
+    kr.start()
+    stop_reason, last, done = "max-steps", max_steps, False
+    chunk_end = 0
+    while True:
+        chunk_end = min(max_steps, max(chunk_end, kr.now) + COMPILED_CHUNK)
+        status = kr.advance(chunk_end, one_unit=stop_targets)
+        unit = int(kr.unit_rows()[-1, 0]) if len(kr.unit_rows()) else 0
+        if status == _k_status("RUN_UNIT"):
+            rows = kr.unit_rows()
+            changed = len(rows) and rows[-1, 3] != (rows[-2, 3] if len(rows) > 1 else 0)
+            if changed and reached():
+                stop_reason, last, done = "target-reached", unit, True
+                break
+            continue
+        marks.append((kr.now, time.perf_counter()))
+        _check_conservation(protocol, loads, kr.in_transit, total, kr.now)
+        if progress is not None:
+            progress(kr.now, max_steps)
+        if status == _k_status("RUN_STABLE"):
+            rows = kr.unit_rows()
+            at = kr.now
+            if stop_targets and len(rows) and rows[-1, 0] == at:
+                changed = rows[-1, 3] != (rows[-2, 3] if len(rows) > 1 else 0)
+                if changed and reached():
+                    stop_reason, last, done = "target-reached", at, True
+                    break
+            stop_reason, last, done = "stable", at, True
+            break
+        if status == _k_status("RUN_UNTIL") and chunk_end < max_steps:
+            continue
+        if status == _k_status("RUN_IDLE") and kr.all_final() and chunk_end < max_steps:
+            continue  # stable at the next time unit, past this chunk
+        if status == _k_status("RUN_IDLE") and not kr.all_final():
+            # Nothing will ever happen again (a deadlock): the synchronous loop's cycle check finds
+            # the idle state at its first two checks after the last event; else max-steps.
+            first = -(-unit // protocol.period) * protocol.period
+            second = first + protocol.period
+            if cycles and second < max_steps:
+                stop_reason, last, cycle_length = "fixed-point", second, protocol.period
+            break
+        break  # RUN_UNTIL at max_steps, or RUN_IDLE with every node final at max_steps
+    if stop_reason == "max-steps" and protocol.is_stable(graph, loads):
+        stop_reason = "stable"
+    return _finish(protocol, graph, initial, names, kr, last, stop_reason, cycle_length, record_every, max_steps,
+                   done, marks)
+
+
+def _k_status(name: str) -> int:
+    return _STATUS[name]
+
+
+_STATUS = {"RUN_UNTIL": 0, "RUN_STABLE": 1, "RUN_IDLE": 2, "RUN_FULL": 3, "RUN_UNIT": 4, "RUN_ERROR": 5}
+
+
+def _finish(protocol, graph, initial, names, kr, last, stop_reason, cycle_length, record_every, max_steps, done,
+            marks):
+    # The records of the synchronous loop: step 0, every multiple of record_every up to the last
+    # step, the step the run stopped at (done) and max_steps if it was reached.
+    steps = np.arange(record_every, last + 1, record_every, dtype=np.int64)
+    extra = [s for s in ((last,) if done else ()) + ((max_steps,) if last == max_steps else ()) if s >= 1]
+    if extra:
+        steps = np.union1d(steps, np.asarray(extra, dtype=np.int64))
+    rows = kr.unit_rows()
+    at = np.searchsorted(rows[:, 0], steps, side="right") - 1
+    values = np.zeros((steps.size, 3), dtype=np.int64)
+    hit = at >= 0
+    values[hit] = rows[at[hit], 1:4]
+    records = np.zeros((steps.size + 1, 4), dtype=np.int64)
+    records[1:, 0], records[1:, 1:] = steps, values
+    trace = EventTrace(graph, initial, kr.load_log(), tuple(names))
+    trace._records = records
+    mark_steps, mark_times = zip(*marks) if len(marks) > 1 else ((0, max(last, 1)), (marks[0][1], time.perf_counter()))
+    clock = np.interp(records[:, 0], mark_steps, mark_times)
+    # The compiled run never goes past the last step: its totals are the run's.
+    moved_total, messages_total = kr.tokens_moved, kr.messages
+    kr.settle(last)
+    _check_conservation(protocol, kr.loads, kr.in_transit, kr.total, last)
+    return last, stop_reason, cycle_length, moved_total, messages_total, trace, list(clock)
 
 
 def _check_conservation(protocol, loads, in_transit, total, t) -> None:

@@ -23,6 +23,7 @@ from ...errors import TokendistError
 from ._channels import RELEASE_MODES, Link
 from ._node import PHASE_OVERLAP, PICKS, PerfectTreeNode
 from ._schedules import ADVERSARIES, adversarial_schedule
+from .kernels import KERNEL_MIN_NODES, PerfectTreeKernelRun, kernel_supports
 from ...graphs import bfs_tree, min_diameter_spanning_tree, tree_diameter
 
 __all__ = ["PerfectTree", "spanning_tree_of", "SPANNING_TREES"]
@@ -40,6 +41,18 @@ def spanning_tree_of(graph, kind: str = "bfs"):
         raise TokendistError(f"spanning_tree must be one of {', '.join(SPANNING_TREES)}")
     tree = bfs_tree(graph) if kind == "bfs" else min_diameter_spanning_tree(graph)
     return tree
+
+
+def memory_bits(degrees: np.ndarray, total: int, nodes: int) -> np.ndarray:
+    """:meth:`PerfectTreeNode.memory_bits` of every node at once (it depends on the degree only)."""
+    def bits(x):
+        return max(1, int(x).bit_length())
+
+    degrees = np.asarray(degrees, dtype=np.int64)
+    uniq, inverse = np.unique(degrees, return_inverse=True)
+    bd = np.array([bits(d) for d in uniq.tolist()], dtype=np.int64)[inverse]
+    bt, bn = bits(total), bits(nodes)
+    return degrees * (bt + bn) + 2 * bt + bn + 4 * bd + 2 * degrees + 1
 
 
 @register_protocol
@@ -86,14 +99,31 @@ class PerfectTree(Protocol):
         if self.options["max_delay"] < 1:
             raise TokendistError("perfect-tree: max_delay must be at least 1")
 
+    #: Whether the engine's event-driven path runs the compiled program (:mod:`.kernels`) instead of
+    #: the handlers: True, False, or None (default) for trees of at least ``KERNEL_MIN_NODES`` nodes.
+    use_kernels: bool | None = None
+
     def reset(self, graph, loads, rng):
         o = self.options
-        self.tree = tree = spanning_tree_of(graph, o["spanning_tree"])
+        self.tree = spanning_tree_of(graph, o["spanning_tree"])
         self.initial = np.asarray(loads, dtype=np.int64).copy()
+        self._rng = rng
+        self._executor = self._nodes = None
+        # The compiled program, event for event the handlers' (tests/protocols/test_perfect_tree_kernels.py);
+        # the handlers are built when something asks for them (the synchronous loop, a test, a user).
+        self.kernel_run = None
+        wanted = self.use_kernels if self.use_kernels is not None else self.tree.n >= KERNEL_MIN_NODES
+        if wanted and kernel_supports(o) is None:
+            self.kernel_run = PerfectTreeKernelRun(self.tree, self.initial, o, rng)
+        else:
+            self._build_handlers()
+
+    def _build_handlers(self):
+        o, tree, rng = self.options, self.tree, self._rng
         links = {}
         for a, b in zip(tree.u.tolist(), tree.v.tolist()):
             links[(a, b)] = links[(b, a)] = Link()
-        self.nodes = [
+        self._nodes = [
             PerfectTreeNode([None] + [links[(i, int(j))] for j in tree.neighbours(i)], release=o["release"],
                             pick=o["pick"], phase_overlap=o["phase_overlap"])
             for i in range(tree.n)
@@ -102,8 +132,26 @@ class PerfectTree(Protocol):
             schedule = adversarial_schedule(tree, o["adversary"], o["max_delay"], rng)
         else:
             schedule = o["schedule"]
-        self.executor = MessageExecutor(tree, self.nodes, self.initial, schedule=schedule, rng=rng,
-                                        max_delay=o["max_delay"])
+        self._executor = MessageExecutor(tree, self._nodes, self.initial, schedule=schedule, rng=rng,
+                                         max_delay=o["max_delay"])
+
+    def _kernel_ran(self) -> bool:
+        return self.kernel_run is not None and self.kernel_run.started
+
+    @property
+    def executor(self) -> MessageExecutor:
+        """The handlers' executor (built on first use; not the one a compiled run used)."""
+        if self._executor is None:
+            if self._kernel_ran():
+                raise TokendistError("perfect-tree: this run is on the compiled program; its handlers never ran")
+            self._build_handlers()
+        return self._executor
+
+    @property
+    def nodes(self) -> list:
+        """The per-node handlers (:class:`PerfectTreeNode`), built on first use."""
+        self.executor  # noqa: B018 - builds them
+        return self._nodes
 
     def step(self, t, graph, loads):
         ex = self.executor
@@ -113,17 +161,23 @@ class PerfectTree(Protocol):
                     in_transit=ex.in_transit)
 
     def is_stable(self, graph, loads):
+        if self._kernel_ran():
+            return self.kernel_run.all_final()
         return all(node.state == "final" for node in self.nodes)
 
     def state_key(self) -> bytes | None:
-        ex = self.executor
+        kr = self.kernel_run
+        ex = kr if kr is not None and self._executor is None else self.executor
         if ex.idle:  # nothing in flight: the states below never change again (a deadlock)
-            return "|".join(n.state for n in self.nodes).encode()
+            states = ex.states() if ex is kr else [n.state for n in self.nodes]
+            return "|".join(states).encode()
         return None  # messages in flight: the clock is part of the state, so it is always new
 
     # ------------------------------------------------------------------ reports
     def root(self) -> int | None:
         """The node elected in Phase 1 (parent = 0 after Phase 1), None before."""
+        if self._kernel_ran():
+            return self.kernel_run.root()
         roots = [i for i, n in enumerate(self.nodes) if n.after_phase1 is not None and n.after_phase1[2] == 0]
         return roots[0] if len(roots) == 1 else None
 
@@ -134,17 +188,23 @@ class PerfectTree(Protocol):
         and time bounds of Sec. 5) are theory: :func:`tokendist.analysis.perfect_tree_bounds`
         computes them, and ``tokendist bounds`` and the ``margara`` reproduction show both.
         """
-        ex, tree = self.executor, self.tree
+        tree = self.tree
         total, n = int(self.initial.sum()), tree.n
         diam = tree_diameter(tree)
-        final = all(node.state == "final" for node in self.nodes)
+        compiled = self._kernel_ran()
+        ex = self.kernel_run if compiled else self.executor
+        final = ex.all_final() if compiled else all(node.state == "final" for node in self.nodes)
         loads = ex.loads
         avg = total // n
         perfect = bool(final and ex.in_transit == 0 and loads.min() >= avg and loads.max() <= avg + (total % n > 0))
         phase_end = {}
         for k in (1, 2, 3):
-            times = [node.times.get(k) for node in self.nodes]
-            phase_end[f"phase{k}"] = None if None in times else int(max(times, default=0))
+            if compiled:
+                times = ex.phase_times(k)
+                phase_end[f"phase{k}"] = None if (times < 0).any() else int(times.max(initial=0))
+            else:
+                times = [node.times.get(k) for node in self.nodes]
+                phase_end[f"phase{k}"] = None if None in times else int(max(times, default=0))
         rounds = {}
         prev = 0
         for k in (1, 2, 3):
@@ -152,19 +212,21 @@ class PerfectTree(Protocol):
             rounds[f"phase{k}"] = None if end is None else max(0, end - prev)
             prev = end if end is not None else prev
         exchanges = int(ex.tokens_moved)
+        root = self.root()
         deg = tree.degrees
-        mem = np.array([node.memory_bits(total, n) for node in self.nodes], dtype=np.int64)
+        mem = memory_bits(deg, total, n)
         scale = deg * (np.log2(max(total, 2)) + np.log2(max(n, 2)))
         inner = deg > 0
         return {
             "tree": tree.spec or "tree",
             "N": n, "T": total, "D": diam, "max_degree": int(tree.max_degree) if n > 1 else 0,
-            "root": self.root(),
-            "elected_by": None if self.root() is None else self.nodes[self.root()].elected_by,
+            "root": root,
+            "elected_by": None if root is None else (ex.elected_by(root) if compiled else self.nodes[root].elected_by),
             "all_final": final,
             "perfect": perfect,
-            "stuck_nodes": int(sum(node.stuck for node in self.nodes)),
-            "misread_messages": int(sum(node.consumed_out_of_phase for node in self.nodes)),
+            "stuck_nodes": ex.stuck_nodes() if compiled else int(sum(node.stuck for node in self.nodes)),
+            "misread_messages": (ex.misread_messages() if compiled
+                                 else int(sum(node.consumed_out_of_phase for node in self.nodes))),
             "time": int(ex.now) if final else None,
             "phase_end": phase_end,
             "phase_rounds": rounds,
