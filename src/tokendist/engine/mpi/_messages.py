@@ -596,6 +596,8 @@ def run_message_ranks(comm, graph, protocol, loads, *, seed, max_steps, until_di
     rank, size = comm.Get_rank(), comm.Get_size()
     root = rank == 0
     initial_loads = loads.copy()
+    if hasattr(protocol, "use_kernels"):
+        protocol.use_kernels = False  # the ranks run the per-node handlers, never the compiled program
     protocol.reset(graph, loads.copy(), stream(seed, "protocol"))
     ex = protocol.executor
     net = ex.graph  # the network the messages travel on (perfect-tree: the spanning tree)

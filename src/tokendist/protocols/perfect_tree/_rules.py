@@ -147,6 +147,11 @@ class PerfectTree(Protocol):
             self._build_handlers()
         return self._executor
 
+    @executor.setter
+    def executor(self, value) -> None:
+        # The MPI ranks (engine.mpi._messages) put a view of the whole run in its place for report().
+        self._executor = value
+
     @property
     def nodes(self) -> list:
         """The per-node handlers (:class:`PerfectTreeNode`), built on first use."""
