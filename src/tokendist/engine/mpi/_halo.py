@@ -120,6 +120,51 @@ class LocalPart:
         values[self.recv_index] = recv
         return values
 
+    def gather_edges(self, values: np.ndarray) -> np.ndarray | None:
+        """The per-edge ``values`` (one per local edge) of the whole graph, in global edge order.
+
+        Each global edge is taken from the rank that counts it (``edge_owned``). Collective; the
+        whole array on rank 0, None on the others. ``values`` may have trailing dimensions.
+        """
+        values = np.asarray(values)
+        mine = np.ascontiguousarray(values[self.edge_owned])
+        ids = np.ascontiguousarray(self.edges[self.edge_owned])
+        counts = np.array(self.comm.allgather(int(ids.size)), dtype=np.int64)
+        displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        row = int(np.prod(values.shape[1:], dtype=np.int64))
+        if self.rank != 0:
+            self.comm.Gatherv(ids, None, root=0)
+            self.comm.Gatherv(mine.reshape(-1), None, root=0)
+            return None
+        all_ids = np.empty(int(counts.sum()), dtype=np.int64)
+        self.comm.Gatherv(ids, [all_ids, (counts, displs)], root=0)
+        buf = np.empty((int(counts.sum()),) + values.shape[1:], dtype=values.dtype)
+        self.comm.Gatherv(mine.reshape(-1), [buf.reshape(-1), (counts * row, displs * row)], root=0)
+        full = np.empty_like(buf)
+        full[all_ids] = buf
+        return full
+
+    def gather_nodes(self, values: np.ndarray) -> np.ndarray | None:
+        """The per-node ``values`` (one per local node) of the whole graph, by global id, on rank 0.
+
+        Each node is taken from its owner. Collective; None on the other ranks.
+        """
+        values = np.asarray(values)
+        mine = np.ascontiguousarray(values[self.owned])
+        counts = np.array(self.comm.allgather(int(self.owned.size)), dtype=np.int64)
+        displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        if self.rank != 0:
+            self.comm.Gatherv(np.ascontiguousarray(self.owned_global), None, root=0)
+            self.comm.Gatherv(mine, None, root=0)
+            return None
+        ids = np.empty(int(counts.sum()), dtype=np.int64)
+        self.comm.Gatherv(np.ascontiguousarray(self.owned_global), [ids, (counts, displs)], root=0)
+        buf = np.empty(int(counts.sum()), dtype=values.dtype)
+        self.comm.Gatherv(mine, [buf, (counts, displs)], root=0)
+        full = np.empty_like(buf)
+        full[ids] = buf
+        return full
+
     # ------------------------------------------------------------------ reductions
     def allreduce(self, value, op: str = "sum"):
         """A global ``sum``, ``max``, ``min``, ``and`` or ``or`` of one number per rank (collective).

@@ -212,8 +212,10 @@ def run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None
             if cycles and t % protocol.period == 0:
                 full = gathered(t)
                 verdict = np.zeros(2, dtype=np.int64)  # (0 go on | 1 fixed point | 2 cycle | 3 rounding cycle, length)
-                if root:
-                    key = hashlib.blake2b(full.tobytes() + protocol.state_key(), digest_size=16).digest()
+                state_key = (protocol.partitioned_state_key(part) if hasattr(protocol, "partitioned_state_key")
+                             else protocol.state_key())
+                if root and state_key is not None:
+                    key = hashlib.blake2b(full.tobytes() + state_key, digest_size=16).digest()
                     if key in seen:
                         first, moved_then = seen[key]
                         verdict[:] = (1 if moved_total == moved_then else (3 if protocol.divisible else 2), t - first)
@@ -288,6 +290,9 @@ def run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None
     final = gathered(state)
     exchanged = part.allreduce(part.bytes_exchanged - bytes_before, "sum")
     step_seconds = part.allreduce(step_seconds, "max")
+    finish = getattr(protocol, "partitioned_finish", None)
+    if finish is not None:  # per-edge and per-node state gathered on rank 0 for report() (collective)
+        finish(part)
     for name in getattr(protocol, "partitioned_edge_sums", ()):
         mine = np.ascontiguousarray(getattr(protocol, name))
         summed = np.empty_like(mine) if root else None
