@@ -361,7 +361,7 @@ def _fi_guard(self, part, loads, send):
     over = np.flatnonzero((out > loads) & part.is_owned)
     if not part.allreduce(over.size > 0, "or"):
         return send
-    send = send.copy()
+    before, send = send, send.copy()
     for i in over:  # rare: pay the edges of an owned node in CSR order (the local row is whole)
         budget = int(loads[i])
         for e in g.csr_edges[g.indptr[i]:g.indptr[i + 1]]:
@@ -374,7 +374,7 @@ def _fi_guard(self, part, loads, send):
             send[e] = pay if g.u[e] == i else -pay
     theirs = part.exchange_cut_edges(send)
     # On a cut edge the sender's rank decided: take its value where the sender is the other end.
-    sender_is_u = send > 0
+    sender_is_u = before > 0  # the sign before the guard (a paid 0 no longer shows who sends)
     remote = np.where(sender_is_u, ~self._part_owns_u, ~self._part_owns_v)
     return np.where(remote, theirs, send)
 
