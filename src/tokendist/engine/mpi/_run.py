@@ -33,16 +33,17 @@ from ._partition import PARTITIONS, edge_cut, partition
 __all__ = ["run_partitioned", "mpi_world", "partitioned_refusal", "PARTITIONED_PROTOCOLS"]
 
 #: The protocols with a partitioned step (the others refuse ``--backend mpi`` in one line).
-PARTITIONED_PROTOCOLS = ("multi-port", "single-port", "ds", "threshold1", "threshold2", "diffusion", "diffusion-floor", "diffusion-ceil",
-                         "diffusion-random", "fos", "fos-floor", "sos", "sos-iou", "randomized-diffusion",
-                         "stratified-diffusion", "quasirandom", "rotor-router", "flow-imitation", "random-matching",
-                         "balancing-circuit", "pairwise-averaging")
+PARTITIONED_PROTOCOLS = ("multi-port", "single-port", "ds", "threshold1", "threshold2", "diffusion",
+                         "diffusion-floor", "diffusion-ceil", "diffusion-random", "diffusion-oriented", "fos",
+                         "fos-floor", "sos", "sos-iou", "randomized-diffusion", "stratified-diffusion", "quasirandom",
+                         "rotor-router", "flow-imitation", "random-matching", "balancing-circuit",
+                         "pairwise-averaging")
 
-# Why the other protocols of the five papers do not run partitioned yet (one line each).
+# Why the other protocols do not run partitioned yet (one line each).
 _WHY = {
-    "discrepancy1": "its schedule and rotor state are global per-edge state not yet kept on both sides of a cut edge",
+    "discrepancy1": "its cycle bookkeeping (the discrepancy at every phase start, localMax, each node's stop step) "
+                    "is not yet reduced over the ranks",
     "random-walk": "its tokens take several random-walk hops within one step, which may cross several cuts",
-    "diffusion-oriented": "its st-orientation needs the whole graph (and relays over two hops off biconnected graphs)",
     "perfect-tree": "a message-passing protocol: it runs on the message executor (per-node handlers), "
                     "not in synchronous partitioned steps",
     "async-multi-port": "a message-passing protocol: it runs on the message executor with adversarial delays, "
