@@ -286,3 +286,18 @@ def test_stateful_protocols_stop_at_the_single_process_step(tmp_path):
     # Off a biconnected graph diffusion-oriented relays over two hops (Case 2): one line, every rank.
     assert got[-1]["error"].startswith("diffusion-oriented cannot run partitioned yet on a graph that is not "
                                        "biconnected")
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_discrepancy1_stops_at_the_single_process_step(tmp_path):
+    """Whole cycles of DISCREPANCY-1: localMax, the nodes' stop steps (halting them) and the final cycle."""
+    cases = [{"graph": "torus:6x5", "algo": "discrepancy1", "init": "random:0..100", "seed": 5, "partition": "metis",
+              "max_steps": 1500, "params": {"termination": "halt"}},
+             {"graph": "random-regular:30,3", "algo": "discrepancy1", "init": "random:0..100", "seed": 5,
+              "partition": "contiguous", "max_steps": 1500}]
+    got = run_cases(3, cases, tmp_path)
+    for case, line in zip(cases, got):
+        assert_same(case, line)
+    assert [line["stop_reason"] for line in got] == ["stable", "cycle"]
+    assert all(line["report"]["termination"]["nodes_stopped"] > 0 for line in got)

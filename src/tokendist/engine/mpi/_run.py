@@ -33,7 +33,7 @@ from ._partition import PARTITIONS, edge_cut, partition
 __all__ = ["run_partitioned", "mpi_world", "partitioned_refusal", "PARTITIONED_PROTOCOLS"]
 
 #: The protocols with a partitioned step (the others refuse ``--backend mpi`` in one line).
-PARTITIONED_PROTOCOLS = ("multi-port", "single-port", "ds", "threshold1", "threshold2", "diffusion",
+PARTITIONED_PROTOCOLS = ("multi-port", "single-port", "ds", "threshold1", "threshold2", "discrepancy1", "diffusion",
                          "diffusion-floor", "diffusion-ceil", "diffusion-random", "diffusion-oriented", "fos",
                          "fos-floor", "sos", "sos-iou", "randomized-diffusion", "stratified-diffusion", "quasirandom",
                          "rotor-router", "flow-imitation", "random-matching", "balancing-circuit",
@@ -41,8 +41,6 @@ PARTITIONED_PROTOCOLS = ("multi-port", "single-port", "ds", "threshold1", "thres
 
 # Why the other protocols do not run partitioned yet (one line each).
 _WHY = {
-    "discrepancy1": "its cycle bookkeeping (the discrepancy at every phase start, localMax, each node's stop step) "
-                    "is not yet reduced over the ranks",
     "random-walk": "its tokens take several random-walk hops within one step, which may cross several cuts",
     "perfect-tree": "a message-passing protocol: it runs on the message executor (per-node handlers), "
                     "not in synchronous partitioned steps",

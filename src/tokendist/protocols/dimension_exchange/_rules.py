@@ -325,6 +325,14 @@ class Discrepancy1(_DimensionExchange):
         self._next = t + 1
         return out
 
+    # Partitioned form (tokendist.engine.mpi): localMax and the bookkeeping of the local nodes,
+    # discrepancies reduced over the ranks (:mod:`._partitioned`).
+    partitioned_setup = _partitioned.d1_setup
+    partitioned_step = _partitioned.d1_step
+    partitioned_is_stable = _partitioned.d1_is_stable
+    partitioned_state_key = _partitioned.d1_state_key
+    partitioned_finish = _partitioned.d1_finish
+
     def report(self) -> dict:
         out = super().report()
         stopped = self.stop_step >= 0
