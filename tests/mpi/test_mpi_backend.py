@@ -82,9 +82,11 @@ def cases_for(graphs, algos, partitions=("contiguous", "metis"), max_steps=30, s
     for method in partitions:
         for spec in graphs:
             for algo in algos:
+                if algo == "diffusion-oriented" and spec.startswith("random-tree"):
+                    continue  # not biconnected: refused (test_stateful_protocols_stop_at_the_single_process_step)
                 case = {"graph": spec, "algo": algo, "init": "random:0..1000", "seed": seed, "partition": method,
                         "max_steps": max_steps}
-                if algo in ("diffusion-ceil", "diffusion-random"):
+                if algo in ("diffusion-ceil", "diffusion-random", "diffusion-oriented", "sos"):
                     case["allow_infeasible"] = True  # the roundings up may overdraw (Sec. 4): recorded, not fatal
                 out.append(case)
     return out
@@ -130,20 +132,29 @@ def test_missing_mpi4py_is_one_line_and_exit_2(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- under mpiexec
+# The protocols without per-edge state, and those that keep state per edge, per slot or per node
+# (flows, IOUs, estimates, rotors, errors, colour schedules) or draw matchings: the second group
+# runs at one rank count by default and at the others in the slow tests.
+STATELESS = ("multi-port", "single-port", "diffusion", "diffusion-floor", "diffusion-ceil", "diffusion-random",
+             "fos", "fos-floor")
+STATEFUL = tuple(p for p in PARTITIONED_PROTOCOLS if p not in STATELESS)
+
+
 @needs_mpi
-@pytest.mark.parametrize("k,max_steps", [(2, 20), (3, 12)])
-def test_every_partitioned_protocol_matches_single_process(k, max_steps, tmp_path):
+@pytest.mark.parametrize("k,max_steps,algos", [(2, 20, STATELESS), (3, 12, STATELESS), (3, 12, STATEFUL)])
+def test_every_partitioned_protocol_matches_single_process(k, max_steps, algos, tmp_path):
     """Both partitions, one launch: every protocol on the torus, hypercube, random regular graph, tree."""
-    cases = cases_for(GRAPHS, PARTITIONED_PROTOCOLS, max_steps=max_steps)
+    cases = cases_for(GRAPHS, algos, max_steps=max_steps)
     for case, got in zip(cases, run_cases(k, cases, tmp_path)):
         assert_same(case, got)
 
 
 @needs_mpi
 @pytest.mark.slow
-@pytest.mark.parametrize("k,max_steps", [(1, 30), (4, 12)])
-def test_every_partitioned_protocol_matches_for_one_and_four_ranks(k, max_steps, tmp_path):
-    cases = cases_for(GRAPHS, PARTITIONED_PROTOCOLS, max_steps=max_steps)
+@pytest.mark.parametrize("k,max_steps,algos", [(1, 30, PARTITIONED_PROTOCOLS), (4, 12, PARTITIONED_PROTOCOLS),
+                                               (2, 20, STATEFUL)])
+def test_every_partitioned_protocol_matches_for_other_rank_counts(k, max_steps, algos, tmp_path):
+    cases = cases_for(GRAPHS, algos, max_steps=max_steps)
     for case, got in zip(cases, run_cases(k, cases, tmp_path)):
         assert_same(case, got)
 
@@ -195,10 +206,98 @@ def test_cli_json_equal_but_wall_time_and_ranks_and_tokens_conserved(tmp_path):
 
 @needs_mpi
 def test_cli_unsupported_protocol_is_one_line_from_rank_0():
-    done = launch(3, ["-m", "tokendist.cli", "run", "--graph", "torus:6x6", "--algo", "sos", "--init",
+    done = launch(3, ["-m", "tokendist.cli", "run", "--graph", "torus:6x6", "--algo", "random-walk", "--init",
                       "random:0..100", "--backend", "mpi"])
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert lines == ["error: sos cannot run partitioned yet: second-order diffusion keeps the previous step's flow "
-                     "on every edge, state not yet kept on both sides of a cut edge"], done.stderr
+    assert lines == ["error: random-walk cannot run partitioned yet: its tokens take several random-walk hops "
+                     "within one step, which may cross several cuts"], done.stderr
     assert done.stdout == ""
+
+
+# ---------------------------------------------------------------------------------------------- per-edge state
+# Runs that reach the rare branches of the protocols with per-edge or per-node state: a short node
+# paying in proportion (sos-iou), a guard taking tokens back (quasirandom, flow-imitation), the
+# active-passive matching, arbitrary initial estimates (ds), random initial rotors.
+STATE_CASES = [
+    ("random-tree:30", "sos-iou", "point:1000", {}),
+    ("torus:6x5", "sos-iou", "random:0..2", {"ideal": "sent"}),
+    ("hypercube:5", "sos-iou", "random:0..1000", {"ideal": "driven"}),
+    ("hypercube:5", "flow-imitation", "point:1000", {"process": "sos"}),
+    ("random-regular:30,3", "flow-imitation", "random:0..1000", {"process": "random-matching"}),
+    ("random-tree:30", "flow-imitation", "random:0..1000", {"process": "circuit"}),
+    ("torus:6x5", "quasirandom", "random:0..4", {"ties": "up"}),
+    ("random-regular:30,3", "random-matching", "random:0..1000", {"drawing": "active-passive"}),
+    ("torus:6x5", "random-matching", "random:0..1000", {"excess": "heavier"}),
+    ("random-regular:30,3", "ds", "random:0..1000", {"estimates": "random", "threshold": "2"}),
+    ("random-tree:30", "rotor-router", "random:0..1000", {"lazy": "false", "rotor_init": "random"}),
+    ("random-tree:30", "randomized-diffusion", "random:0..1000", {"denominator": "2max-degree"}),
+    ("random-regular:30,3", "stratified-diffusion", "random:0..1000", {"order": "self-last"}),
+    ("torus:6x5", "threshold2", "random:0..1000", {"colouring": "greedy", "colour_start": "1"}),
+    ("random-regular:30,3", "threshold1", "random:0..1000", {"spanning_tree": "min-diameter"}),
+]
+
+
+def _state_cases(max_steps=40):
+    return [{"graph": g, "algo": a, "init": init, "seed": 5, "partition": method, "max_steps": max_steps,
+             "params": params} for method in ("contiguous", "metis") for g, a, init, params in STATE_CASES]
+
+
+def _assert_state_branches_reached():
+    """The cases above do reach the rare branches in one process (else they would test nothing)."""
+    reports = {(c["algo"], c["init"], tuple(c["params"].items())): single(c).report for c in _state_cases()[:7]}
+    assert reports[("sos-iou", "point:1000", ())]["negative_load_events"] > 0
+    assert reports[("sos-iou", "random:0..2", (("ideal", "sent"),))]["negative_load_events"] > 0
+    assert reports[("flow-imitation", "point:1000", (("process", "sos"),))]["held_back"] > 0
+    assert reports[("quasirandom", "random:0..4", (("ties", "up"),))]["held_back"] > 0
+
+
+@needs_mpi
+def test_per_edge_state_and_guards_match_single_process(tmp_path):
+    """IOUs, flows, estimates, rotors and errors kept on both sides of a cut edge: the same runs for K = 3."""
+    _assert_state_branches_reached()
+    cases = _state_cases()
+    for case, got in zip(cases, run_cases(3, cases, tmp_path)):
+        assert_same(case, got)
+
+
+@needs_mpi
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [2, 4])
+def test_per_edge_state_and_guards_match_for_other_rank_counts(k, tmp_path):
+    cases = _state_cases(max_steps=25)
+    for case, got in zip(cases, run_cases(k, cases, tmp_path)):
+        assert_same(case, got)
+
+
+@needs_mpi
+def test_stateful_protocols_stop_at_the_single_process_step(tmp_path):
+    """Cycles (from the per-node or per-edge state gathered on rank 0), fixed points and stability."""
+    runs = [("torus:6x5", "rotor-router", "contiguous"), ("random-tree:30", "threshold1", "metis"),
+            ("hypercube:5", "threshold2", "metis"), ("random-regular:30,3", "ds", "metis"),
+            ("hypercube:5", "sos", "contiguous")]
+    cases = [{"graph": g, "algo": a, "init": "random:0..100", "seed": 5, "partition": method, "max_steps": 600,
+              "allow_infeasible": True} for g, a, method in runs]
+    refused = {"graph": "random-tree:30", "algo": "diffusion-oriented", "init": "random:0..100", "seed": 5}
+    got = run_cases(3, cases + [refused], tmp_path)
+    for case, line in zip(cases, got):
+        assert_same(case, line)
+    assert [line["stop_reason"] for line in got[:-1]] == ["cycle", "cycle", "stable", "stable", "fixed-point"]
+    # Off a biconnected graph diffusion-oriented relays over two hops (Case 2): one line, every rank.
+    assert got[-1]["error"].startswith("diffusion-oriented cannot run partitioned yet on a graph that is not "
+                                       "biconnected")
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_discrepancy1_stops_at_the_single_process_step(tmp_path):
+    """Whole cycles of DISCREPANCY-1: localMax, the nodes' stop steps (halting them) and the final cycle."""
+    cases = [{"graph": "torus:6x5", "algo": "discrepancy1", "init": "random:0..100", "seed": 5, "partition": "metis",
+              "max_steps": 1500, "params": {"termination": "halt"}},
+             {"graph": "random-regular:30,3", "algo": "discrepancy1", "init": "random:0..100", "seed": 5,
+              "partition": "contiguous", "max_steps": 1500}]
+    got = run_cases(3, cases, tmp_path)
+    for case, line in zip(cases, got):
+        assert_same(case, line)
+    assert [line["stop_reason"] for line in got] == ["stable", "cycle"]
+    assert all(line["report"]["termination"]["nodes_stopped"] > 0 for line in got)

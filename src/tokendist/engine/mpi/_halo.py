@@ -120,6 +120,73 @@ class LocalPart:
         values[self.recv_index] = recv
         return values
 
+    def gather_indexed(self, ids: np.ndarray, values: np.ndarray, size: int) -> np.ndarray | None:
+        """An array of ``size`` entries on rank 0 assembled from every rank's ``values[i]`` at ``ids[i]``.
+
+        The ranks' ``ids`` together must cover ``0 .. size - 1`` once (each entry from one rank).
+        Collective; None on the other ranks. ``values`` may have trailing dimensions.
+        """
+        values = np.ascontiguousarray(values)
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        counts = np.array(self.comm.allgather(int(ids.size)), dtype=np.int64)
+        displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        row = int(np.prod(values.shape[1:], dtype=np.int64))
+        if self.rank != 0:
+            self.comm.Gatherv(ids, None, root=0)
+            self.comm.Gatherv(values.reshape(-1), None, root=0)
+            return None
+        all_ids = np.empty(int(counts.sum()), dtype=np.int64)
+        self.comm.Gatherv(ids, [all_ids, (counts, displs)], root=0)
+        buf = np.empty((int(counts.sum()),) + values.shape[1:], dtype=values.dtype)
+        self.comm.Gatherv(values.reshape(-1), [buf.reshape(-1), (counts * row, displs * row)], root=0)
+        full = np.empty((size,) + values.shape[1:], dtype=values.dtype)
+        full[all_ids] = buf
+        return full
+
+    def gather_edges(self, values: np.ndarray) -> np.ndarray | None:
+        """The per-edge ``values`` (one per local edge) of the whole graph, in global edge order.
+
+        Each global edge is taken from the rank that counts it (``edge_owned``). Collective; the
+        whole array on rank 0, None on the others.
+        """
+        values = np.asarray(values)
+        return self.gather_indexed(self.edges[self.edge_owned], values[self.edge_owned], self.global_graph.m)
+
+    def gather_nodes(self, values: np.ndarray) -> np.ndarray | None:
+        """The per-node ``values`` (one per local node) of the whole graph, by global id, on rank 0.
+
+        Each node is taken from its owner. Collective; None on the other ranks.
+        """
+        return self.gather_indexed(self.owned_global, np.asarray(values)[self.owned], self.global_graph.n)
+
+    def exchange_cut_edges(self, values: np.ndarray) -> np.ndarray:
+        """The other rank's entry of ``values`` (one per local edge) on every cut edge (collective).
+
+        Returns a copy of ``values`` in which each cut edge holds the value the rank owning its
+        other end computed (numpy buffers, one ``Neighbor_alltoallv``): for per-edge decisions that
+        only the sending end can take.
+        """
+        if not hasattr(self, "_cut_index"):
+            owner = self.owner
+            gu, gv = self.global_graph.u[self.edges], self.global_graph.v[self.edges]
+            other = np.where(self.is_owned[self.graph.u], owner[gv], owner[gu]).astype(np.int64)
+            cut = np.flatnonzero(other != self.rank)
+            # Grouped by the other rank, by global edge id within a group: the order both sides use.
+            order = np.lexsort((self.edges[cut], other[cut]))
+            self._cut_index = cut[order]
+            counts = np.array([np.count_nonzero(other[cut] == q) for q in self.neighbours], dtype=np.int64)
+            self._cut_counts = counts
+            self._cut_displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        out = np.array(values, copy=True)
+        send = np.ascontiguousarray(values[self._cut_index])
+        recv = np.empty_like(send)
+        if self.neighbours.size:
+            spec = (self._cut_counts, self._cut_displs)
+            self.topology.Neighbor_alltoallv([send, spec], [recv, spec])
+            self.bytes_exchanged += send.nbytes
+        out[self._cut_index] = recv
+        return out
+
     # ------------------------------------------------------------------ reductions
     def allreduce(self, value, op: str = "sum"):
         """A global ``sum``, ``max``, ``min``, ``and`` or ``or`` of one number per rank (collective).

@@ -35,23 +35,15 @@ from ._partition import PARTITIONS, edge_cut, partition
 __all__ = ["run_partitioned", "mpi_world", "partitioned_refusal", "PARTITIONED_PROTOCOLS"]
 
 #: The protocols with a partitioned step (the others refuse ``--backend mpi`` in one line).
-PARTITIONED_PROTOCOLS = ("multi-port", "single-port", "diffusion", "diffusion-floor", "diffusion-ceil",
-                         "diffusion-random", "fos", "fos-floor")
+PARTITIONED_PROTOCOLS = ("multi-port", "single-port", "ds", "threshold1", "threshold2", "discrepancy1", "diffusion",
+                         "diffusion-floor", "diffusion-ceil", "diffusion-random", "diffusion-oriented", "fos",
+                         "fos-floor", "sos", "sos-iou", "randomized-diffusion", "stratified-diffusion", "quasirandom",
+                         "rotor-router", "flow-imitation", "random-matching", "balancing-circuit",
+                         "pairwise-averaging")
 
-# Why the other protocols of the five papers do not run partitioned yet (one line each).
+# Why the other protocols do not run partitioned yet (one line each).
 _WHY = {
-    "threshold1": "dimension exchange balances along a global edge colouring with per-colour matchings; "
-                  "the colour schedule is not yet split across ranks",
-    "threshold2": "dimension exchange balances along a global edge colouring with per-colour matchings; "
-                  "the colour schedule is not yet split across ranks",
-    "discrepancy1": "its schedule and rotor state are global per-edge state not yet kept on both sides of a cut edge",
-    "sos": "second-order diffusion keeps the previous step's flow on every edge, state not yet kept on both "
-           "sides of a cut edge",
-    "sos-iou": "it keeps an IOU account and the previous flow on every edge, state not yet kept on both sides "
-               "of a cut edge",
     "random-walk": "its tokens take several random-walk hops within one step, which may cross several cuts",
-    "ds": "it keeps per-neighbour load estimates at both ends of every edge, not yet split across ranks",
-    "diffusion-oriented": "its st-orientation needs the whole graph (and relays over two hops off biconnected graphs)",
     "perfect-tree": "a message-passing protocol: --backend mpi runs its per-node handlers as ranks "
                     "(engine/mpi/_messages.py), not in synchronous partitioned steps",
     "async-multi-port": "a message-passing protocol: --backend mpi runs its per-node handlers as ranks "
@@ -228,8 +220,10 @@ def run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None
             if cycles and t % protocol.period == 0:
                 full = gathered(t)
                 verdict = np.zeros(2, dtype=np.int64)  # (0 go on | 1 fixed point | 2 cycle | 3 rounding cycle, length)
-                if root:
-                    key = hashlib.blake2b(full.tobytes() + protocol.state_key(), digest_size=16).digest()
+                state_key = (protocol.partitioned_state_key(part) if hasattr(protocol, "partitioned_state_key")
+                             else protocol.state_key())
+                if root and state_key is not None:
+                    key = hashlib.blake2b(full.tobytes() + state_key, digest_size=16).digest()
                     if key in seen:
                         first, moved_then = seen[key]
                         verdict[:] = (1 if moved_total == moved_then else (3 if protocol.divisible else 2), t - first)
@@ -304,6 +298,9 @@ def run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None
     final = gathered(state)
     exchanged = part.allreduce(part.bytes_exchanged - bytes_before, "sum")
     step_seconds = part.allreduce(step_seconds, "max")
+    finish = getattr(protocol, "partitioned_finish", None)
+    if finish is not None:  # per-edge and per-node state gathered on rank 0 for report() (collective)
+        finish(part)
     for name in getattr(protocol, "partitioned_edge_sums", ()):
         mine = np.ascontiguousarray(getattr(protocol, name))
         summed = np.empty_like(mine) if root else None

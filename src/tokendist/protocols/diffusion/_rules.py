@@ -596,16 +596,22 @@ class _RoundedDiffusion(_DiffusionBase):
     # rank's local graph with the whole graph's P_ij and the coins of the global edge ids: integer
     # flows, so the owned loads and outflows are the kernel's exactly.
     def partitioned_refusal(self) -> str | None:
-        if self.rounding == "oriented":
-            return ("the st-orientation is computed on the whole graph and, on a graph that is not biconnected, "
-                    "relays transfers over two hops")
         return None
+
+    def partitioned_setup(self, part):
+        # diffusion-oriented: every rank computes the same st-orientation of the whole graph; off a
+        # biconnected graph a transfer on an added edge of H is relayed over two hops (Case 2),
+        # which reads loads two hops away: not partitioned.
+        if self.rounding == "oriented" and getattr(self, "h", part.global_graph) is not part.global_graph:
+            raise TokendistError("diffusion-oriented cannot run partitioned yet on a graph that is not biconnected: "
+                                 "transfers on the added edges of H are relayed over two hops (Sec. 4, Case 2)")
 
     def _partitioned_flows(self, t, part, loads):
         g = part.graph
         coins = counter_uniform(self._key, t, part.edges) if self.rounding == "random" else None
+        orient = self.orient[part.edges] if self.rounding == "oriented" and self.orient.size else None
         flows = rounded_flows(g.u, g.v, self.alpha[part.edges], loads, self.rounding, coins=coins,
-                              coin=self.options.get("coin", "pij"))
+                              coin=self.options.get("coin", "pij"), orient=orient)
         pos, neg = np.maximum(flows, 0), np.maximum(-flows, 0)
         outflow = (np.bincount(g.u, weights=pos, minlength=g.n) + np.bincount(g.v, weights=neg, minlength=g.n))
         new = (loads - np.bincount(g.u, weights=flows, minlength=g.n).astype(np.int64)

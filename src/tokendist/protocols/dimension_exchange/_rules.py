@@ -24,6 +24,7 @@ from . import _worst_case as _dimension_exchange_init  # noqa: F401  (registers 
 from .kernels._serial import (LM_KEEP, LM_MAX, LM_SET, THRESHOLD1, THRESHOLD1_PLUS, THRESHOLD2,
                                           colour_step_numba, colour_step_numpy)
 from ._schedule import SPANNING_TREES, make_schedule
+from . import _partitioned
 from ...kernels._report import instrument_kernels
 
 instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
@@ -161,6 +162,11 @@ class Threshold2(_DimensionExchange):
     def _sends(self, t, node, view, lw):
         return view.load >= lw + 2
 
+    # Partitioned form (tokendist.engine.mpi): the active edges with an owned end (:mod:`._partitioned`).
+    partitioned_setup = _partitioned.de_setup
+    partitioned_step = _partitioned.de_step
+    partitioned_is_stable = _partitioned.threshold2_is_stable
+
 
 @register_protocol
 class Threshold1(_DimensionExchange):
@@ -189,6 +195,11 @@ class Threshold1(_DimensionExchange):
 
     def _sends(self, t, node, view, lw):
         return view.load >= lw + 1
+
+    # Partitioned form (tokendist.engine.mpi): the active tree edges with an owned end (:mod:`._partitioned`).
+    partitioned_setup = _partitioned.de_setup
+    partitioned_step = _partitioned.de_step
+    partitioned_is_stable = _partitioned.tree_is_stable
 
 
 @register_protocol
@@ -313,6 +324,14 @@ class Discrepancy1(_DimensionExchange):
         out = super().step(t, graph, loads)
         self._next = t + 1
         return out
+
+    # Partitioned form (tokendist.engine.mpi): localMax and the bookkeeping of the local nodes,
+    # discrepancies reduced over the ranks (:mod:`._partitioned`).
+    partitioned_setup = _partitioned.d1_setup
+    partitioned_step = _partitioned.d1_step
+    partitioned_is_stable = _partitioned.d1_is_stable
+    partitioned_state_key = _partitioned.d1_state_key
+    partitioned_finish = _partitioned.d1_finish
 
     def report(self) -> dict:
         out = super().report()

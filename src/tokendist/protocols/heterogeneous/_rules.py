@@ -55,6 +55,8 @@ from .kernels._stencil_threaded import STENCIL_CHUNKS_PER_THREAD, sos_iou_stenci
 from .kernels._sos_cube_threaded import cube_chunk_bits, sos_iou_cube_par
 from ._node import fos_node_flows, node_publish, shadow_publish, sos_iou_node_sends, sos_node_flows
 from ._sos_readings import IDEAL_READINGS, fold_dropped_ious, shadow_update
+from . import _partitioned
+from ._partitioned import numba_only_refusal as _partitioned_refusal, partitioned_coefs as _partitioned_coefs
 from ._matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
 from ...kernels._report import instrument_kernels
@@ -253,25 +255,6 @@ class HeterogeneousDiffusion(Protocol):
     def _node_flows(self, node, view):
         """The FOS flow out of ``node`` to each neighbour where it is positive (one node's rule)."""
         return {j: y for j, y in fos_node_flows(self, node, view).items() if y > 0}
-
-
-def _partitioned_refusal(protocol) -> str | None:
-    if not protocol._fast():
-        return "kernel=numpy sums the load moved in another order; use kernel=numba (the default)"
-    return None
-
-
-def _partitioned_coefs(protocol, part):
-    """``(mode, a0, inv, alpha, s)`` of a rank's local graph for the serial CSR kernels.
-
-    The whole graph's coefficients restricted to the local nodes and edges: ``inv`` per local
-    node, ``alpha`` per local edge (capacities), ``s`` the local nodes' scaled speeds.
-    """
-    mode, a0, inv, alpha = protocol._kernel_coefs(part.global_graph)
-    inv = inv[part.nodes] if inv.size else inv
-    alpha = np.ascontiguousarray(alpha[part.edges]) if alpha.size else alpha
-    s = np.ones(part.nodes.size) if protocol._unit else np.ascontiguousarray(protocol._s[part.nodes])
-    return mode, a0, np.ascontiguousarray(inv), alpha, s
 
 
 def _actual_ious(raw, owed_stored, has_exc, bits):
@@ -645,6 +628,14 @@ class SOS(_SecondOrder):
     def decide(self, t, node, view):
         return sos_node_flows(self, node, view)
 
+    # Partitioned form (tokendist.engine.mpi): the serial CSR kernel on a rank's local graph, the
+    # flow of every local edge (cut edges too) kept by the rank (:mod:`._partitioned`).
+    partitioned_refusal = _partitioned_refusal
+    partitioned_setup = _partitioned.sos_setup
+    partitioned_step = _partitioned.sos_step
+    partitioned_is_stable = _partitioned.sos_is_stable
+    partitioned_state_key = _partitioned.sos_state_key
+
     def is_stable(self, graph, loads):
         return self._balanced(loads) and (self._prev is None or float(np.abs(self._prev).max(initial=0)) < 1e-12)
 
@@ -931,6 +922,14 @@ class SOSIOU(_SecondOrder):
 
     def decide(self, t, node, view):
         return sos_iou_node_sends(self, node, view)
+
+    # Partitioned form (tokendist.engine.mpi): the reference rule on a rank's local graph, the
+    # flows and IOUs of every local edge kept by the rank, short nodes paid in two phases.
+    partitioned_setup = _partitioned.sos_iou_setup
+    partitioned_step = _partitioned.sos_iou_step
+    partitioned_is_stable = _partitioned.sos_iou_is_stable
+    partitioned_state_key = _partitioned.sos_iou_state_key
+    partitioned_finish = _partitioned.sos_iou_finish
 
     def state_key(self):
         if self._prev is None:

@@ -30,6 +30,7 @@ from .kernels._serial import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, 
                                        ds_step_nodes, ds_step_nodes_stencil, multi_port_step, multi_port_step_regular,
                                        multi_port_step_stencil, single_port_counter_step, single_port_geometric_step)
 from .kernels._stencil import single_port_stencil_step
+from . import _partitioned
 from .kernels._threaded import (EDGE_BLOCK, ds_step_nodes_par, multi_port_step_par,
                                         multi_port_step_regular_par, run_parallel, single_port_counter_step_par)
 from ...kernels._threads import THREADS_PARAM, check_threads, run_rows, use_threads
@@ -771,6 +772,12 @@ class DynamicSynchronous(Protocol):
 
     def report(self):
         return {"threshold": self.threshold, "estimates": self.options["estimates"]}
+
+    # Partitioned form (tokendist.engine.mpi): both estimates of every local edge kept by the rank.
+    partitioned_setup = _partitioned.ds_setup
+    partitioned_step = _partitioned.ds_step
+    partitioned_is_stable = _partitioned.ds_is_stable
+    partitioned_state_key = _partitioned.ds_state_key
 
     # Per-node form: publish my load; send a token to each contact j with w - e(j) > 12d; then
     # replace e(j) by the load j published.

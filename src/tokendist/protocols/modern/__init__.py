@@ -18,5 +18,6 @@ from ._matching import BalancingCircuit, RandomMatching
 from ._flow_imitation import FlowImitation
 from ._stratified import StratifiedDiffusion
 from ._pairwise_averaging import PairwiseAveraging
+from . import _partitioned  # noqa: F401  (gives each protocol above its partitioned form, --backend mpi)
 
 __all__ = ["Quasirandom", "RotorRouter", "RandomizedDiffusion", "RandomMatching", "BalancingCircuit", "FlowImitation", "StratifiedDiffusion", "PairwiseAveraging"]
