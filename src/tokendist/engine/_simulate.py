@@ -30,7 +30,8 @@ import numpy as np
 from .._files import DATA_FILE_LIMIT, read_text
 from .._random import stream
 from ..errors import ConservationError, InfeasibleStepError, TokendistError
-from ..kernels._report import REFERENCE, begin_step, step_variant
+from ..kernels._choice import reference_is_cheaper, why_reference
+from ..kernels._report import REFERENCE, CompileAvoided, avoid_compiling, begin_step, step_variant
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
 from ._injection import stream_summary
@@ -404,6 +405,40 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     graph, protocol, loads, max_steps = prepare_run(
         graph, algo, init, seed=seed, params=params, speeds=speeds, dynamics=dynamics, max_steps=max_steps,
         record_every=record_every, until_discrepancy=until_discrepancy, until_local_discrepancy=until_local_discrepancy)
+    options = dict(seed=seed, max_steps=max_steps, until_discrepancy=until_discrepancy,
+                   until_local_discrepancy=until_local_discrepancy, record_every=record_every,
+                   allow_infeasible=allow_infeasible, check=check, dynamics=dynamics, injection=injection,
+                   progress=progress, detect_cycles=detect_cycles, keep_loads_every=keep_loads_every,
+                   event_path=event_path, started=started)
+    explicit = isinstance(algo, str) and "kernel" in (params or {})
+    if explicit or not reference_is_cheaper(protocol, graph, max_steps, dynamics=dynamics):
+        return _run(graph, protocol, loads, **options)
+    # A small run with kernels not compiled yet: compiling would cost more than the whole run on
+    # the reference step, which gives the same loads (tokendist.kernels._choice). The first call
+    # of a kernel that would compile stops the attempt; the run is then made again from its start.
+    avoid_compiling(True)
+    try:
+        return _run(graph, protocol, loads.copy(), **options)
+    except CompileAvoided as exc:
+        avoided = exc.label
+    finally:
+        avoid_compiling(False)
+    chosen = protocol.options["kernel"]
+    protocol.options["kernel"] = "numpy"
+    try:
+        result = _run(graph, protocol, loads, **options)
+    finally:
+        protocol.options["kernel"] = chosen
+    result.params = dict(protocol.options)
+    result.variants = {f"{name}: {why_reference(avoided)}" if name == REFERENCE or name.startswith("numpy") else name:
+                       count for name, count in result.variants.items()}
+    return result
+
+
+def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_local_discrepancy, record_every,
+         allow_infeasible, check, dynamics, injection, progress, detect_cycles, keep_loads_every, event_path,
+         started) -> RunResult:
+    """The run itself, on arguments :func:`prepare_run` checked (see :func:`simulate`)."""
 
     initial_loads = loads.copy()
     protocol.reset(graph, loads.copy(), stream(seed, "protocol"))
