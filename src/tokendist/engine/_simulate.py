@@ -60,6 +60,7 @@ def register_backend(name: str, run: Callable) -> None:
 
 
 _INT64_MAX = 2**63 - 1
+_NO_NODES = np.zeros(0, dtype=np.int64)
 
 
 def exact_total(loads: np.ndarray) -> int:
@@ -542,7 +543,8 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
             # One pass gives the sum (conservation, below) and the minimum (feasibility).
             new_sum, new_min = sum_min(new)
             if sent is not None:
-                bad = np.flatnonzero(sent > loads + tol)
+                over = sent > (loads + tol if tol else loads)
+                bad = np.flatnonzero(over) if over.any() else _NO_NODES  # (any(): no index array per step)
             else:
                 bad = (np.flatnonzero(new < -tol) if new_min is not None and new_min < -tol
                        else np.zeros(0, dtype=np.int64))
