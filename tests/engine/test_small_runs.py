@@ -71,3 +71,12 @@ def test_a_compiled_kernel_keeps_running_on_small_runs():
     first = td.simulate("torus:6x6", "multi-port", "random:0..60", seed=2, max_steps=20, params={"kernel": "numba"})
     again = td.simulate("torus:6x6", "multi-port", "random:0..60", seed=2, max_steps=20)
     assert again.variants == first.variants  # compiled in this process: nothing to avoid
+
+
+def test_a_named_kernel_is_obeyed(monkeypatch):
+    monkeypatch.setattr(_report, "kernel_ready", lambda kernel, args: False)  # every kernel taken as cold
+    named = td.simulate("torus:6x6", make_protocol("multi-port", {"kernel": "numba"}), "random:0..60", seed=2,
+                        max_steps=20)
+    assert named.variants and not any("reference" in v or v.startswith("numpy") for v in named.variants)
+    left = td.simulate("torus:6x6", make_protocol("multi-port", {}), "random:0..60", seed=2, max_steps=20)
+    assert all("instead of compiling" in v for v in left.variants)

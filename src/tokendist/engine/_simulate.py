@@ -411,7 +411,7 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
                    allow_infeasible=allow_infeasible, check=check, dynamics=dynamics, injection=injection,
                    progress=progress, detect_cycles=detect_cycles, keep_loads_every=keep_loads_every,
                    event_path=event_path, started=started)
-    explicit = isinstance(algo, str) and "kernel" in (params or {})
+    explicit = "kernel" in protocol.__dict__.get("given", ())  # (vars: no per-run __getattr__ before reset)
     if explicit or not reference_is_cheaper(protocol, graph, max_steps, dynamics=dynamics):
         return _run(graph, protocol, loads, **options)
     # A small run with kernels not compiled yet: compiling would cost more than the whole run on
