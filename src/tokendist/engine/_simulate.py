@@ -461,8 +461,8 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
     # On a static network the metrics of every record come from one recorder (the same kernels as
     # measure(), the graph's constants looked up once): a small graph's step then costs the engine
     # a few microseconds, not a dict of nine metrics.
-    fast = (summary_columns(graph) if dynamics is None and loads.ndim == 1 and set(TRACE_METRICS) <= set(SUMMARY_METRICS)
-            else None)
+    static = dynamics is None and loads.ndim == 1
+    fast = summary_columns(graph) if static and set(TRACE_METRICS) <= set(SUMMARY_METRICS) else None
 
     def record(t, g, w, w_sum=None):
         clock.append(time.perf_counter())
