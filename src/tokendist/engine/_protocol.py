@@ -182,6 +182,8 @@ class Protocol:
                 names = ", ".join(known) or "none"
                 raise TokendistError(f"{self.name}: unknown parameter {key!r} (parameters: {names})")
         self.options: dict[str, Any] = {}
+        #: The parameters the caller named (a named ``kernel`` is obeyed even on a small run).
+        self.given = frozenset(params)
         for p in self.params:
             value = params.get(p.name, p.default)
             if isinstance(value, str) and p.type is not str:

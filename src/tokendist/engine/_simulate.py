@@ -30,11 +30,12 @@ import numpy as np
 from .._files import DATA_FILE_LIMIT, read_text
 from .._random import stream
 from ..errors import ConservationError, InfeasibleStepError, TokendistError
-from ..kernels._report import REFERENCE, begin_step, step_variant
+from ..kernels._choice import reference_is_cheaper, why_reference
+from ..kernels._report import REFERENCE, CompileAvoided, avoid_compiling, begin_step, step_variant
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
 from ._injection import stream_summary
-from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy, sum_min
+from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy, sum_min, summary_columns
 from ._protocol import PROTOCOLS, Protocol
 from ._simulate_events import event_driven, event_source, run_event_steps
 from ._user import make_protocol
@@ -59,6 +60,7 @@ def register_backend(name: str, run: Callable) -> None:
 
 
 _INT64_MAX = 2**63 - 1
+_NO_NODES = np.zeros(0, dtype=np.int64)
 
 
 def exact_total(loads: np.ndarray) -> int:
@@ -404,6 +406,40 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     graph, protocol, loads, max_steps = prepare_run(
         graph, algo, init, seed=seed, params=params, speeds=speeds, dynamics=dynamics, max_steps=max_steps,
         record_every=record_every, until_discrepancy=until_discrepancy, until_local_discrepancy=until_local_discrepancy)
+    options = dict(seed=seed, max_steps=max_steps, until_discrepancy=until_discrepancy,
+                   until_local_discrepancy=until_local_discrepancy, record_every=record_every,
+                   allow_infeasible=allow_infeasible, check=check, dynamics=dynamics, injection=injection,
+                   progress=progress, detect_cycles=detect_cycles, keep_loads_every=keep_loads_every,
+                   event_path=event_path, started=started)
+    explicit = "kernel" in protocol.__dict__.get("given", ())  # (vars: no per-run __getattr__ before reset)
+    if explicit or not reference_is_cheaper(protocol, graph, max_steps, dynamics=dynamics):
+        return _run(graph, protocol, loads, **options)
+    # A small run with kernels not compiled yet: compiling would cost more than the whole run on
+    # the reference step, which gives the same loads (tokendist.kernels._choice). The first call
+    # of a kernel that would compile stops the attempt; the run is then made again from its start.
+    avoid_compiling(True)
+    try:
+        return _run(graph, protocol, loads.copy(), **options)
+    except CompileAvoided as exc:
+        avoided = exc.label
+    finally:
+        avoid_compiling(False)
+    chosen = protocol.options["kernel"]
+    protocol.options["kernel"] = "numpy"
+    try:
+        result = _run(graph, protocol, loads, **options)
+    finally:
+        protocol.options["kernel"] = chosen
+    result.params = dict(protocol.options)
+    result.variants = {f"{name}: {why_reference(avoided)}" if name == REFERENCE or name.startswith("numpy") else name:
+                       count for name, count in result.variants.items()}
+    return result
+
+
+def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_local_discrepancy, record_every,
+         allow_infeasible, check, dynamics, injection, progress, detect_cycles, keep_loads_every, event_path,
+         started) -> RunResult:
+    """The run itself, on arguments :func:`prepare_run` checked (see :func:`simulate`)."""
 
     initial_loads = loads.copy()
     protocol.reset(graph, loads.copy(), stream(seed, "protocol"))
@@ -422,6 +458,12 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
     variants: dict[str, int] = {}  # which kernel ran how many steps (tokendist.kernels._report)
     in_transit = 0
 
+    # On a static network the metrics of every record come from one recorder (the same kernels as
+    # measure(), the graph's constants looked up once): a small graph's step then costs the engine
+    # a few microseconds, not a dict of nine metrics.
+    static = dynamics is None and loads.ndim == 1
+    fast = summary_columns(graph) if static and set(TRACE_METRICS) <= set(SUMMARY_METRICS) else None
+
     def record(t, g, w, w_sum=None):
         clock.append(time.perf_counter())
         if totals is not None:
@@ -429,6 +471,9 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         trace["step"].append(t)
         trace["tokens_moved"].append(moved_total)
         trace["messages"].append(messages_total)
+        if fast is not None:
+            fast[0](w, w_sum)
+            return
         for k, v in measure(g, w, TRACE_METRICS, w_sum).items():
             trace[k].append(v)
 
@@ -500,7 +545,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
             # One pass gives the sum (conservation, below) and the minimum (feasibility).
             new_sum, new_min = sum_min(new)
             if sent is not None:
-                bad = np.flatnonzero(sent > loads + tol)
+                over = sent > (loads + tol if tol else loads)
+                bad = np.flatnonzero(over) if over.any() else _NO_NODES  # (any(): no index array per step)
             else:
                 bad = (np.flatnonzero(new < -tol) if new_min is not None and new_min < -tol
                        else np.zeros(0, dtype=np.int64))
@@ -552,6 +598,8 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
         progress(t, max_steps)
     steps = t
     trace_arrays = {k: np.asarray(v) for k, v in trace.items()}
+    if fast is not None:
+        trace_arrays.update((k, v) for k, v in fast[1]().items() if k in TRACE_METRICS)
     stream_metrics = None
     if injection is not None:
         stream_metrics = {"injection": injection.describe(),

@@ -45,6 +45,7 @@ class CompareRow:
     offline_ratio: float | None = None
     seconds: float | None = None
     stream: dict | None = None       # with an injection: backlog, peak load, time-averaged discrepancy
+    variants: dict = field(default_factory=dict)  # which kernel (or the reference) ran how many steps
     result: object = None
 
     @property
@@ -144,7 +145,7 @@ def compare(scenario: Scenario, *, progress=None) -> Comparison:
             final_discrepancy=r.final["discrepancy"], final_local_discrepancy=r.final["local_discrepancy"],
             tokens_moved=r.tokens_moved, messages=r.messages, infeasible_steps=r.infeasible_steps,
             lowest_load=float(r.trace["min"].min()) if r.trace["min"].size else None, seconds=r.seconds,
-            stream=r.stream, result=r))
+            stream=r.stream, variants=r.variants, result=r))
     if progress is not None:
         progress(len(names), len(names), "")
     offline = None

@@ -40,7 +40,8 @@ from collections import deque
 from ..engine import Param
 
 __all__ = ["MeasuredChoice", "SERIAL", "THREADED", "AUTO", "AUTO_MIN_NODES", "threads_or_auto", "auto_threads_param",
-           "allow_auto_threads", "auto_threads_allowed"]
+           "allow_auto_threads", "auto_threads_allowed", "reference_is_cheaper", "reference_seconds", "why_reference",
+           "COMPILE_SECONDS", "REFERENCE_STEP_SECONDS", "REFERENCE_NODE_SECONDS"]
 
 SERIAL, THREADED = 0, 1
 
@@ -54,6 +55,51 @@ AUTO_MIN_NODES = 1 << 18
 
 
 _auto_allowed = False
+
+# Compiled kernels or the reference step: the crossover (docs/design/kernels.md, "Small runs").
+# A run spends at most max_steps * (REFERENCE_STEP_SECONDS + n * REFERENCE_NODE_SECONDS) on the
+# numpy reference, engine included (measured on torus:16x16 and torus:64x64, every integer protocol
+# with a kernel parameter: 55-190 us a step at n = 256, 190-610 us at n = 4096). A kernel that is
+# neither compiled in this process nor in numba's on-disk cache costs at least COMPILE_SECONDS of
+# CPU to compile (the cheapest step kernel measured cold here; most take 5-40 s). Below that, a run
+# whose kernel would compile runs the reference instead.
+
+#: Upper bound of the reference's cost per step, engine included, besides the per-node part.
+REFERENCE_STEP_SECONDS = 150e-6
+#: Upper bound of the reference's cost per node and step.
+REFERENCE_NODE_SECONDS = 120e-9
+#: Lower bound of the cold compilation of one step kernel (CPU seconds on this machine).
+COMPILE_SECONDS = 2.0
+
+
+def reference_seconds(n: int, max_steps: int) -> float:
+    """Upper bound of a run's time on the numpy reference step (the constants above)."""
+    return max_steps * (REFERENCE_STEP_SECONDS + n * REFERENCE_NODE_SECONDS)
+
+
+def reference_is_cheaper(protocol, graph, max_steps: int, *, dynamics=None) -> bool:
+    """Whether a run should avoid compiling kernels: True when the run would take less time on
+    the reference step than compiling one kernel costs.
+
+    Only where the reference gives the same run bit for bit (integer loads; the real-valued
+    schemes' numpy steps round differently, and a protocol whose reference is not exact otherwise
+    says so with ``reference_exact = False``) and the protocol runs its compiled kernels by default
+    (``kernel=numba`` with ``numpy`` as its other choice). Whether a kernel would in fact compile is
+    seen at its first call (:func:`tokendist.kernels._report.avoid_compiling`): with a warm cache the
+    run keeps its kernels.
+    """
+    exact = not protocol.divisible and getattr(protocol, "reference_exact", True)
+    if not exact or protocol.options.get("kernel") != "numba":
+        return False
+    param = next((p for p in protocol.params if p.name == "kernel"), None)
+    if param is None or "numpy" not in (param.choices or ()):
+        return False
+    return reference_seconds(graph.n, max_steps) <= COMPILE_SECONDS
+
+
+def why_reference(kernel: str) -> str:
+    """The note on a run's reference variant when it ran instead of compiling ``kernel``."""
+    return f"numpy, a small run, instead of compiling {kernel}"
 
 
 def allow_auto_threads(allowed: bool = True) -> bool:

@@ -9,16 +9,86 @@ name, and the engine counts, per run, how many steps each variant ran (``RunResu
 ``--json`` and the run summary). A step that calls no compiled kernel ran the reference code.
 
 The wrapper is one Python call per step, outside the compiled loops.
+
+Compiling costs more than a small run. The same wrapper lets the engine run a small run on the
+reference instead (:func:`tokendist.kernels._choice.reference_is_cheaper`): while
+:func:`avoid_compiling` is on, the first call of each kernel in the run checks that numba has
+machine code for its argument types, in memory or in its on-disk cache (``cache=True``); if not,
+the call raises :class:`CompileAvoided` before compiling anything, and the engine runs the whole
+run again on the numpy reference step, which gives the same loads bit for bit (integer
+protocols; tests/protocols/test_every_variant.py). A warm cache costs the check once per kernel
+and run (a few microseconds), nothing per step.
 """
 
 from __future__ import annotations
 
-__all__ = ["instrument_kernels", "begin_step", "step_variant", "describe_kernel", "REFERENCE"]
+import os
+
+__all__ = ["instrument_kernels", "begin_step", "step_variant", "describe_kernel", "REFERENCE", "CompileAvoided",
+           "avoid_compiling", "kernel_ready"]
 
 #: The variant of a step that called no compiled kernel: the plain numpy (or per-node) rule.
 REFERENCE = "reference"
 
 _last: list = [None]
+#: While True (:func:`avoid_compiling`), a kernel call that would compile raises CompileAvoided.
+_avoid: list = [False]
+#: The kernels found compiled (or cached) since the last avoid_compiling(): not checked again.
+_ready: set = set()
+
+
+class CompileAvoided(Exception):
+    """A kernel call that would have compiled, refused while :func:`avoid_compiling` is on.
+
+    ``label`` is the kernel's description (:func:`describe_kernel`). Not a TokendistError: the
+    engine catches it and runs the reference step instead; it never reaches a user.
+    """
+
+    def __init__(self, label: str):
+        super().__init__(f"{label} is not compiled yet")
+        self.label = label
+
+
+def avoid_compiling(on: bool) -> None:
+    """Refuse (``on``) or allow kernel calls that would compile; the engine sets it per run."""
+    _avoid[0] = bool(on)
+    _ready.clear()
+
+
+def _cached_on_disk(dispatcher, types) -> bool:
+    cache = getattr(dispatcher, "_cache", None)
+    if cache is None:
+        return False
+    try:
+        # The lookup numba's Dispatcher.compile makes before compiling: index, then object code.
+        return cache.load_overload(types, dispatcher.targetctx) is not None
+    except Exception:  # noqa: BLE001 - a cache numba cannot read is a cache that would recompile
+        return False
+
+
+def kernel_ready(kernel, args) -> bool:
+    """Whether calling ``kernel(*args)`` runs without compiling: machine code for the argument
+    types in memory or in numba's on-disk cache.
+
+    ``kernel`` is a numba dispatcher, or a Python entry point of a kernel module (then every
+    dispatcher it names must have been compiled or cached for some types: its arguments are not
+    the inner kernels' arguments).
+    """
+    if hasattr(kernel, "overloads"):
+        try:
+            types = tuple(kernel.typeof_pyval(a) for a in args)
+        except Exception:  # noqa: BLE001 - an argument numba cannot type: let the call say so
+            return True
+        return types in kernel.overloads or _cached_on_disk(kernel, types)
+    code, names = getattr(kernel, "__code__", None), getattr(kernel, "__globals__", {})
+    inner = [names[k] for k in (code.co_names if code else ()) if hasattr(names.get(k), "overloads")]
+    return all(d.overloads or _has_index(d) for d in inner)
+
+
+def _has_index(dispatcher) -> bool:
+    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    path = getattr(cache_file, "_index_path", None)
+    return path is not None and os.path.exists(path)
 
 
 def begin_step() -> None:
@@ -61,6 +131,10 @@ def instrument_kernels(namespace: dict) -> None:
 def _wrap(kernel, label: str):
     def call(*args, **kwargs):
         _last[0] = label
+        if _avoid[0] and label not in _ready:
+            if not kernel_ready(kernel, args):
+                raise CompileAvoided(label)
+            _ready.add(label)
         return kernel(*args, **kwargs)
 
     call.__name__ = kernel.__name__

@@ -169,6 +169,9 @@ class RandomWalk(HeterogeneousDiffusion):
     """
 
     name = "random-walk"
+    #: The numpy reference's phase-1 estimate sums in another order: its report's float series differ
+    #: from the kernels' in the last bits, so small runs keep the kernels (tokendist.kernels._choice).
+    reference_exact = False
     title = "Randomized algorithm: integer FOS, then random walks of marked and negative tokens"
     paper = f"{PAPER}, Sec. 3"
     randomized = True
