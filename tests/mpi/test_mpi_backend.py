@@ -301,3 +301,31 @@ def test_discrepancy1_stops_at_the_single_process_step(tmp_path):
         assert_same(case, line)
     assert [line["stop_reason"] for line in got] == ["stable", "cycle"]
     assert all(line["report"]["termination"]["nodes_stopped"] > 0 for line in got)
+
+
+CRASH = '''
+import tokendist
+from tokendist.engine.mpi import _run
+
+
+class Defective(_run.LocalPart):
+    def __init__(self, comm, *args, **kwargs):
+        super().__init__(comm, *args, **kwargs)
+        if comm.Get_rank() == 1:
+            raise ValueError("a defect on rank 1 only")
+
+
+_run.LocalPart = Defective
+tokendist.simulate("torus:8x8", "multi-port", "random:0..100", seed=1, backend="mpi")
+'''
+
+
+@needs_mpi
+def test_a_defect_on_one_rank_aborts_the_job_instead_of_hanging(tmp_path):
+    # Ranks 0 and 2 wait in a collective that rank 1 never reaches: without the abort they would
+    # wait for ever and the launch would time out.
+    script = tmp_path / "crash.py"
+    script.write_text(CRASH)
+    done = launch(3, [str(script)], timeout=120)
+    assert done.returncode != 0
+    assert "a defect on rank 1 only" in done.stderr

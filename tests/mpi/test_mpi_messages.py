@@ -69,12 +69,18 @@ def runs(tmp_path_factory):
     procs = {k: subprocess.Popen([MPIEXEC, "-n", str(k), sys.executable, str(HERE / "mpi_cases.py"), str(path)],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for k in RANKS}
     out = {}
-    for k, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=600)
-        assert proc.returncode == 0, stderr[-2000:]
-        lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
-        assert len(lines) == len(cases), stdout[-2000:] + stderr[-2000:]
-        out[k] = lines
+    try:
+        for k, proc in procs.items():
+            stdout, stderr = proc.communicate(timeout=600)
+            assert proc.returncode == 0, stderr[-2000:]
+            lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+            assert len(lines) == len(cases), stdout[-2000:] + stderr[-2000:]
+            out[k] = lines
+    finally:  # one failed launch must not leave the others' ranks running
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     return out
 
 

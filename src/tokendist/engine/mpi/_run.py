@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import time
+import traceback
 
 import numpy as np
 
@@ -112,7 +114,28 @@ class _Gather:
         return full
 
 
-def run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None, until_discrepancy=None,
+def run_partitioned(*args, comm=None, **kwargs) -> RunResult:
+    """:func:`tokendist.simulate` over the ranks of ``comm`` (see :func:`_run_partitioned`).
+
+    A defect (any exception but a :class:`TokendistError`, which every rank raises together) on one
+    rank would leave the others waiting in a collective for ever: it aborts the whole job instead,
+    after printing its traceback.
+    """
+    if comm is None:
+        comm = mpi_world()
+    try:
+        return _run_partitioned(*args, comm=comm, **kwargs)
+    except TokendistError:
+        raise
+    except BaseException:
+        if comm.Get_size() > 1:
+            traceback.print_exc()
+            sys.stderr.flush()
+            comm.Abort(1)
+        raise
+
+
+def _run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=None, until_discrepancy=None,
                     until_local_discrepancy=None, record_every=1, allow_infeasible=False, check=False,
                     dynamics=None, injection=None, speeds=None, progress=None, detect_cycles=True,
                     keep_loads_every=None, partition_method="contiguous", comm=None) -> RunResult:
