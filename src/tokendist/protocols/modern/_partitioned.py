@@ -291,12 +291,13 @@ def _active_passive(self, t, part):
 def fi_setup(self, part):
     g = part.graph
     e, nodes = part.edges, part.nodes
-    self._part_alpha = self._alpha[e]
+    # One P_ij is kept as a scalar (tori, hypercubes); the SOS flows only for process=sos.
+    self._part_alpha = self._alpha[e] if np.ndim(self._alpha) else self._alpha
     self._part_speeds = self._speeds[nodes]
     self._part_xi = self.xi[nodes].copy()
     self._part_F = self.F[e].copy()
     self._part_D = self.D[e].copy()
-    self._part_prev = self._prev[e].copy()
+    self._part_prev = self._prev[e].copy() if self._prev is not None else np.zeros(e.size)
     self._part_held = 0
     self._part_gap = 0.0
     if self.options["process"] == "circuit":
