@@ -58,7 +58,8 @@ def test_two_workers_give_the_sequential_reproduction(name, client2, sequential)
 
 
 def test_one_worker_gives_the_sequential_reproduction(client1, sequential):
-    assert run_reproduction("ghosh-scaling", ReproContext(quick=True, client=client1)).to_json() == sequential["ghosh-scaling"]
+    got = run_reproduction("ghosh-scaling", ReproContext(quick=True, client=client1)).to_json()
+    assert got == sequential["ghosh-scaling"]
 
 
 def test_cli_on_a_scheduler_address_prints_the_sequential_json(capsys, client2, sequential):
@@ -96,4 +97,5 @@ def test_list_shows_the_stored_wall_times(capsys):
 
 
 def test_duration_reads_as_a_person_would_say_it():
-    assert [duration(x) for x in (None, 0.4, 89.6, 90, 599, 1620)] == ["-", "0 s", "90 s", "1.5 min", "10.0 min", "27 min"]
+    got = [duration(x) for x in (None, 0.4, 89.6, 90, 599, 1620)]
+    assert got == ["-", "0 s", "90 s", "1.5 min", "10 min", "27 min"]

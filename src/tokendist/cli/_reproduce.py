@@ -92,7 +92,7 @@ def duration(seconds: float | None) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
     minutes = seconds / 60
-    return f"{minutes:.1f} min" if minutes < 10 else f"{minutes:.0f} min"
+    return f"{minutes:.1f} min" if minutes < 9.95 else f"{minutes:.0f} min"  # never "10.0 min"
 
 
 def _sweep_api():
