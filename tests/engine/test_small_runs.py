@@ -17,13 +17,18 @@ from tokendist.graphs import make_graph
 
 from ..conftest import zoo_for
 
+
+@pytest.fixture(autouse=True)
+def small_run_rule(monkeypatch):
+    monkeypatch.setenv("TOKENDIST_SMALL_RUN_REFERENCE", "1")  # the suite turns it off (tests/conftest.py)
+
 #: Protocols whose kernels the rule may skip: a kernel parameter with a numpy reference, integer loads.
 SWITCHABLE = [name for name, cls in PROTOCOLS.items()
               if not cls.divisible and getattr(cls, "reference_exact", True)
               and any(p.name == "kernel" and "numpy" in (p.choices or ()) for p in cls.params)]
 
 
-def test_the_rule_weighs_the_reference_run_against_one_compilation():
+def test_the_rule_weighs_the_reference_run_against_one_compilation(monkeypatch):
     per_step = REFERENCE_STEP_SECONDS + 256 * REFERENCE_NODE_SECONDS
     assert reference_seconds(256, 10_000) == pytest.approx(10_000 * per_step)
     torus = make_graph("torus:16x16")
@@ -38,6 +43,10 @@ def test_the_rule_weighs_the_reference_run_against_one_compilation():
     # The reference asked for, or a protocol without compiled kernels: nothing to decide.
     assert not reference_is_cheaper(make_protocol("multi-port", {"kernel": "numpy"}), torus, 10)
     assert not reference_is_cheaper(make_protocol("perfect-tree", {}), make_graph("kary:2,3"), 10)
+    # A reference that moves tokens differently (relayed edges), or the rule switched off.
+    assert not reference_is_cheaper(make_protocol("diffusion-oriented", {}), torus, 10)
+    monkeypatch.setenv("TOKENDIST_SMALL_RUN_REFERENCE", "0")
+    assert not reference_is_cheaper(make_protocol("multi-port", {}), torus, 10)
 
 
 def _spec(cls):
