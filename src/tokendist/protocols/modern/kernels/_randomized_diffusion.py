@@ -17,15 +17,15 @@ from ....kernels._coins import _step_base, _uniform
 
 __all__ = ["randomized_diffusion_step"]
 
-#: Up to this many slots the rank of a slot is counted by comparisons (S^2); above, a stable sort.
-_COUNT_SLOTS = 24
+#: Up to this many slots the draws are sorted by insertion; above, by numpy's stable sort.
+_INSERTION_SLOTS = 24
 
 
 @numba.njit(cache=True, nogil=True)
-def randomized_diffusion_step(table, loads, key, t, new, u, extra):  # pragma: no cover - compiled
+def randomized_diffusion_step(table, loads, key, t, new, u, extra, order):  # pragma: no cover - compiled
     """One step: writes ``new``; returns the tokens moved (to neighbours, not kept).
 
-    ``u`` (float64) and ``extra`` (int64) are scratch arrays of ``S`` entries.
+    ``u`` (float64), ``extra`` and ``order`` (int64) are scratch arrays of ``S`` entries.
     """
     n, S = table.shape
     base = _step_base(np.uint64(key), np.uint64(t))
@@ -40,20 +40,20 @@ def randomized_diffusion_step(table, loads, key, t, new, u, extra):  # pragma: n
             first = np.uint64(i) * np.uint64(S)
             for s in range(S):
                 u[s] = _uniform(base, first + np.uint64(s))
-            if S <= _COUNT_SLOTS:
+            if S <= _INSERTION_SLOTS:
+                # insertion sort of the slots by their draws; a strict comparison keeps equal draws
+                # in slot order (the reference's stable argsort)
                 for s in range(S):
-                    rank = 0
                     us = u[s]
-                    for z in range(S):
-                        uz = u[z]
-                        if uz < us or (uz == us and z < s):
-                            rank += 1
-                    if rank < r:
-                        extra[s] = 1
+                    z = s
+                    while z > 0 and u[order[z - 1]] > us:
+                        order[z] = order[z - 1]
+                        z -= 1
+                    order[z] = s
             else:
-                order = np.argsort(u, kind="mergesort")  # stable: ties by slot number
-                for z in range(r):
-                    extra[order[z]] = 1
+                order[:] = np.argsort(u, kind="mergesort")  # stable: ties by slot number
+            for z in range(r):
+                extra[order[z]] = 1
         out = 0
         for s in range(S):
             j = table[i, s]
