@@ -115,7 +115,9 @@ class RandomMatching(_MatchingBase):
     offered (``drawing``; the issue's statement of the papers, since the procedures' exact constants
     could not be read here): ``edge-coin`` (default: candidate edges with probability ``1/(4 Delta)``,
     kept when isolated) and ``active-passive``. ``excess=heavier`` keeps the odd token at the end
-    that was heavier (deterministic rounding, for comparison).
+    that was heavier (deterministic rounding, for comparison). ``kernel=numba`` (default) draws the
+    edge-coin matching and balances it in numba (:mod:`.kernels._matching`), the same draws, the
+    same loads and flows bit for bit; ``kernel=numpy`` the reference.
 
     References
     ----------

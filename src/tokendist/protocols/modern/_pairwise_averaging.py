@@ -38,6 +38,8 @@ class PairwiseAveraging(Protocol):
     step costs O(n) (the copy of the loads), not O(m).
 
     Step t draws its edge as ``floor(U m)`` and its coin from ``counter_uniform(key, t, .)``.
+    ``kernel=numba`` (default) makes the interaction in numba (:mod:`.kernels._pairwise`), the same
+    draws, the same loads bit for bit; ``kernel=numpy`` the reference.
 
     References
     ----------

@@ -66,7 +66,9 @@ class RandomizedDiffusion(Protocol):
 
     The random choice of slot s of node i at step t is the counter-based draw
     ``counter_uniform(key, t, i * slots + s)`` (one key per run from its seed): the vectorised rule
-    and the per-node rule draw the same subset.
+    and the per-node rule draw the same subset. ``kernel=numba`` (default) runs the step in numba
+    (:mod:`.kernels._randomized_diffusion`), the same draws, the same loads bit for bit;
+    ``kernel=numpy`` the vectorised reference.
 
     References
     ----------

@@ -80,7 +80,9 @@ class StratifiedDiffusion(Protocol):
     intervals (``self-first``: u itself, then its neighbours in increasing order; ``self-last``).
     Token k of node u at step t draws ``counter_uniform(key, t, u * 2^32 + k)``: the vectorised rule
     and the per-node rule agree. Only the tokens at the row's boundaries are drawn, so a step costs
-    O(m), not O(tokens).
+    O(m), not O(tokens). ``kernel=numba`` (default) runs the step in numba
+    (:mod:`.kernels._stratified`), the same draws, the same loads bit for bit; ``kernel=numpy`` the
+    vectorised reference.
 
     References
     ----------
