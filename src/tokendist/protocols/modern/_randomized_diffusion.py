@@ -105,14 +105,12 @@ class RandomizedDiffusion(Protocol):
         self._out = np.empty(graph.n, dtype=np.int64)
         self._u = np.empty(self.slots)
         self._extra = np.empty(self.slots, dtype=np.int64)
-        self._order = np.empty(self.slots, dtype=np.int64)
 
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numba" and graph is self._graph:
             loads = np.ascontiguousarray(loads, dtype=np.int64)
             new = self._out if self._out is not loads else np.empty_like(loads)
-            moved = randomized_diffusion_step(self._table, loads, self._key, t, new, self._u, self._extra,
-                                              self._order)
+            moved = randomized_diffusion_step(self._table, loads, self._key, t, new, self._u, self._extra)
             self._out = loads  # the engine's previous loads: next step's output buffer
             return Step(new, moved=int(moved), messages=2 * graph.m)
         loads = np.asarray(loads, dtype=np.int64)

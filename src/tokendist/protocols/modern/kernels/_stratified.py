@@ -31,8 +31,9 @@ def _below(c, x, node_hi, base):  # pragma: no cover - compiled
     kf = math.floor(B)
     frac = B - kf
     k = np.int64(kf)
-    if k < x and _uniform(base, node_hi | (np.uint64(k) & _LOW32)) < frac:
-        return k + 1
+    if k < x:
+        # the comparison added as 0 or 1, not branched on: it is a coin flip, a branch would mispredict
+        return k + (_uniform(base, node_hi | (np.uint64(k) & _LOW32)) < frac)
     return k
 
 
