@@ -141,7 +141,7 @@ class RandomMatching(_MatchingBase):
               Param("p", float, 0.0, "edge-coin candidate probability; 0 means 1/(4 Delta)"),
               Param("excess", str, "random", "the odd token goes to a random end or stays with the heavier one",
                     _EXCESS),
-              Param("kernel", str, "numba", "numba (draws and balances in one pass over the edges) or numpy (the "
+              Param("kernel", str, "numba", "numba (draws and balances in two passes over the edges) or numpy (the "
                     "reference step)", ("numba", "numpy")))
 
     def reset(self, graph, loads, rng):
