@@ -51,7 +51,7 @@ def test_random_matching_kernel_equals_reference(spec, params):
             _assert_pair(spec, "random-matching", params, seed=seed, init=init, check=True)
 
 
-@pytest.mark.parametrize("spec", GRAPHS + ["complete:30", "star:40"])  # 30, 40 slots: the kernel's sorted path
+@pytest.mark.parametrize("spec", GRAPHS + ["complete:30", "complete:40", "star:40"])  # 40, 41 slots: sorted
 @pytest.mark.parametrize("denominator", ["max-degree+1", "2max-degree"])
 def test_randomized_diffusion_kernel_equals_reference(spec, denominator):
     for seed in SEEDS:

@@ -18,7 +18,7 @@ from ....kernels._coins import _step_base, _uniform
 __all__ = ["randomized_diffusion_step"]
 
 #: Up to this many slots a slot's rank is counted by S comparisons; above, numpy's stable sort.
-_COUNT_SLOTS = 16
+_COUNT_SLOTS = 32
 
 
 @numba.njit(cache=True, nogil=True)
