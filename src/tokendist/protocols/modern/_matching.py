@@ -17,6 +17,7 @@ from ...graphs import edge_colouring
 from ...graphs._model import unsigned_view
 from ...kernels._report import instrument_kernels
 from .kernels._circuit import circuit_step
+from .kernels._matching import matching_step
 
 instrument_kernels(globals())  # runs report which kernel ran each step
 
@@ -114,7 +115,9 @@ class RandomMatching(_MatchingBase):
     offered (``drawing``; the issue's statement of the papers, since the procedures' exact constants
     could not be read here): ``edge-coin`` (default: candidate edges with probability ``1/(4 Delta)``,
     kept when isolated) and ``active-passive``. ``excess=heavier`` keeps the odd token at the end
-    that was heavier (deterministic rounding, for comparison).
+    that was heavier (deterministic rounding, for comparison). ``kernel=numba`` (default) draws the
+    edge-coin matching and balances it in numba (:mod:`.kernels._matching`), the same draws, the
+    same loads and flows bit for bit; ``kernel=numpy`` the reference.
 
     References
     ----------
@@ -137,16 +140,37 @@ class RandomMatching(_MatchingBase):
     params = (Param("drawing", str, "edge-coin", "how a round's random matching is drawn", _DRAWINGS),
               Param("p", float, 0.0, "edge-coin candidate probability; 0 means 1/(4 Delta)"),
               Param("excess", str, "random", "the odd token goes to a random end or stays with the heavier one",
-                    _EXCESS))
+                    _EXCESS),
+              Param("kernel", str, "numba", "numba (draws and balances in two passes over the edges) or numpy (the "
+                    "reference step)", ("numba", "numpy")))
 
     def reset(self, graph, loads, rng):
         if not 0 <= self.options["p"] <= 1:
             raise TokendistError(f"{self.name}: p={self.options['p']}: a probability in [0, 1] (0: 1/(4 Delta))")
         self._key = stream_key(rng)
+        self._graph = graph
+        if self.options["kernel"] == "numba":
+            self._out = np.empty(graph.n, dtype=np.int64)
+            self._count = np.zeros(graph.n, dtype=np.int64)
+            self._mask = np.zeros(graph.m, dtype=np.bool_)
 
     def step(self, t, graph, loads):
         p = self.options["p"] or None
-        return self._step(t, graph, loads, random_matching(graph, self._key, t, self.options["drawing"], p))
+        if self.options["kernel"] == "numpy" or graph is not self._graph or graph.m == 0:
+            return self._step(t, graph, loads, random_matching(graph, self._key, t, self.options["drawing"], p))
+        loads = np.ascontiguousarray(loads, dtype=np.int64)
+        draw = self.options["drawing"] == "edge-coin"
+        # active-passive: the reference draws the mask (node coins, then an edge lookup), the kernel balances
+        mask = self._mask if draw else random_matching(graph, self._key, t, self.options["drawing"], p)
+        p = 1.0 / (4 * graph.max_degree) if p is None else p  # the reference's default, the same float
+        new = self._out if self._out is not loads else np.empty_like(loads)
+        # A fresh flows array: the engine reads it during the step, and a caller may keep a Step.
+        flows = np.empty(graph.m, dtype=np.int64)
+        moved, matched = matching_step(unsigned_view(graph.u), unsigned_view(graph.v), loads, draw, float(p),
+                                       _tag_key(self._key, _TAG_MATCH), mask, self.options["excess"] == "random",
+                                       _tag_key(self._key, _TAG_COIN), t, self._count, new, flows)
+        self._out = loads  # the engine's previous loads: next step's output buffer
+        return Step(new, moved=int(moved), messages=2 * int(matched), flows=flows)
 
 
 @register_protocol

@@ -10,6 +10,11 @@ import numpy as np
 
 from ..._random import counter_uniform_scalar, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
+from ...graphs._model import unsigned_view
+from ...kernels._report import instrument_kernels
+from .kernels._pairwise import pairwise_step
+
+instrument_kernels(globals())  # runs report which kernel ran each step
 
 __all__ = ["PairwiseAveraging"]
 
@@ -33,6 +38,8 @@ class PairwiseAveraging(Protocol):
     step costs O(n) (the copy of the loads), not O(m).
 
     Step t draws its edge as ``floor(U m)`` and its coin from ``counter_uniform(key, t, .)``.
+    ``kernel=numba`` (default) makes the interaction in numba (:mod:`.kernels._pairwise`), the same
+    draws, the same loads bit for bit; ``kernel=numpy`` the reference.
 
     References
     ----------
@@ -54,17 +61,31 @@ class PairwiseAveraging(Protocol):
     paper = "Berenbrink, Friedetzky, Kaaser, Kling, IPDPS 2019 (arXiv:1808.05389)"
     model = "single-port"
     randomized = True
-    params = (Param("excess", str, "random", "the odd token to a random end or to the heavier one", _EXCESS),)
+    params = (Param("excess", str, "random", "the odd token to a random end or to the heavier one", _EXCESS),
+              Param("kernel", str, "numba", "numba (one call per interaction) or numpy (the reference step)",
+                    ("numba", "numpy")))
 
     def reset(self, graph, loads, rng):
         self._key = stream_key(rng)
         self._u, self._v = graph.u, graph.v
+        self._graph = graph
+        self._out = np.empty(graph.n, dtype=np.int64)
+        self._outflow = np.zeros(graph.n, dtype=np.int64)
+        self._last = np.zeros(2, dtype=np.int64)  # the nodes of the previous interaction (nonzero outflow)
 
     def pair(self, t, graph) -> int:
         """The edge of step ``t``."""
         return min(int(counter_uniform_scalar(self._key, t, 0) * graph.m), graph.m - 1)
 
     def step(self, t, graph, loads):
+        if self.options["kernel"] == "numba" and graph is self._graph and graph.m:
+            loads = np.ascontiguousarray(loads, dtype=np.int64)
+            new = self._out if self._out is not loads else np.empty_like(loads)
+            moved = pairwise_step(unsigned_view(graph.u), unsigned_view(graph.v), loads,
+                                  self.options["excess"] == "random", self._key, t, new, self._outflow, self._last)
+            self._out = loads  # the engine's previous loads: next step's output buffer
+            # The outflow buffer is reused: the engine reads it during the step (feasibility).
+            return Step(new, moved=int(moved), messages=2, outflow=self._outflow)
         new = np.array(loads, dtype=np.int64, copy=True)
         if graph.m == 0:
             return Step(new)

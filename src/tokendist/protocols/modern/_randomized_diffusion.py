@@ -11,6 +11,10 @@ import numpy as np
 
 from ..._random import counter_uniform, counter_uniform_scalar, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
+from ...kernels._report import instrument_kernels
+from .kernels._randomized_diffusion import randomized_diffusion_step
+
+instrument_kernels(globals())  # runs report which kernel ran each step
 
 __all__ = ["RandomizedDiffusion", "slot_table"]
 
@@ -62,7 +66,9 @@ class RandomizedDiffusion(Protocol):
 
     The random choice of slot s of node i at step t is the counter-based draw
     ``counter_uniform(key, t, i * slots + s)`` (one key per run from its seed): the vectorised rule
-    and the per-node rule draw the same subset.
+    and the per-node rule draw the same subset. ``kernel=numba`` (default) runs the step in numba
+    (:mod:`.kernels._randomized_diffusion`), the same draws, the same loads bit for bit;
+    ``kernel=numpy`` the vectorised reference.
 
     References
     ----------
@@ -86,7 +92,9 @@ class RandomizedDiffusion(Protocol):
     exchange_rounds = 1
     keeps_balance = False  # x mod (Delta + 1) tokens still move at random
     params = (Param("denominator", str, "max-degree+1", "slots per node: max-degree+1 (the paper's d + 1) or "
-                    "2max-degree (lazy)", _DENOMINATORS),)
+                    "2max-degree (lazy)", _DENOMINATORS),
+              Param("kernel", str, "numba", "numba (one pass over the nodes) or numpy (the reference step)",
+                    ("numba", "numpy")))
 
     def reset(self, graph, loads, rng):
         self._graph = graph
@@ -94,8 +102,17 @@ class RandomizedDiffusion(Protocol):
         self.slots = D + 1 if self.options["denominator"] == "max-degree+1" else max(2 * D, 1)
         self._table = slot_table(graph, self.slots)
         self._key = stream_key(rng)
+        self._out = np.empty(graph.n, dtype=np.int64)
+        self._u = np.empty(self.slots)
+        self._extra = np.empty(self.slots, dtype=np.int64)
 
     def step(self, t, graph, loads):
+        if self.options["kernel"] == "numba" and graph is self._graph:
+            loads = np.ascontiguousarray(loads, dtype=np.int64)
+            new = self._out if self._out is not loads else np.empty_like(loads)
+            moved = randomized_diffusion_step(self._table, loads, self._key, t, new, self._u, self._extra)
+            self._out = loads  # the engine's previous loads: next step's output buffer
+            return Step(new, moved=int(moved), messages=2 * graph.m)
         loads = np.asarray(loads, dtype=np.int64)
         n, S = graph.n, self.slots
         q, r = np.divmod(loads, S)

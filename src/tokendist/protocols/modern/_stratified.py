@@ -14,7 +14,12 @@ import numpy as np
 
 from ..._random import counter_uniform, counter_uniform_scalar, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
+from ...graphs._model import unsigned_view
+from ...kernels._report import instrument_kernels
 from ._common import edge_coefficients, matrix_param
+from .kernels._stratified import stratified_step
+
+instrument_kernels(globals())  # runs report which kernel ran each step
 
 __all__ = ["StratifiedDiffusion", "row_boundaries"]
 
@@ -75,7 +80,9 @@ class StratifiedDiffusion(Protocol):
     intervals (``self-first``: u itself, then its neighbours in increasing order; ``self-last``).
     Token k of node u at step t draws ``counter_uniform(key, t, u * 2^32 + k)``: the vectorised rule
     and the per-node rule agree. Only the tokens at the row's boundaries are drawn, so a step costs
-    O(m), not O(tokens).
+    O(m), not O(tokens). ``kernel=numba`` (default) runs the step in numba
+    (:mod:`.kernels._stratified`), the same draws, the same loads bit for bit; ``kernel=numpy`` the
+    vectorised reference.
 
     References
     ----------
@@ -99,7 +106,9 @@ class StratifiedDiffusion(Protocol):
     exchange_rounds = 1
     keeps_balance = False  # tokens at the row's boundaries still move at random
     params = (matrix_param("degree"),
-              Param("order", str, "self-first", "order of the row's intervals", _ORDERS))
+              Param("order", str, "self-first", "order of the row's intervals", _ORDERS),
+              Param("kernel", str, "numba", "numba (one pass over the CSR rows) or numpy (the reference step)",
+                    ("numba", "numpy")))
 
     def reset(self, graph, loads, rng):
         self._graph = graph
@@ -108,8 +117,16 @@ class StratifiedDiffusion(Protocol):
         deg = np.diff(graph.indptr)
         self._rows = np.repeat(np.arange(graph.n), deg)
         self._key = stream_key(rng)
+        self._out = np.empty(graph.n, dtype=np.int64)
 
     def step(self, t, graph, loads):
+        if self.options["kernel"] == "numba" and graph is self._graph:
+            loads = np.ascontiguousarray(loads, dtype=np.int64)
+            new = self._out if self._out is not loads else np.empty_like(loads)
+            moved = stratified_step(graph.indptr, unsigned_view(graph.indices), self._col, self._c, loads,
+                                    self._key, t, new)
+            self._out = loads  # the engine's previous loads: next step's output buffer
+            return Step(new, moved=int(moved), messages=2 * graph.m)
         loads = np.asarray(loads, dtype=np.int64)
         rows, col = self._rows, self._col
         x = loads[rows]

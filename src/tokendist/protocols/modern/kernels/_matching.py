@@ -1,0 +1,65 @@
+"""The random matching model's step in numba (Sauerwald, Sun FOCS 2012; Friedrich, Sauerwald STOC 2009).
+
+Bit for bit the numpy reference :meth:`.._matching.RandomMatching.step`. With the ``edge-coin``
+drawing the matching is drawn here, from the reference's counter-based draws: edge ``e`` is a
+candidate when ``counter_uniform(match_key, t, e) < p``, and a candidate joins the matching when
+no other candidate touches either end. Every matched edge then averages its loads, the odd token
+to ``u`` when ``counter_uniform(coin_key, t, e) < 1/2`` (``excess=random``) or when
+``x_u >= x_v`` (``excess=heavier``), as :func:`.._matching.balance_pairs`. The other drawing
+(``active-passive``) hands its mask in (``draw=False``).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ....kernels._coins import _step_base, _uniform
+
+__all__ = ["matching_step"]
+
+
+@numba.njit(cache=True, nogil=True)
+def matching_step(uu, vv, loads, draw, p, match_key, mask, random_excess, coin_key, t, count, new,
+                  flows):  # pragma: no cover - compiled
+    """One round: writes ``new`` and every edge's ``flows`` (0 off the matching); returns (moved, matched).
+
+    ``draw``: draw the edge-coin matching into ``mask`` (scratch of m booleans); else ``mask`` is
+    the round's matching. ``count`` is scratch of n integers.
+    """
+    m = uu.shape[0]
+    if draw:
+        count[:] = 0
+        mbase = _step_base(np.uint64(match_key), np.uint64(t))
+        for e in range(m):
+            c = _uniform(mbase, e) < p
+            mask[e] = c
+            if c:
+                count[uu[e]] += 1
+                count[vv[e]] += 1
+    new[:] = loads  # the unmatched nodes keep their loads
+    cbase = _step_base(np.uint64(coin_key), np.uint64(t))
+    moved = 0
+    matched = 0
+    for e in range(m):
+        f = 0
+        if mask[e]:
+            a = uu[e]
+            b = vv[e]
+            if not draw or (count[a] == 1 and count[b] == 1):
+                xa = loads[a]
+                xb = loads[b]
+                s = xa + xb
+                half = s // 2
+                odd = s - 2 * half
+                if random_excess:
+                    up = 1 if _uniform(cbase, e) < 0.5 else 0
+                else:
+                    up = 1 if xa >= xb else 0
+                f = xa - (half + (odd & up))
+                new[a] = xa - f
+                new[b] = xb + f
+                moved += abs(f)
+                matched += 1
+        flows[e] = f
+    return moved, matched

@@ -1,0 +1,97 @@
+"""The vertex-based randomized diffusion step in numba (Berenbrink, Cooper, Friedetzky, Friedrich,
+Sauerwald, SODA 2011 / JCSS 81(1) 2015).
+
+Bit for bit the numpy reference :meth:`.._randomized_diffusion.RandomizedDiffusion.step`: node
+``i`` with ``x = q S + r`` tokens gives ``q`` to each of its ``S`` slots and one more to the ``r``
+slots with the smallest draws ``counter_uniform(key, t, i * S + s)`` (ties by slot number, as the
+reference's stable argsort); slot ``s`` sends to ``table[i, s]``, or keeps the tokens when it is
+``-1``. A node with ``r = 0`` draws nothing (the reference's draws for it choose nothing).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ....kernels._coins import _step_base, _uniform
+
+__all__ = ["randomized_diffusion_step"]
+
+#: Up to this many slots a slot's rank is counted by S comparisons; above, numpy's stable sort.
+_COUNT_SLOTS = 32
+
+
+@numba.njit(cache=True, nogil=True)
+def randomized_diffusion_step(table, loads, key, t, new, u, extra):  # pragma: no cover - compiled
+    """One step: writes ``new``; returns the tokens moved (to neighbours, not kept).
+
+    ``u`` (float64) and ``extra`` (int64) are scratch arrays of ``S`` entries.
+    """
+    if table.shape[1] > _COUNT_SLOTS:
+        return _step_sorted(table, loads, key, t, new, u, extra)
+    n, S = table.shape
+    base = _step_base(np.uint64(key), np.uint64(t))
+    new[:] = loads
+    moved = 0
+    for i in range(n):
+        x = loads[i]
+        q = x // S
+        r = x - q * S
+        out = 0
+        if r > 0:
+            first = np.uint64(i) * np.uint64(S)
+            for s in range(S):
+                u[s] = _uniform(base, first + np.uint64(s))
+            for s in range(S):
+                # rank of slot s: the slots with a smaller draw, or an equal one and a smaller number
+                # (the reference's stable argsort); counted without branches, the draws being coin flips
+                us = u[s]
+                rank = 0
+                for z in range(S):
+                    uz = u[z]
+                    rank += (uz < us) | ((uz == us) & (z < s))
+                j = table[i, s]
+                if j >= 0:
+                    give = q + (rank < r)
+                    new[j] += give
+                    out += give
+        else:
+            for s in range(S):
+                j = table[i, s]
+                if j >= 0:
+                    new[j] += q
+                    out += q
+        new[i] -= out
+        moved += out
+    return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def _step_sorted(table, loads, key, t, new, u, extra):  # pragma: no cover - compiled
+    # Many slots (a star's centre, a complete graph): the r smallest draws by numpy's stable sort.
+    n, S = table.shape
+    base = _step_base(np.uint64(key), np.uint64(t))
+    new[:] = loads
+    moved = 0
+    for i in range(n):
+        x = loads[i]
+        q = x // S
+        r = x - q * S
+        extra[:] = 0
+        if r > 0:
+            first = np.uint64(i) * np.uint64(S)
+            for s in range(S):
+                u[s] = _uniform(base, first + np.uint64(s))
+            order = np.argsort(u, kind="mergesort")  # stable: ties by slot number
+            for z in range(r):
+                extra[order[z]] = 1
+        out = 0
+        for s in range(S):
+            j = table[i, s]
+            if j >= 0:
+                give = q + extra[s]
+                new[j] += give
+                out += give
+        new[i] -= out
+        moved += out
+    return moved
