@@ -60,3 +60,12 @@ def test_balancing_circuit_kernel_equals_reference(spec, excess):
     ref, run = _pair(spec, "balancing-circuit", "random:0..60", {"excess": excess}, check=True)
     _assert_same(ref, run)
     assert run.messages == ref.messages
+
+
+@pytest.mark.parametrize("ties", ["up", "down"])
+def test_quasirandom_reference_counts_the_tokens_its_guard_holds_back(ties):
+    # Few tokens a node (loads below the degree): the guard takes tokens back, in both forms alike.
+    ref, run = _pair("torus:6x5", "quasirandom", "random:0..4", {"ties": ties})
+    np.testing.assert_array_equal(run.load_history, ref.load_history)
+    assert run.report == ref.report
+    assert ties == "down" or run.report["held_back"] > 0

@@ -185,7 +185,7 @@ def qr_step(self, t, part, loads):
     whole, rest = np.divmod(loads[view.rows], q)
     asked = whole + (2 * (err + rest) + int(self._ties_up) > q)  # before the guard takes tokens back
     ext = view.extended(loads)
-    new, sent = quasirandom_reference_step(view, q, ext, err, self._ties_up, self._guard)
+    new, sent, _ = quasirandom_reference_step(view, q, ext, err, self._ties_up, self._guard)
     own = view.owned_slot
     self._part_held += int(asked[own].sum() - sent[own].sum())
     out = np.bincount(view.rows, weights=sent, minlength=view.n)[:-1].astype(np.int64)

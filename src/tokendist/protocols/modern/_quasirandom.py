@@ -47,7 +47,10 @@ def reciprocal_denominators(alpha: np.ndarray, name: str) -> np.ndarray:
 
 
 def quasirandom_reference_step(graph, q_slot, loads, err, ties_up: bool, guard: bool):
-    """The numpy reference of one step (updates the integer ``err`` in place); returns ``(loads, sent per slot)``."""
+    """The numpy reference of one step (updates the integer ``err`` in place).
+
+    Returns ``(loads, sent per slot, tokens held back by the guard)``.
+    """
     rows = slot_rows(graph)
     x = loads[rows]
     whole, rest = np.divmod(x, q_slot)
@@ -55,6 +58,7 @@ def quasirandom_reference_step(graph, q_slot, loads, err, ties_up: bool, guard: 
     up = (2 * v + int(ties_up) > q_slot).astype(np.int64)
     err[:] = v - up * q_slot
     sent = whole + up
+    held = 0
     if guard:
         total = np.bincount(rows, weights=sent, minlength=graph.n).astype(np.int64)
         for i in np.flatnonzero(total > loads):  # rare: the node holds fewer tokens than its rounding asks
@@ -64,9 +68,10 @@ def quasirandom_reference_step(graph, q_slot, loads, err, ties_up: bool, guard: 
                 sent[k] -= 1
                 err[k] += q_slot[k]
                 total[i] -= 1
+                held += 1
     new = loads - np.bincount(rows, weights=sent, minlength=graph.n).astype(np.int64) \
         + np.bincount(graph.indices, weights=sent, minlength=graph.n).astype(np.int64)
-    return new, sent
+    return new, sent, held
 
 
 @register_protocol
@@ -160,8 +165,9 @@ class Quasirandom(Protocol):
     def step(self, t, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         if self.options["kernel"] == "numpy":
-            new, sent = quasirandom_reference_step(graph, self._q_slot, loads, self.err_units, self._ties_up,
-                                                   self._guard)
+            new, sent, held = quasirandom_reference_step(graph, self._q_slot, loads, self.err_units, self._ties_up,
+                                                         self._guard)
+            self.held_back += held
             if self._xi is not None:
                 self._track(graph, new)
             return Step(new, moved=int(sent.sum()), messages=2 * graph.m)
