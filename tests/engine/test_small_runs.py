@@ -44,7 +44,8 @@ def test_the_rule_weighs_the_reference_run_against_one_compilation(monkeypatch):
     assert not reference_is_cheaper(make_protocol("multi-port", {"kernel": "numpy"}), torus, 10)
     assert not reference_is_cheaper(make_protocol("perfect-tree", {}), make_graph("kary:2,3"), 10)
     # A reference that moves tokens differently (relayed edges), or the rule switched off.
-    assert not reference_is_cheaper(make_protocol("diffusion-oriented", {}), torus, 10)
+    assert reference_is_cheaper(make_protocol("diffusion-oriented", {}), torus, 10)
+    assert not reference_is_cheaper(make_protocol("diffusion-oriented", {}), make_graph("random-tree:30"), 10)
     monkeypatch.setenv("TOKENDIST_SMALL_RUN_REFERENCE", "0")
     assert not reference_is_cheaper(make_protocol("multi-port", {}), torus, 10)
 

@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import TokendistError
 from ._model import Graph
 
-__all__ = ["st_numbering", "st_orientation", "biconnected_supergraph", "orientation_sources_sinks"]
+__all__ = ["st_numbering", "st_orientation", "biconnected_supergraph", "orientation_sources_sinks", "is_biconnected"]
 
 
 def _cut_vertices(graph) -> list[int]:
@@ -228,6 +228,18 @@ def _is_biconnected(graph) -> bool:
     return visited == graph.n and _dfs_cut_vertex(order, parent, low, pre, s) < 0
 
 
+def is_biconnected(graph) -> bool:
+    """Whether ``graph`` is biconnected in the sense of Sec. 4 (fewer than 3 nodes count as such).
+
+    Examples
+    --------
+    >>> from tokendist.graphs import make_graph
+    >>> is_biconnected(make_graph("ring:5")), is_biconnected(make_graph("path:4"))
+    (True, False)
+    """
+    return graph.n < 3 or _is_biconnected(graph)
+
+
 def biconnected_supergraph(graph) -> tuple[Graph, np.ndarray]:
     """The supergraph H of Sec. 4, Case 2, and the relay vertex of each of its edges.
 
@@ -243,7 +255,7 @@ def biconnected_supergraph(graph) -> tuple[Graph, np.ndarray]:
         Per edge of H: -1 for an edge of G, else the cut vertex c through which G simulates it
         (the path a - c - b, dilation 2).
     """
-    if graph.n < 3 or _is_biconnected(graph):
+    if is_biconnected(graph):
         return graph, np.full(graph.m, -1, dtype=np.int64)
     cuts = _cut_vertices(graph)
     relay_of: dict[tuple[int, int], int] = {}

@@ -88,14 +88,16 @@ def reference_is_cheaper(protocol, graph, max_steps: int, *, dynamics=None) -> b
 
     Only where the reference gives the same run bit for bit (integer loads; the real-valued
     schemes' numpy steps round differently, and a protocol whose reference is not exact otherwise
-    says so with ``reference_exact = False``) and the protocol runs its compiled kernels by default
+    says so with ``reference_exact = False``, or with a method ``reference_exact(graph)`` for the
+    graphs where it is) and the protocol runs its compiled kernels by default
     (``kernel=numba`` with ``numpy`` as its other choice). Whether a kernel would in fact compile is
     seen at its first call (:func:`tokendist.kernels._report.avoid_compiling`): with a warm cache the
     run keeps its kernels.
     """
     if os.environ.get(SMALL_RUN_ENV, "1") == "0":
         return False
-    exact = not protocol.divisible and getattr(protocol, "reference_exact", True)
+    exact = getattr(protocol, "reference_exact", True)
+    exact = not protocol.divisible and (exact(graph) if callable(exact) else exact)
     if not exact or protocol.options.get("kernel") != "numba":
         return False
     param = next((p for p in protocol.params if p.name == "kernel"), None)

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 from ..._random import counter_uniform, counter_uniform_scalar, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
-from ...graphs import biconnected_supergraph, orientation_sources_sinks, st_orientation
+from ...graphs import biconnected_supergraph, is_biconnected, orientation_sources_sinks, st_orientation
 from ...graphs._model import unsigned_view
 from ...graphs._stencil import affine_edge_runs
 from .kernels._serial import (COIN_BLOCK, RANDOM_FRACTION, counter_uniform_nb, diffuse_stencil_step,
@@ -758,16 +758,20 @@ class DiffusionOriented(_RoundedDiffusion):
     """
 
     name = "diffusion-oriented"
-    #: On edges relayed over two hops (graphs that are not biconnected) the kernels count each hop's
-    #: tokens as moved, the numpy step the net flow (tests/protocols/test_every_variant.py): small runs
-    #: keep the kernels, so a run's tokens moved never depends on the cache (tokendist.kernels._choice).
-    reference_exact = False
     dynamic = False
     static_reason = ("the st-orientation (a unique source and sink joined by an edge, Sec. 4) is fixed on the "
                      "network of the start and is lost when edges fail")
     title = "Diffusion, st-orientation rounding"
     paper = "Subramanian, Scherson 1994, Sec. 4 (Cases 1 and 2)"
     rounding = "oriented"
+
+    def reference_exact(self, graph) -> bool:
+        """Whether the numpy step gives the kernels' run on ``graph`` (tokendist.kernels._choice).
+
+        Not off biconnected graphs: on edges relayed over two hops the kernels count each hop's
+        tokens as moved, the numpy step the net flow (tests/protocols/test_every_variant.py).
+        """
+        return is_biconnected(graph)
     params = _RoundedDiffusion.params + (
         Param("source", int, -1, "the minimal vertex s of the orientation (-1: node 0)", minimum=-1),
         Param("sink", int, -1, "the maximal vertex t, a neighbour of s in H (-1: the smallest neighbour of s)",
