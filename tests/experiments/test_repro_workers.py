@@ -14,25 +14,12 @@ from tokendist.cli._reproduce import duration  # noqa: E402
 from tokendist.experiments import REPRODUCTIONS, ReproContext, run_reproduction  # noqa: E402
 from tokendist.experiments import _modules  # noqa: E402,F401
 from tokendist.experiments._repro_times import WALL_SECONDS  # noqa: E402
-from tokendist.experiments.sweep import open_client  # noqa: E402
 
 
 def _slow_square(x):
     # Module-level, so that workers receive it by reference; the later items finish first.
     time.sleep(0.02 * (5 - x))
     return x * x
-
-
-@pytest.fixture(scope="module")
-def client1():
-    with open_client(workers=1) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def client2():
-    with open_client(workers=2) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from tokendist.cli import main  # noqa: E402
 from tokendist.errors import TokendistError  # noqa: E402
-from tokendist.experiments.sweep import (Store, level_steps, load_sweep, open_client, run_sweep,  # noqa: E402
+from tokendist.experiments.sweep import (Store, level_steps, load_sweep, run_sweep,  # noqa: E402
                                          sweep_from_dict)
 from tokendist.experiments.sweep import _store  # noqa: E402
 
@@ -58,18 +58,6 @@ def sweep_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("sweep") / "tiny.toml"
     path.write_text(SWEEP)
     return path
-
-
-@pytest.fixture(scope="module")
-def client1():
-    with open_client(workers=1) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def client2():
-    with open_client(workers=2) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")
