@@ -10,6 +10,7 @@ from .._files import atomic_dir
 from ..engine._injection import INJECT_SPEC_HELP
 from ..errors import TokendistError
 from ..experiments import compare, default_scenario, load_scenario
+from ..experiments._workers import default_workers
 from ._app import Command, command
 from ._common import check_outputs, nonneg_int, positive_int, probability
 from ._compare_view import render
@@ -53,6 +54,10 @@ class CompareCommand(Command):
         p.add_argument("--offline", type=nonneg_int, default=None, metavar="K",
                        help="also compute the off-line optimum (multi-port, max-flow) for max load <= ceil(rho)+K "
                             "and show each protocol's time to that level as a multiple of it")
+        p.add_argument("--workers", type=positive_int, default=None,
+                       help="processes running the protocols side by side (default: one per core); the rows "
+                            "are the same for any number, their wall-time columns are not (--workers 1 to time "
+                            "each run alone)")
         p.add_argument("--out", type=Path, default=Path("tokendist-compare"), help="output folder")
         p.add_argument("--no-files", action="store_true", help="write no files")
         p.add_argument("--wide", action="store_true",
@@ -84,7 +89,9 @@ class CompareCommand(Command):
         if not args.no_files:
             check_outputs(args.out)
         with progress_bar("compare", None, enabled=not args.json) as update:
-            result = compare(sc, progress=lambda i, total, name: update(i, total))
+            workers = args.workers if args.workers is not None else default_workers()
+            result = compare(sc, progress=lambda i, total, name: update(i, total), workers=workers,
+                             compiling=lambda on: update(None, compiling=on))
         files = [] if args.no_files else self._write(result, args.out)
         if args.json:
             payload = result.to_json()

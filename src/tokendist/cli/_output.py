@@ -99,7 +99,7 @@ def table(title: str, columns, rows) -> None:
 def progress_bar(description: str, total: int | None, enabled: bool = True):
     """A rich progress bar on a terminal; yields ``update(done, total)``. Quiet when disabled or piped."""
     if not enabled or not sys.stderr.isatty():
-        yield lambda done, total=None: None
+        yield lambda done, total=None, compiling=None: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -107,11 +107,16 @@ def progress_bar(description: str, total: int | None, enabled: bool = True):
                   transient=True, console=__import__("rich.console").console.Console(stderr=True)) as p:
         task = p.add_task(description, total=total)
 
-        def update(done, total=None):
-            p.update(task, completed=done, **({"total": total} if total is not None else {}))
+        def show(on):
+            p.update(task, description=f"{description}: {COMPILING}" if on else description)
 
-        notice = CompileNotice(lambda on: p.update(task, description=f"{description}: {COMPILING}" if on
-                                                   else description))
+        def update(done, total=None, compiling=None):
+            # compiling: a worker process compiles (its numba events do not reach this process)
+            p.update(task, completed=done, **({"total": total} if total is not None else {}))
+            if compiling is not None:
+                show(compiling)
+
+        notice = CompileNotice(show)
         numba_event.register("numba:compile", notice)
         try:
             yield update

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..engine import PROTOCOLS, make_loads, make_protocol, simulate
+from ..engine import PROTOCOLS, EdgeFailures, make_loads, make_protocol, make_speeds, simulate
 from ..engine._injection import parse_injection
 from ..errors import InfeasibleStepError, TokendistError
 from ..graphs import make_graph
 from ._scenario import Scenario
 from ._verdict import exclusion, settle_step, verdict
+from ._workers import run_each
 
 __all__ = ["compare", "Comparison", "CompareRow"]
 
@@ -85,12 +86,25 @@ class Comparison:
                 "verdict": self.verdict()}
 
 
-def compare(scenario: Scenario, *, progress=None) -> Comparison:
+def compare(scenario: Scenario, *, progress=None, workers: int = 1, compiling=None) -> Comparison:
     """Run every applicable (or every named) protocol of ``scenario`` and tabulate the results.
 
     A protocol that does not apply to the graph is listed as skipped with the reason; one whose
     rule sends more tokens than a node holds is listed as infeasible (unless the scenario allows
     infeasible steps), never silently repaired.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The graph, loads, seed, step limit, levels and protocols.
+    progress : callable, optional
+        ``progress(done, total, name)`` as the runs start (one process) or finish (workers).
+    workers : int
+        Processes running the protocols side by side (:mod:`._workers`); every run is independent
+        and seeded alike, so the rows are the same for any number (but their wall times).
+    compiling : callable, optional
+        With workers: ``compiling(True)`` while a worker compiles a kernel, ``compiling(False)``
+        after (in one process, numba's own events reach the caller's listener directly).
 
     Examples
     --------
@@ -102,56 +116,51 @@ def compare(scenario: Scenario, *, progress=None) -> Comparison:
     graph = make_graph(scenario.graph, seed=scenario.seed)
     loads = make_loads(scenario.init, graph, scenario.seed)
     names = list(scenario.algos) or PROTOCOLS.names()
-    dynamics = None
-    rows = []
-    for i, name in enumerate(names):
-        params = {k: (v if isinstance(v, str) else str(v)) for k, v in scenario.params.get(name, {}).items()}
-        if progress is not None:
-            progress(i, len(names), name)
-        try:
-            proto = make_protocol(name, params)
-            g = graph
-            if scenario.speeds is not None:
-                from ..engine import make_speeds
-                g = graph.with_speeds(make_speeds(scenario.speeds, graph, scenario.seed))
-            proto.check_graph(g)
-            if scenario.speeds is not None and not proto.uses_speeds:  # not run as if it used them (issue 27)
-                raise TokendistError(f"{name} does not use node speeds")
-            if scenario.edge_failure is not None:
-                from ..engine import EdgeFailures
-                if not proto.dynamic:
-                    why = f": {proto.static_reason}" if proto.static_reason else ""
-                    raise TokendistError(f"{name} does not run on dynamic networks{why}")
-                dynamics = EdgeFailures(scenario.edge_failure)
-        except TokendistError as exc:
-            rows.append(CompareRow(name, "skipped", reason=str(exc)))
-            continue
-        try:
-            # A fresh stream for every protocol: the same arrivals (same seed), its own counters.
-            injection = parse_injection(scenario.inject) if scenario.inject is not None else None
-            r = simulate(g, proto, loads, seed=scenario.seed, max_steps=scenario.max_steps,
-                         allow_infeasible=scenario.allow_infeasible, dynamics=dynamics,
-                         record_every=scenario.record_every, injection=injection)
-        except InfeasibleStepError as exc:
-            rows.append(CompareRow(name, "infeasible", reason=str(exc).split(" (pass")[0],
-                                   divisible=proto.divisible, steps=exc.step))
-            continue
-        except TokendistError as exc:
-            rows.append(CompareRow(name, "skipped", reason=str(exc)))
-            continue
-        rows.append(CompareRow(
-            name, "ok", divisible=proto.divisible, steps=r.steps, stop_reason=r.stop_reason,
-            **_level_times(r, scenario.levels),
-            final_discrepancy=r.final["discrepancy"], final_local_discrepancy=r.final["local_discrepancy"],
-            tokens_moved=r.tokens_moved, messages=r.messages, infeasible_steps=r.infeasible_steps,
-            lowest_load=float(r.trace["min"].min()) if r.trace["min"].size else None, seconds=r.seconds,
-            stream=r.stream, variants=r.variants, result=r))
-    if progress is not None:
-        progress(len(names), len(names), "")
+    rows = run_each(names, lambda name: _row(scenario, graph, loads, name), shared=graph, workers=workers,
+                    progress=progress, compiling=compiling)
     offline = None
     if scenario.offline_slack is not None:
         offline = _offline_ratios(graph, loads, scenario.offline_slack, rows)
     return Comparison(scenario, graph, int(np.asarray(loads).sum()), rows, offline)
+
+
+def _row(scenario: Scenario, graph, loads, name: str) -> CompareRow:
+    """One protocol's row: its run, or why it was skipped or stopped infeasible."""
+    params = {k: (v if isinstance(v, str) else str(v)) for k, v in scenario.params.get(name, {}).items()}
+    dynamics = None
+    try:
+        proto = make_protocol(name, params)
+        g = graph
+        if scenario.speeds is not None:
+            g = graph.with_speeds(make_speeds(scenario.speeds, graph, scenario.seed))
+        proto.check_graph(g)
+        if scenario.speeds is not None and not proto.uses_speeds:  # not run as if it used them (issue 27)
+            raise TokendistError(f"{name} does not use node speeds")
+        if scenario.edge_failure is not None:
+            if not proto.dynamic:
+                why = f": {proto.static_reason}" if proto.static_reason else ""
+                raise TokendistError(f"{name} does not run on dynamic networks{why}")
+            dynamics = EdgeFailures(scenario.edge_failure)
+    except TokendistError as exc:
+        return CompareRow(name, "skipped", reason=str(exc))
+    try:
+        # A fresh stream for every protocol: the same arrivals (same seed), its own counters.
+        injection = parse_injection(scenario.inject) if scenario.inject is not None else None
+        r = simulate(g, proto, loads, seed=scenario.seed, max_steps=scenario.max_steps,
+                     allow_infeasible=scenario.allow_infeasible, dynamics=dynamics,
+                     record_every=scenario.record_every, injection=injection)
+    except InfeasibleStepError as exc:
+        return CompareRow(name, "infeasible", reason=str(exc).split(" (pass")[0], divisible=proto.divisible,
+                          steps=exc.step)
+    except TokendistError as exc:
+        return CompareRow(name, "skipped", reason=str(exc))
+    return CompareRow(
+        name, "ok", divisible=proto.divisible, steps=r.steps, stop_reason=r.stop_reason,
+        **_level_times(r, scenario.levels),
+        final_discrepancy=r.final["discrepancy"], final_local_discrepancy=r.final["local_discrepancy"],
+        tokens_moved=r.tokens_moved, messages=r.messages, infeasible_steps=r.infeasible_steps,
+        lowest_load=float(r.trace["min"].min()) if r.trace["min"].size else None, seconds=r.seconds,
+        stream=r.stream, variants=r.variants, result=r)
 
 
 def _level_times(r, levels) -> dict:
