@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import threading
 from pathlib import Path
 
 from .._files import atomic_dir
@@ -24,6 +25,30 @@ def _levels(text: str) -> list:
         return [float(x) if "." in x else int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise TokendistError(f"--levels expects numbers separated by commas, got {text!r}") from None
+
+
+class _Preload:
+    """Imports matplotlib on a thread while the runs go on (this process mostly waits for its workers).
+
+    Started from the first progress report, when the workers have been forked: a fork never copies
+    a half-done import.
+    """
+
+    def __init__(self):
+        self.thread = None
+
+    def start(self):
+        if self.thread is None:
+            self.thread = threading.Thread(target=_import_plotting, daemon=True)
+            self.thread.start()
+
+
+def _import_plotting():
+    try:
+        import matplotlib.backends.backend_agg  # noqa: F401  (what compare.png needs; the plot imports it again)
+        import matplotlib.figure  # noqa: F401
+    except ImportError:  # the plot says so in one line when it is drawn
+        pass
 
 
 @command
@@ -90,8 +115,14 @@ class CompareCommand(Command):
             check_outputs(args.out)
         with progress_bar("compare", None, enabled=not args.json) as update:
             workers = args.workers if args.workers is not None else default_workers()
-            result = compare(sc, progress=lambda i, total, name: update(i, total), workers=workers,
-                             compiling=lambda on: update(None, compiling=on))
+            preload = None if args.no_files else _Preload()
+
+            def progress(i, total, name):
+                if preload is not None:
+                    preload.start()
+                update(i, total)
+
+            result = compare(sc, progress=progress, workers=workers, compiling=lambda on: update(None, compiling=on))
         files = [] if args.no_files else self._write(result, args.out)
         if args.json:
             payload = result.to_json()
