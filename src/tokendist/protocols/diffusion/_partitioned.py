@@ -8,12 +8,11 @@ the flows are integers, so the owned loads and outflows are the kernel's exactly
 runs the rule on the supergraph H, whose added edges a-b join two neighbours of a cut vertex c.
 The single-process kernel moves the tokens of an added edge from a to b directly (c forwards
 them within the iteration, its own load unchanged) and counts them twice in the load moved (two
-hops). Node a's new load therefore reads ``load[b]``, two hops away in G. A rank keeps a second
-:class:`~tokendist.engine.mpi.LocalPart` over H with the same owners (:class:`RelayHalo`): its
-ghosts are the rank's neighbours in H, the far ends of the added edges included, and one more
-neighbour exchange per step brings their loads. The second hop of each relayed transfer is
-reported in ``Step.info["relayed"]`` by the rank owning its sender, so that the executor's load
-moved is the kernel's token-hop count. The step itself is ``_RoundedDiffusion.partitioned_step``
+hops). Node a's new load therefore reads ``load[b]``, two hops away in G. A rank keeps its part of
+H with the same owners (:class:`RelayHalo`), whose ghosts are its neighbours in H, and one more
+neighbour exchange per step, across the added edges only, brings the loads of the far ends. The
+second hop of each relayed transfer is reported in ``Step.info["relayed"]`` by the rank owning
+its sender, so that the executor's load moved is the kernel's token-hop count. The step itself is ``_RoundedDiffusion.partitioned_step``
 (:mod:`._rules`), on G's local graph or, with a relay halo, on H's.
 """
 
@@ -23,6 +22,7 @@ import numpy as np
 
 from ...engine.mpi import LocalPart
 from ...errors import TokendistError
+from ...graphs import Graph
 
 __all__ = ["RelayHalo", "relay_halo"]
 
@@ -33,27 +33,38 @@ class RelayHalo:
     Attributes
     ----------
     part : LocalPart
-        The rank's part of H (same owners as the executor's part of G); its exchange brings the
-        loads of every neighbour in H, two hops away in G across an added edge.
-    in_h : ndarray of int64
-        The local id in H's part of every local node of G's part (G's local nodes are a subset:
-        every edge of G is an edge of H).
+        The rank's part of H (same owners as the executor's part of G): the local graph the rule
+        runs on. Its own exchange is not used.
+    far : LocalPart
+        The rank's part of the graph of the added edges alone: its exchange carries the loads across
+        the added edges only (those two hops away in G), not again the ghosts of G, which the
+        executor's exchange has refreshed.
+    in_h, far_in_h : ndarray of int64
+        The local id in H's part of every local node of G's part and of the added edges' part (both
+        subsets: every edge of G or added is an edge of H).
     virtual : ndarray of bool
         Per local edge of H: an added edge (relayed over its cut vertex).
     """
 
     def __init__(self, part, h, relay):
+        added = np.flatnonzero(relay >= 0)
+        # A subset of H's edges in H's order: still sorted with u < v (the trusted constructor applies).
+        between = Graph(h.n, h.u[added], h.v[added], spec=f"{h.spec} (added edges)", base_edges=added)
         self.part = LocalPart(part.comm, h, part.owner)
+        self.far = LocalPart(part.comm, between, part.owner)
         self.in_h = np.searchsorted(self.part.nodes, part.nodes)
+        self.far_in_h = np.searchsorted(self.part.nodes, self.far.nodes)
         self.virtual = relay[self.part.edges] >= 0
 
     def loads(self, part, loads):
-        """The loads of H's local nodes: G's local loads, then one exchange for the far ghosts (collective)."""
+        """The loads of H's local nodes: G's local loads, then one exchange across the added edges (collective)."""
         w = np.empty(self.part.nodes.size, dtype=loads.dtype)
         w[self.in_h] = loads
-        before = self.part.bytes_exchanged
-        self.part.exchange(w)
-        part.bytes_exchanged += self.part.bytes_exchanged - before  # counted in the run's halo volume
+        far = w[self.far_in_h]  # the owned entries are set; the exchange overwrites the ghosts'
+        before = self.far.bytes_exchanged
+        self.far.exchange(far)
+        w[self.far_in_h] = far
+        part.bytes_exchanged += self.far.bytes_exchanged - before  # counted in the run's halo volume
         return w
 
     def relayed(self, flows) -> int:
@@ -64,8 +75,9 @@ class RelayHalo:
         return int(np.abs(fv[sender_owned]).sum())
 
     def free(self) -> None:
-        """Release the communicator of H's part (collective)."""
+        """Release the communicators of both parts (collective)."""
         self.part.free()
+        self.far.free()
 
 
 def relay_halo(protocol, part) -> RelayHalo | None:
