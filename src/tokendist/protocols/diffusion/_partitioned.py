@@ -12,8 +12,9 @@ hops). Node a's new load therefore reads ``load[b]``, two hops away in G. A rank
 H with the same owners (:class:`RelayHalo`), whose ghosts are its neighbours in H, and one more
 neighbour exchange per step, across the added edges only, brings the loads of the far ends. The
 second hop of each relayed transfer is reported in ``Step.info["relayed"]`` by the rank owning
-its sender, so that the executor's load moved is the kernel's token-hop count. The step itself is ``_RoundedDiffusion.partitioned_step``
-(:mod:`._rules`), on G's local graph or, with a relay halo, on H's.
+its sender, so that the executor's load moved is the kernel's token-hop count. The step itself
+is ``_RoundedDiffusion.partitioned_step`` (:mod:`._rules`), on G's local graph or, with a relay
+halo, on H's.
 """
 
 from __future__ import annotations
