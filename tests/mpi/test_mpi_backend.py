@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import networkx as nx
 import numpy as np
 import pytest
 
@@ -22,7 +23,7 @@ import tokendist
 from tokendist.engine.mpi import PARTITIONED_PROTOCOLS, edge_cut, partition, partitioned_refusal
 from tokendist.engine import make_protocol
 from tokendist.errors import TokendistError
-from tokendist.graphs import make_graph
+from tokendist.graphs import is_biconnected, make_graph
 
 HERE = Path(__file__).resolve().parent
 SRC = Path(tokendist.__file__).resolve().parent.parent
@@ -82,8 +83,6 @@ def cases_for(graphs, algos, partitions=("contiguous", "metis"), max_steps=30, s
     for method in partitions:
         for spec in graphs:
             for algo in algos:
-                if algo == "diffusion-oriented" and spec.startswith("random-tree"):
-                    continue  # not biconnected: refused (test_stateful_protocols_stop_at_the_single_process_step)
                 case = {"graph": spec, "algo": algo, "init": "random:0..1000", "seed": seed, "partition": method,
                         "max_steps": max_steps}
                 if algo in ("diffusion-ceil", "diffusion-random", "diffusion-oriented", "sos"):
@@ -278,14 +277,100 @@ def test_stateful_protocols_stop_at_the_single_process_step(tmp_path):
             ("hypercube:5", "sos", "contiguous")]
     cases = [{"graph": g, "algo": a, "init": "random:0..100", "seed": 5, "partition": method, "max_steps": 600,
               "allow_infeasible": True} for g, a, method in runs]
-    refused = {"graph": "random-tree:30", "algo": "diffusion-oriented", "init": "random:0..100", "seed": 5}
-    got = run_cases(3, cases + [refused], tmp_path)
+    got = run_cases(3, cases, tmp_path)
     for case, line in zip(cases, got):
         assert_same(case, line)
-    assert [line["stop_reason"] for line in got[:-1]] == ["cycle", "cycle", "stable", "stable", "fixed-point"]
-    # Off a biconnected graph diffusion-oriented relays over two hops (Case 2): one line, every rank.
-    assert got[-1]["error"].startswith("diffusion-oriented cannot run partitioned yet on a graph that is not "
-                                       "biconnected")
+    assert [line["stop_reason"] for line in got] == ["cycle", "cycle", "stable", "stable", "fixed-point"]
+
+
+# ---------------------------------------------------------------------------------------------- relays (Case 2)
+# diffusion-oriented off a biconnected graph runs on the supergraph H (Subramanian and Scherson 1994,
+# Sec. 4, Case 2): a transfer on an added edge a-b reads load[b], two hops away in G, and is relayed
+# by the cut vertex between them. A tree, a star (one cut vertex of high degree), two cycles joined
+# by a bridge with a pendant path, three cycles sharing one cut vertex, and a larger tree.
+def _cycle(nodes):
+    return [(nodes[i], nodes[(i + 1) % len(nodes)]) for i in range(len(nodes))]
+
+
+RELAY_FILES = {
+    "bridge.txt": _cycle(list(range(6))) + _cycle(list(range(6, 12))) + [(0, 6), (11, 12), (12, 13)],
+    "cut-vertex.txt": _cycle([0, 1, 2, 3, 4]) + _cycle([0, 5, 6, 7, 8]) + _cycle([0, 9, 10]),
+}
+
+
+def _relay_cases(tmp_path, max_steps=150) -> list[dict]:
+    specs = ["random-tree:30", "star:9"]
+    for name, edges in RELAY_FILES.items():
+        path = tmp_path / name
+        path.write_text("".join(f"{a} {b}\n" for a, b in edges))
+        specs.append(f"file:{path}")
+    # point:500 overdraws on the trees (ceilings, Sec. 4): the infeasible steps are counted alike.
+    cases = [{"graph": spec, "algo": "diffusion-oriented", "init": init, "seed": 5, "partition": method,
+              "max_steps": max_steps, "allow_infeasible": True}
+             for method in ("contiguous", "metis") for spec in specs for init in ("random:0..1000", "point:500")]
+    cases += [{"graph": "random-tree:200", "algo": "diffusion-oriented", "init": "random:0..1000", "seed": 5,
+               "partition": method, "max_steps": 60} for method in ("contiguous", "metis")]
+    return cases
+
+
+def test_relay_graphs_are_case_2():
+    """The graphs above are not biconnected: one has a bridge, one a cut vertex and no bridge."""
+    g = nx.Graph(RELAY_FILES["bridge.txt"])
+    assert nx.has_bridges(g) and not nx.is_biconnected(g)
+    g = nx.Graph(RELAY_FILES["cut-vertex.txt"])
+    assert not nx.has_bridges(g) and list(nx.articulation_points(g)) and not nx.is_biconnected(g)
+    for spec in ("random-tree:30", "star:9", "random-tree:200"):
+        assert not is_biconnected(make_graph(spec, seed=5))
+
+
+@needs_mpi
+@pytest.mark.parametrize("k", [2, 3, pytest.param(1, marks=pytest.mark.slow), pytest.param(4, marks=pytest.mark.slow)])
+def test_diffusion_oriented_off_biconnected_graphs_matches_single_process(k, tmp_path):
+    """Trees, a bridge, a cut vertex: the runs of Case 2 for K = 1 .. 4, both partitions, bit for bit."""
+    cases = _relay_cases(tmp_path)
+    lines = run_cases(k, cases, tmp_path)
+    for case, got in zip(cases, lines):
+        assert_same(case, got)
+        # The relays ran: added edges in H, two exchange rounds per step in the message count.
+        assert got["report"]["added_edges"] > 0
+        assert got["messages"] == 4 * make_graph(case["graph"], seed=5).m * got["steps"]
+    # Stops by the collective stability test (on H's halo) and by the step limit; overdraws counted.
+    assert {line["stop_reason"] for line in lines} == {"stable", "max-steps"}
+    assert any(line["infeasible_steps"] > 0 for line in lines)
+
+
+@needs_mpi
+def test_diffusion_oriented_relay_errors_are_one_line_on_every_rank(tmp_path):
+    """An overdraw on a tree stops every rank as it stops the single process; kernel=numpy is refused."""
+    overdraw = {"graph": "random-tree:30", "algo": "diffusion-oriented", "init": "point:500", "seed": 5,
+                "max_steps": 300}
+    numpy_kernel = {**overdraw, "init": "random:0..1000", "params": {"kernel": "numpy"}}
+    got = run_cases(3, [overdraw, numpy_kernel], tmp_path)
+    with pytest.raises(TokendistError) as single_error:
+        single(overdraw)
+    assert got[0] == {"error": str(single_error.value)}
+    assert got[1]["error"] == ("diffusion-oriented cannot run partitioned yet with kernel=numpy on a graph that is "
+                               "not biconnected: use kernel=numba (the default)")
+    single(numpy_kernel)  # the single process runs it
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_issue_command_diffusion_oriented_torus_64x64(tmp_path):
+    """``mpiexec -n 3 ... run --graph torus:64x64 --algo diffusion-oriented ... --json``: the same JSON."""
+    args = ["-m", "tokendist.cli", "run", "--graph", "torus:64x64", "--algo", "diffusion-oriented", "--init",
+            "random:0..1000", "--seed", "5", "--json"]
+    plain = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=240,
+                           env={**os.environ, "PYTHONPATH": str(SRC)})
+    want = json.loads(plain.stdout)
+    want.pop("seconds"), want.pop("variants")
+    for method in ("contiguous", "metis"):
+        done = launch(3, args + ["--backend", "mpi", "--partition", method])
+        assert done.returncode == 0, done.stderr
+        got = json.loads(done.stdout)
+        assert got.pop("ranks")["count"] == 3
+        got.pop("seconds"), got.pop("variants")
+        assert got == want
 
 
 @needs_mpi

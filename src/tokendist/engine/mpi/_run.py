@@ -269,7 +269,8 @@ def _run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=Non
                 held, bad_ranks = part.allreduce_array(np.array([mine_new.sum(), float(bad.size > 0)]), "sum")
             else:
                 held, moved, bad_ranks = (int(x) for x in part.allreduce_array(
-                    np.array([mine_new.sum(), sent[own].sum(), bad.size > 0], dtype=np.int64), "sum"))
+                    np.array([mine_new.sum(), sent[own].sum() + out.info.get("relayed", 0), bad.size > 0],
+                             dtype=np.int64), "sum"))  # relayed: second hops beyond the outflow (Case 2)
             if bad_ranks:
                 first_bad = int(part.allreduce(first_bad, "min"))
                 if not allow_infeasible:

@@ -42,6 +42,7 @@ from .kernels._serial import (COIN_BLOCK, RANDOM_FRACTION, counter_uniform_nb, d
                                  diffuse_step, reciprocal, rounded_stencil_step, rounded_step)
 from .kernels._threaded import diffuse_step_parallel, rounded_step_parallel, run_parallel
 from ...kernels._choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_allowed, auto_threads_param
+from ._partitioned import relay_halo
 from ._diffusivity import (MATRIX_SPECS, coefficient_ratios, default_diffusivity, diagonal, diffusion_matrix,
                            diffusivity)
 from ...kernels._report import instrument_kernels
@@ -594,45 +595,60 @@ class _RoundedDiffusion(_DiffusionBase):
 
     # Partitioned form (tokendist.engine.mpi): the numpy rule per edge (rounded_flows) on one
     # rank's local graph with the whole graph's P_ij and the coins of the global edge ids: integer
-    # flows, so the owned loads and outflows are the kernel's exactly.
+    # flows, so the owned loads and outflows are the kernel's exactly. diffusion-oriented off a
+    # biconnected graph runs it on the rank's part of H, whose added edges read loads two hops
+    # away in G (Case 2): a second halo over H brings them (._partitioned.RelayHalo).
     def partitioned_refusal(self) -> str | None:
         return None
 
     def partitioned_setup(self, part):
-        # diffusion-oriented: every rank computes the same st-orientation of the whole graph; off a
-        # biconnected graph a transfer on an added edge of H is relayed over two hops (Case 2),
-        # which reads loads two hops away: not partitioned.
-        if self.rounding == "oriented" and getattr(self, "h", part.global_graph) is not part.global_graph:
-            raise TokendistError("diffusion-oriented cannot run partitioned yet on a graph that is not biconnected: "
-                                 "transfers on the added edges of H are relayed over two hops (Sec. 4, Case 2)")
+        self._relay_halo = relay_halo(self, part)
 
     def _partitioned_flows(self, t, part, loads):
-        g = part.graph
-        coins = counter_uniform(self._key, t, part.edges) if self.rounding == "random" else None
-        orient = self.orient[part.edges] if self.rounding == "oriented" and self.orient.size else None
-        flows = rounded_flows(g.u, g.v, self.alpha[part.edges], loads, self.rounding, coins=coins,
+        """(new loads, outflow, token-hops relayed) on G's local nodes (ghost entries partial)."""
+        halo = getattr(self, "_relay_halo", None)
+        if halo is None:
+            g, edges, w = part.graph, part.edges, loads
+        else:
+            g, edges, w = halo.part.graph, halo.part.edges, halo.loads(part, loads)
+        coins = counter_uniform(self._key, t, edges) if self.rounding == "random" else None
+        orient = self.orient[edges] if self.rounding == "oriented" and self.orient.size else None
+        flows = rounded_flows(g.u, g.v, self.alpha[edges], w, self.rounding, coins=coins,
                               coin=self.options.get("coin", "pij"), orient=orient)
         pos, neg = np.maximum(flows, 0), np.maximum(-flows, 0)
         outflow = (np.bincount(g.u, weights=pos, minlength=g.n) + np.bincount(g.v, weights=neg, minlength=g.n))
-        new = (loads - np.bincount(g.u, weights=flows, minlength=g.n).astype(np.int64)
+        new = (w - np.bincount(g.u, weights=flows, minlength=g.n).astype(np.int64)
                + np.bincount(g.v, weights=flows, minlength=g.n).astype(np.int64))
-        return new, outflow.astype(np.int64)
+        outflow = outflow.astype(np.int64)
+        if halo is None:
+            return new, outflow, 0
+        return new[halo.in_h], outflow[halo.in_h], halo.relayed(flows)
 
     def partitioned_step(self, t, part, loads):
-        """One step on a rank's local graph; the owned entries of the result are the kernel's."""
-        new, outflow = self._partitioned_flows(t, part, loads)
+        """One step on a rank's local graph; the owned entries of the result are the kernel's.
+
+        ``info["relayed"]``: the second hops of the relayed transfers this rank's nodes sent
+        (Case 2), which the kernels count in the load moved beyond the outflow.
+        """
+        new, outflow, relayed = self._partitioned_flows(t, part, loads)
         own = new[part.owned]
         low = part.allreduce(int(own.min()) if own.size else np.iinfo(np.int64).max, "min")
         self.min_load = min(self.min_load, low)
         self.negative_steps += low < 0
-        return Step(new, messages=2 * part.global_graph.m * self.exchange_rounds, outflow=outflow)
+        return Step(new, messages=2 * part.global_graph.m * self.exchange_rounds, outflow=outflow,
+                    info={"relayed": relayed} if relayed else {})
 
     def partitioned_is_stable(self, part, loads):
         g = part.graph
         if self.randomized:
             return part.allreduce(g.m == 0 or bool(np.all(loads[g.u] == loads[g.v])), "and")
-        _, outflow = self._partitioned_flows(0, part, loads)
+        _, outflow, _ = self._partitioned_flows(0, part, loads)
         return part.allreduce(not np.any(outflow[part.owned]), "and")
+
+    def partitioned_finish(self, part):
+        if getattr(self, "_relay_halo", None) is not None:
+            self._relay_halo.free()
+            self._relay_halo = None
 
     # Per-node form: broadcast the load (line (4)); send the rounded amount to each lighter neighbour.
     def publish(self, rnd, t, node, view):
