@@ -27,7 +27,8 @@ from tokendist.graphs import make_graph
 HERE = Path(__file__).resolve().parent
 SRC = Path(tokendist.__file__).resolve().parent.parent
 GRAPHS = ("torus:6x5", "hypercube:5", "random-regular:30,3", "random-tree:30")
-KEYS = ("params", "max_steps", "until_discrepancy", "until_local_discrepancy", "record_every", "allow_infeasible")
+KEYS = ("params", "max_steps", "until_discrepancy", "until_local_discrepancy", "record_every", "allow_infeasible",
+        "speeds")
 
 
 def _mpiexec() -> str | None:
