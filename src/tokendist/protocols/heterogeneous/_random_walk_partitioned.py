@@ -80,26 +80,60 @@ def walk_setup(self, part):
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
     self._part_chained = bool(part.allreduce(one_range, "and")
                               and all(s == -1 or s == o for s, o in zip(starts, offsets)))
+    if not self._part_chained:  # the global id of every gathered error, and where each rank's maximum sits
+        counts = np.array(counts, dtype=np.int64)
+        ids = np.empty(int(counts.sum()), dtype=np.int64) if part.rank == 0 else None
+        displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        part.comm.Gatherv(np.ascontiguousarray(own), [ids, (counts, displs)] if ids is not None else None, root=0)
+        counts = counts + 1
+        displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        self._part_gather = (counts, displs, ids, displs + counts - 1)
 
 
-def _ordered_sum(self, part, values) -> float:
-    """``sum(values)`` over the owned nodes of every rank, added from 0.0 in global node order (collective)."""
+def _estimate_figures(self, part, err, we):
+    """``(sum err^2, max err, max we)`` over the owned nodes of every rank (collective).
+
+    The sum is added from 0.0 in global node order, as the kernels add it: carried from rank to
+    rank with the two maxima when each rank owns one range of ids in rank order (the contiguous
+    partition), else the errors gathered on rank 0 (and ``we``, one value per rank). The figures land
+    on rank 0, which reports them; with ``switch=error`` every rank needs the largest error, so
+    they are then broadcast.
+    """
     comm = part.comm
-    out = np.zeros(1)
+    out = np.array([0.0, 0.0, -np.inf])
+    last = part.size - 1
     if self._part_chained:
         if part.rank > 0:
             comm.Recv(out, source=part.rank - 1, tag=11)
-        if values.size:
-            out[0] = np.cumsum(np.concatenate([out, values]))[-1]  # strictly left to right
-        if part.rank < part.size - 1:
+        if err.size:
+            out[0] = np.cumsum(np.concatenate([out[:1], err * err]))[-1]  # strictly left to right
+        out[1] = max(out[1], err.max(initial=0.0))
+        out[2] = max(out[2], we)
+        if part.rank < last:
             comm.Send(out, dest=part.rank + 1, tag=11)
-        comm.Bcast(out, root=part.size - 1)
-        return float(out[0])
-    full = part.gather_indexed(part.owned_global, values, part.global_graph.n)
-    if full is not None and full.size:
-        out[0] = np.cumsum(full)[-1]
-    comm.Bcast(out, root=0)
-    return float(out[0])
+        holder = last
+    else:
+        # One Gatherv: each rank's errors, then its largest weighted estimate.
+        counts, displs, order, tops = self._part_gather
+        buf = np.empty(int(counts.sum())) if part.rank == 0 else None
+        send = np.concatenate([err, [we]])
+        comm.Gatherv(send, [buf, (counts, displs)] if buf is not None else None, root=0)
+        if part.rank == 0:
+            full = np.empty(order.size)
+            full[order] = np.delete(buf, tops)
+            if full.size:
+                out[0] = np.cumsum(full * full)[-1]
+            out[1] = full.max(initial=0.0)
+            out[2] = buf[tops].max()
+        holder = 0
+    if self.options["switch"] == "error":
+        comm.Bcast(out, root=holder)
+    elif holder != 0 and last > 0:  # rank 0 reports them
+        if part.rank == holder:
+            comm.Send(out, dest=0, tag=12)
+        elif part.rank == 0:
+            comm.Recv(out, source=holder, tag=12)
+    return float(out[0]), float(out[1]), float(out[2])
 
 
 def _record(self):
@@ -187,11 +221,12 @@ def _phase1(self, part, loads):
         s_own = self._part_s[part.owned_sel]
         err = np.abs(e - total * s_own / ssum)
         we = (e / (s_own * (n / ssum))).max(initial=-np.inf)
-    max_err, wmax = part.allreduce_array(np.array([err.max(initial=0.0), we]), "max")
+    sq, max_err, wmax = _estimate_figures(self, part, err, we)
     if s is None:
         wmax = wmax / (n / ssum)
-    self._max_err, self._est_max = float(max_err), float(wmax)
-    self._est_l2 = float(np.sqrt(_ordered_sum(self, part, err * err)))
+    # Exact on rank 0, which reports them (and on every rank with switch=error, which reads max_err).
+    self._max_err, self._est_max = max_err, wmax
+    self._est_l2 = float(np.sqrt(sq))
     _record(self)
     return Step(out, messages=2 * part.global_graph.m, outflow=outflow)
 
