@@ -207,8 +207,9 @@ def _phase1(self, part, loads):
     else:  # the estimate updated in place from the snapshot est / s
         s = self._part_s
         xw, xe, dst = loads / s, est / s, est
-    fos_pair_step(g.indptr, g.indices, g.csr_edges, self._part_a0, inv, deg, caps, self.options["c"], s,
-                  self._ssum, self._total, loads, xw, est, xe, dst, out, outflow)
+    if g.n:  # (a rank may own no node when there are more ranks than nodes)
+        fos_pair_step(g.indptr, g.indices, g.csr_edges, self._part_a0, inv, deg, caps, self.options["c"], s,
+                      self._ssum, self._total, loads, xw, est, xe, dst, out, outflow)
     part.exchange(dst)  # the ghosts' rows were partial: their owners' estimates
     self._part_est = dst
     # The kernel's figures of the updated estimate, over the owned nodes (its _estimate_error).
