@@ -54,6 +54,7 @@ def walk_refusal(self) -> str | None:
 
 
 def walk_setup(self, part):
+    """The whole graph's coefficients, speeds and estimate on the rank's local nodes and edges (collective)."""
     g = part.graph
     a0, inv, deg, caps = self._graph_state(part.global_graph)  # validates M as the single process does
     self._part_a0 = a0
