@@ -16,7 +16,8 @@ from mpi4py import MPI
 import tokendist
 from tokendist.errors import TokendistError
 
-KEYS = ("params", "max_steps", "until_discrepancy", "until_local_discrepancy", "record_every", "allow_infeasible")
+KEYS = ("params", "max_steps", "until_discrepancy", "until_local_discrepancy", "record_every", "allow_infeasible",
+        "speeds")
 
 
 def main(path):

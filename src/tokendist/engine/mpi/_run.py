@@ -41,11 +41,10 @@ PARTITIONED_PROTOCOLS = ("multi-port", "single-port", "ds", "threshold1", "thres
                          "diffusion-floor", "diffusion-ceil", "diffusion-random", "diffusion-oriented", "fos",
                          "fos-floor", "sos", "sos-iou", "randomized-diffusion", "stratified-diffusion", "quasirandom",
                          "rotor-router", "flow-imitation", "random-matching", "balancing-circuit",
-                         "pairwise-averaging")
+                         "pairwise-averaging", "random-walk")
 
 # Why the other protocols do not run partitioned yet (one line each).
 _WHY = {
-    "random-walk": "its tokens take several random-walk hops within one step, which may cross several cuts",
     "perfect-tree": "a message-passing protocol: --backend mpi runs its per-node handlers as ranks "
                     "(engine/mpi/_messages.py), not in synchronous partitioned steps",
     "async-multi-port": "a message-passing protocol: --backend mpi runs its per-node handlers as ranks "

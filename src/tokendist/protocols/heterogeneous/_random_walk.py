@@ -34,6 +34,8 @@ from ._rules import COMMON_PARAMS, KERNEL_PARAM, PAPER, HeterogeneousDiffusion
 from ._matrix import apply_flows, check_diagonal, edge_coefficients, fos_flows, node_degrees
 from ..._random import counter_uniform, stream_key
 from ._random_walk_node import node_decide, node_phase_oracle, node_publish
+from ._walk_targets import targets
+from . import _random_walk_partitioned as _partitioned
 from ...kernels._threads import THREADS_PARAM, check_threads, run_parallel
 from .kernels._walk_serial import (edge_gap, fos_pair_regular, fos_pair_stencil, fos_pair_step, mrws_step,
                                                  token_index)
@@ -56,21 +58,6 @@ SWITCH_RULES = ("error", "local", "step")
 _NO_CAPS = np.zeros(0)
 _NO_CAPS.flags.writeable = False
 _EMPTY_F = np.zeros(0)
-
-
-def targets(estimate: np.ndarray, speeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The phase-2 targets ``what`` and the slow set R (a boolean mask) of Section 3.
-
-    ``sbar_i = n s_i / sum s``; ``R = {sbar_i < 1/3}``; ``what_i = ceil(wbar_i)`` on R and
-    ``ceil(wbar_i) + ceil(2 sbar_i)`` elsewhere.
-    """
-    n = speeds.size
-    sbar = speeds * (n / speeds.sum())
-    slow = sbar < 1.0 / 3.0
-    # A tiny relative slack so that an estimate equal to an integer up to round-off stays that integer.
-    base = np.ceil(estimate - 1e-9 * np.maximum(1.0, np.abs(estimate))).astype(np.int64)
-    what = np.where(slow, base, base + np.ceil(2.0 * sbar).astype(np.int64))
-    return what, slow
 
 
 def walk_tokens(counts: np.ndarray, graph, alpha: np.ndarray, s: np.ndarray, key: int = 0, step: int = 0,
@@ -480,6 +467,15 @@ class RandomWalk(HeterogeneousDiffusion):
 
     def is_stable(self, graph, loads):
         return self.phase == 3
+
+    # Partitioned form (tokendist.engine.mpi): phase 1 in the serial kernel on a rank's local
+    # graph, phase 2's tokens walked by the rank owning their node, one hop per step, the moves
+    # across a cut edge sent to the other end's rank (:mod:`._random_walk_partitioned`).
+    partitioned_refusal = _partitioned.walk_refusal
+    partitioned_setup = _partitioned.walk_setup
+    partitioned_step = _partitioned.walk_step
+    partitioned_is_stable = _partitioned.walk_is_stable
+    partitioned_finish = _partitioned.walk_finish
 
     # ------------------------------------------------------------------ per-node form
     # See :mod:`._heterogeneous_random_walk_node` (what one node does; the termination oracle).
