@@ -35,8 +35,8 @@ def _settle(Fe, De, f, budget, avail_j, guard):
 
     ``Fe``, ``De``: the edge's ``F`` and ``D`` before the step; ``f``: its continuous flow this step;
     ``budget``: what ``i`` has left to pay, ``avail_j``: what ``j`` has left. Returns ``(F, D, pu, pv,
-    owed, |F - D|)``: ``pu`` paid by ``i``, ``pv`` by ``j``. Scalars only: arrays passed to an inlined
-    helper cost reference counting in the loop (10x slower).
+    owed, |F - D|)``: ``pu`` paid by ``i``, ``pv`` by ``j``. Scalars in and out: a trial that passed
+    the arrays to inlined helpers ran 10x slower (reference counting in the loop).
     """
     Fe = Fe + f
     s = np.int64(Fe) - De  # trunc(F_e) - D_e: i owes s > 0, j owes -s > 0
@@ -174,8 +174,7 @@ def flow_imitation_step_uniform(ustart, vv, sos, sos_on, beta, a0, xi, F, D, pre
 def _sos_flow(f, prev, e, sos, sos_on, b1, beta):
     """The SOS flow ``(beta - 1) f(t-1) + beta f`` from edge e's previous flow (FOS, or SOS's first step: ``f``).
 
-    ``prev`` is read only for SOS (FOS passes a one-element dummy). Inlined at the numba level, so the
-    array argument costs no reference counting once ``sos`` is a compile-time constant.
+    ``prev`` is read only for SOS (FOS passes a one-element dummy).
     """
     if sos and sos_on:
         return b1 * prev[e] + beta * f
@@ -253,6 +252,11 @@ def flow_imitation_stencil_step(ustart, indptr, indices, csr_edges, starts, ends
         s0 = starts[r]
         i0 = ends[r]
         e0 = np.int64(ustart[s0]) - nu * s0  # node i's edges u = i: e0 + nu i + k
+        # The edge (i - 1, i) was node i - 1's first upper edge: its flow and payment are carried over
+        # in registers instead of computed again (offsets -1 and +1, i.e. tori and rings; 4-6% faster).
+        carry = lower[len(lower) - 1] == -1 and upper[0] == 1
+        fh = 0.0
+        sh = 0
         for i in range(s0, i0):
             ui = _U(i)  # unsigned indices: no negative-index wrap
             xi_i = xi[ui]
@@ -262,11 +266,15 @@ def flow_imitation_stencil_step(ustart, indptr, indices, csr_edges, starts, ends
             net = 0
             out = 0
             for k in range(len(lower)):
-                e = _U(eu + delta[k])
-                Fo = F[e]
-                f = _sos_flow(a0 * (xi[_U(i + lower[k])] - xi_i), prev, e, sos, sos_on, b1, beta)
+                if carry and k == len(lower) - 1 and i > s0:
+                    f = fh
+                    s = sh
+                else:
+                    e = _U(eu + delta[k])
+                    Fo = F[e]
+                    f = _sos_flow(a0 * (xi[_U(i + lower[k])] - xi_i), prev, e, sos, sos_on, b1, beta)
+                    s = np.int64(Fo + f) - np.int64(Fo)  # what i + lower[k] sends i (< 0: what i sends it)
                 b += f
-                s = np.int64(Fo + f) - np.int64(Fo)
                 net += s
                 out += -s & (s >> 63)
             for k in range(nu):
@@ -279,6 +287,9 @@ def flow_imitation_stencil_step(ustart, indptr, indices, csr_edges, starts, ends
                 Fe = Fo + f
                 F_new[e] = Fe
                 s = np.int64(Fe) - np.int64(Fo)
+                if k == 0:
+                    fh = f
+                    sh = s
                 net -= s
                 out += s & ~(s >> 63)
                 g = abs(Fe - np.trunc(Fe))
