@@ -89,8 +89,8 @@ class RotorRouter(Protocol):
     keeps_balance = False
     params = (Param("lazy", bool, True, "true: 2d ports (a self-loop after every edge); false: d ports"),
               Param("rotor_init", str, "zero", "initial rotors: zero (port 0) or random (seeded)", _INITS),
-              Param("kernel", str, "numba", "numba (per-node loop over CSR rows, or the offset stencil on tori and rings) or numpy "
-                    "(reference)", ("numba", "numpy")))
+              Param("kernel", str, "numba", "numba (per-node loop over CSR rows, or the offset stencil on tori "
+                    "and rings) or numpy (reference)", ("numba", "numpy")))
 
     def reset(self, graph, loads, rng):
         self._graph = graph
