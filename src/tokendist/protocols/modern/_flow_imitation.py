@@ -151,11 +151,11 @@ class FlowImitation(Protocol):
         self._alpha_arr = alpha if alpha.size else np.zeros(1)
         self._dummy_mask = np.zeros(1, dtype=np.bool_)
         self._dummy_f = np.zeros(1)
-        # Offset stencil (tori), FOS or SOS, one P_ij, no speeds: the pull kernel, while D = trunc(F).
+        # Offset stencil (tori, rings), FOS or SOS, one P_ij, no speeds: the pull kernel, while D = trunc(F).
         self._stencil = None
-        st = graph.stencil
-        if (st is not None and self.options["process"] in ("fos", "sos") and graph.speeds is None
-                and np.ndim(self._alpha) == 0):
+        if (self.options["process"] in ("fos", "sos") and graph.speeds is None and np.ndim(self._alpha) == 0
+                and graph.stencil is not None):
+            st = graph.stencil
             starts, ends, delta = lower_edge_runs(st, graph.csr_edges)
             if starts.size:
                 sos = self.options["process"] == "sos"
