@@ -14,6 +14,9 @@ Why one pass is enough: edges are sorted by ``(u, v)`` with ``u < v``.
   exactly the order in which the pass meets them. So each edge is settled when it is met, the
   paying end spending from what it has left (``spent[v]``: what ``v`` paid its smaller neighbours
   so far), and nothing waits for a later turn.
+
+On tori and rings, while every ``D_e`` equals ``trunc(F_e)``, :func:`flow_imitation_stencil_step`
+runs instead: each node pulls from its own edges (no scatter, ``D`` implicit); see there.
 """
 
 from __future__ import annotations
