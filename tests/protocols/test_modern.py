@@ -167,6 +167,19 @@ def test_rotor_router_matches_naive(spec, kernel, lazy, init):
     np.testing.assert_array_equal(np.array(got), np.array(hist))
 
 
+@pytest.mark.parametrize("spec", ["torus:8x8", "torus:9x16", "ring:12"])
+@pytest.mark.parametrize("lazy,init", [(True, "zero"), (False, "zero"), (True, "random"), (False, "random")])
+def test_rotor_router_stencil_kernel_matches_naive(spec, lazy, init):
+    # Tori and rings with an offset stencil: the stencil kernel (ports to i + offsets[k], no index reads).
+    g = make_graph(spec)
+    assert g.stencil is not None
+    loads = np.random.default_rng(4).integers(0, 50, g.n).astype(np.int64)
+    p = make_protocol("rotor-router", {"lazy": lazy, "rotor_init": init})
+    got = _run_steps(p, g, loads, 25)
+    assert p._stencil is not None
+    np.testing.assert_array_equal(np.array(got), np.array(naive_rotor(g, loads, 25, lazy=lazy, rotor0=p.rotor0)))
+
+
 @settings(max_examples=25, deadline=None)
 @given(side=st.integers(3, 8), seed=st.integers(0, 10_000))
 def test_rotor_router_conserves_and_tracks_walk(side, seed):

@@ -14,10 +14,12 @@ from ...engine import Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from ...graphs import edge_colouring
 from ...graphs._model import unsigned_view
+from ...graphs._stencil import lower_edge_runs
 from ...kernels._report import instrument_kernels
 from ._common import edge_coefficients, matrix_param
 from ._matching import random_matching
-from .kernels._flow_imitation import FOS, MATCHED, SOS, flow_imitation_step, flow_imitation_step_uniform
+from .kernels._flow_imitation import (FOS, MATCHED, SOS, flow_imitation_stencil_step, flow_imitation_step,
+                                     flow_imitation_step_uniform)
 
 instrument_kernels(globals())  # runs report which kernel ran each step
 
@@ -95,8 +97,10 @@ class FlowImitation(Protocol):
         # per edge less, and the same products (a scalar broadcast is the same multiplication).
         self._alpha = alpha[0] if alpha.size and bool(np.all(alpha == alpha[0])) else alpha
         self.xi = np.asarray(loads, dtype=float).copy()  # the continuous process, run alongside
+        self._d_implicit = False  # True: D is stale and equals trunc(F) (the D property)
+        self._d_implicit_ok = True  # D = trunc(F) on every edge: the stencil kernel may run
         self.F = np.zeros(graph.m)                         # cumulative continuous flow u -> v
-        self.D = np.zeros(graph.m, dtype=np.int64)         # cumulative discrete flow u -> v
+        self.D = np.zeros(graph.m, dtype=np.int64)         # cumulative discrete flow u -> v (see D)
         proc = self.options["process"]
         self._prev = np.zeros(graph.m) if proc == "sos" else None  # SOS: the previous step's flow
         self._key = stream_key(rng)
@@ -106,6 +110,26 @@ class FlowImitation(Protocol):
             self.period = int(self._colours.max()) + 1 if graph.m else 1
         self.held_back = 0
         self.max_gap = 0.0
+
+    @property
+    def D(self) -> np.ndarray:
+        """The cumulative discrete flow per edge, ``u -> v``.
+
+        The stencil kernel does not keep it while every edge's ``D_e`` equals ``trunc(F_e)`` (it then
+        follows from ``F``); it is brought up to date here, and before any step that reads it.
+        """
+        self._sync_d()
+        return self._D
+
+    @D.setter
+    def D(self, value):
+        self._D = value
+        self._d_implicit = False
+
+    def _sync_d(self):
+        if self._d_implicit:
+            np.copyto(self._D, np.trunc(self.F), casting="unsafe")  # trunc(F_e), as an int64 conversion
+            self._d_implicit = False
 
     def _kernel_state(self, graph):
         # The compiled step's inputs: each node's group of edges (u = i), scratch per node (left zeroed).
@@ -127,6 +151,16 @@ class FlowImitation(Protocol):
         self._alpha_arr = alpha if alpha.size else np.zeros(1)
         self._dummy_mask = np.zeros(1, dtype=np.bool_)
         self._dummy_f = np.zeros(1)
+        # Offset stencil (tori, rings), FOS or SOS, one P_ij, no speeds: the pull kernel, while D = trunc(F).
+        self._stencil = None
+        if (self.options["process"] in ("fos", "sos") and graph.speeds is None and np.ndim(self._alpha) == 0
+                and graph.stencil is not None):
+            st = graph.stencil
+            starts, ends, delta = lower_edge_runs(st, graph.csr_edges)
+            if starts.size:
+                sos = self.options["process"] == "sos"
+                self._stencil = (starts, ends, st.lower, st.upper, delta)
+                self._spare = (np.empty(n), np.empty(m), np.empty(m) if sos else self._dummy_f)
 
     def _continuous_flow(self, t, graph) -> np.ndarray:
         proc = self.options["process"]
@@ -147,6 +181,7 @@ class FlowImitation(Protocol):
     def step(self, t, graph, loads):
         if self._compiled and graph is self._graph:
             return self._compiled_step(t, graph, loads)
+        self._sync_d()
         loads = np.asarray(loads, dtype=np.int64)
         n = graph.n
         f = self._continuous_flow(t, graph)
@@ -176,6 +211,11 @@ class FlowImitation(Protocol):
         guard = self.options["guard"] == "on"
         speeds = self._speeds if has_speeds or mode == MATCHED else self._dummy_f
         new = self._out if self._out is not loads else np.empty_like(loads)
+        if self._stencil is not None and self._d_implicit_ok:
+            step = self._stencil_step(t, graph, loads, new, mode == SOS, guard)
+            if step is not None:
+                return step
+        self._sync_d()
         scratch = (self._B, self._recv, self._spent)
         if mode != MATCHED and not has_speeds and np.ndim(self._alpha) == 0:
             moved, held, gap = flow_imitation_step_uniform(
@@ -189,10 +229,33 @@ class FlowImitation(Protocol):
                 self._prev if mode == SOS else self._dummy_f, loads, guard, new, not guard, self._outflow, *scratch)
         self._out = loads
         self.held_back += int(held)
+        # Every edge paid in full this step: D = trunc(F) on every edge again, the stencil kernel may resume.
+        self._d_implicit_ok = held == 0
         if graph.m:
             self.max_gap = max(self.max_gap, float(gap))
         # guard=off may overdraw: the outflow lets the engine count the infeasible steps as it does
         # from the reference's flows; guard=on never overdraws (the engine checks the new loads).
+        return Step(new, moved=int(moved), messages=2 * graph.m, outflow=None if guard else self._outflow)
+
+    def _stencil_step(self, t, graph, loads, new, sos, guard):
+        # The pull kernel on the stencil, with D implicit (= trunc(F)). None when some node owes more
+        # than it holds: the kernel has then changed nothing, and the general kernel takes the step.
+        xi_new, F_new, prev_new = self._spare
+        moved, binding, gap = flow_imitation_stencil_step(
+            self._ustart, graph.indptr, unsigned_view(graph.indices), unsigned_view(graph.csr_edges), *self._stencil,
+            sos, t > 0, float(self.options["beta"]), float(self._alpha), self.xi, xi_new, self.F, F_new,
+            self._prev if sos else self._dummy_f, prev_new, loads, guard, new, not guard, self._outflow)
+        if binding:
+            self._d_implicit_ok = False
+            return None
+        self._spare = (self.xi, self.F, self._prev if sos else self._dummy_f)
+        self.xi, self.F = xi_new, F_new
+        if sos:
+            self._prev = prev_new
+        self._d_implicit = True
+        self._out = loads
+        if graph.m:
+            self.max_gap = max(self.max_gap, float(gap))
         return Step(new, moved=int(moved), messages=2 * graph.m, outflow=None if guard else self._outflow)
 
     def _guarded(self, graph, loads, send):

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...engine import Param, Protocol, Step, register_protocol
 from ...graphs._model import unsigned_view
-from .kernels._rotor import rotor_step
+from .kernels._rotor import rotor_stencil_step, rotor_step
 from ...kernels._report import instrument_kernels
 from ._common import slot_rows
 
@@ -89,7 +89,8 @@ class RotorRouter(Protocol):
     keeps_balance = False
     params = (Param("lazy", bool, True, "true: 2d ports (a self-loop after every edge); false: d ports"),
               Param("rotor_init", str, "zero", "initial rotors: zero (port 0) or random (seeded)", _INITS),
-              Param("kernel", str, "numba", "numba (per-node CSR loop) or numpy (reference)", ("numba", "numpy")))
+              Param("kernel", str, "numba", "numba (per-node loop over CSR rows, or the offset stencil on tori "
+                    "and rings) or numpy (reference)", ("numba", "numpy")))
 
     def reset(self, graph, loads, rng):
         self._graph = graph
@@ -104,6 +105,9 @@ class RotorRouter(Protocol):
         self.rotor0 = self.rotor.copy()
         self._ports = ports
         self._out = np.empty(graph.n, dtype=np.int64)
+        # Offset stencil (tori, rings; regular, so every node has maxdeg ports): no index reads in its runs.
+        st = graph.stencil
+        self._stencil = (st.starts, st.ends, st.offsets) if st is not None and self._maxdeg > 0 else None
 
     def step(self, t, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
@@ -121,7 +125,12 @@ class RotorRouter(Protocol):
             self.rotor = np.where(self._ports > 0, (self.rotor + rem) % L, 0)
             return Step(new, moved=int(c.sum()), messages=2 * graph.m)
         new = self._out if self._out is not loads else np.empty_like(loads)
-        moved = rotor_step(graph.indptr, unsigned_view(graph.indices), loads, self.rotor, lazy, self._maxdeg, new)
+        if self._stencil is not None and graph is self._graph:
+            moved = rotor_stencil_step(graph.indptr, unsigned_view(graph.indices), loads, self.rotor, lazy,
+                                       self._maxdeg, new, *self._stencil)
+        else:
+            moved = rotor_step(graph.indptr, unsigned_view(graph.indices), loads, self.rotor, lazy, self._maxdeg,
+                               new)
         self._out = loads
         return Step(new, moved=int(moved), messages=2 * graph.m)
 

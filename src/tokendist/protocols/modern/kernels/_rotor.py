@@ -8,7 +8,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["rotor_step"]
+__all__ = ["rotor_step", "rotor_stencil_step"]
+
+_U = np.uint64
 
 
 @numba.njit(cache=True, nogil=True)
@@ -57,4 +59,72 @@ def rotor_step(indptr, indices, loads, rotor, lazy, maxdeg, out):  # pragma: no 
         if r >= L:
             r -= L
         rotor[i] = r
+    return moved
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _deal(x, r, L, inv):
+    """``x = base L + rem`` by a float reciprocal and one correction; the rotor after dealing: ``(base, rem, r')``."""
+    base = np.int64(x * inv)
+    rem = x - base * L
+    if rem >= L:
+        base += 1
+        rem -= L
+    elif rem < 0:
+        base -= 1
+        rem += L
+    r += rem
+    if r >= L:
+        r -= L
+    return base, rem, r
+
+
+@numba.njit(cache=True, nogil=True)
+def rotor_stencil_step(indptr, indices, loads, rotor, lazy, maxdeg, out, starts, ends, offsets):  # pragma: no cover
+    """:func:`rotor_step` on a regular graph with an offset stencil (tori, rings): same counts, same rotors.
+
+    The nodes of the runs ``[starts[r], ends[r])`` send port ``k``'s tokens to ``i + offsets[k]``
+    (a tuple: unrolled, no index reads, branch-free port test); the others read their CSR rows.
+    """
+    n = loads.shape[0]
+    out[:] = 0
+    L = 2 * maxdeg if lazy else maxdeg
+    inv = 1.0 / L
+    stride = 2 if lazy else 1
+    moved = 0
+    nruns = starts.shape[0]
+    i0 = 0
+    for q in range(nruns + 1):
+        i1 = starts[q] if q < nruns else n
+        for i in range(i0, i1):
+            a = indptr[i]
+            x = loads[i]
+            r = rotor[i]
+            base, rem, rotor[i] = _deal(x, r, L, inv)
+            sent = 0
+            for k in range(indptr[i + 1] - a):
+                pos = stride * k - r
+                pos += L & (pos >> 63)  # (stride k - r) mod L
+                c = base + np.int64(pos < rem)
+                out[indices[a + k]] += c
+                sent += c
+            out[i] += x - sent
+            moved += sent
+        if q == nruns:
+            break
+        i0 = ends[q]
+        for i in range(starts[q], i0):
+            ui = _U(i)
+            x = loads[ui]
+            r = rotor[ui]
+            base, rem, rotor[ui] = _deal(x, r, L, inv)
+            sent = 0
+            for k in range(len(offsets)):
+                pos = stride * k - r
+                pos += L & (pos >> 63)
+                c = base + np.int64(pos < rem)
+                out[_U(i + offsets[k])] += c
+                sent += c
+            out[ui] += x - sent
+            moved += sent
     return moved
