@@ -19,12 +19,13 @@ ZOO = ["ring:7", "ring:8", "path:9", "star:6", "complete:6", "complete:7", "toru
 @contextmanager
 def mode(python: bool):
     """Every helper interpreted (``python``) or compiled, whatever numba's cache holds."""
-    saved = _interpreted.kernel_compiled
+    saved = _interpreted.kernel_compiled, _interpreted.INTERPRETED_BUDGET
     _interpreted.kernel_compiled = (lambda kernel, args: False) if python else (lambda kernel, args: True)
+    _interpreted.INTERPRETED_BUDGET = float("inf")  # (no switch to the compiled kernel half-way)
     try:
         yield
     finally:
-        _interpreted.kernel_compiled = saved
+        _interpreted.kernel_compiled, _interpreted.INTERPRETED_BUDGET = saved
 
 
 def _outcome(f):
@@ -50,8 +51,10 @@ def helpers(g):
 
 
 def same_both_ways(g):
+    before = sum(_interpreted._spent.values())
     with mode(python=True):
         interpreted = helpers(g)
+    assert sum(_interpreted._spent.values()) > before  # the helpers did run interpreted
     with mode(python=False):
         compiled = helpers(g)
     assert interpreted == compiled
@@ -118,3 +121,15 @@ def test_large_graphs_and_cached_kernels_stay_compiled():
     kernel, args = _colouring._two_colouring_kernel, (small.n, small.indptr, small.indices)
     kernel(*args)  # now compiled in this process
     assert _interpreted.kernel_compiled(kernel, args)
+
+
+def test_a_kernel_interpreted_past_its_budget_is_compiled(monkeypatch):
+    g = make_graph("ring:8")
+    kernel = _colouring._two_colouring_kernel
+    calls = []
+    monkeypatch.setattr(_interpreted, "kernel_compiled", lambda k, args: False)  # taken as cold
+    monkeypatch.setattr(_interpreted, "interpreted", lambda k: (lambda *a: calls.append(k) or k.py_func(*a)))
+    monkeypatch.setattr(_interpreted, "_spent", {})
+    assert _colouring._is_bipartite(g) and calls == [kernel]  # interpreted, its time counted
+    _interpreted._spent[id(kernel)] = _interpreted.INTERPRETED_BUDGET  # as if it had run that long
+    assert _colouring._is_bipartite(g) and calls == [kernel]  # now the compiled kernel

@@ -17,16 +17,22 @@ keeps every index and product far below that.
 from __future__ import annotations
 
 import os
+import time
 import types
 
-__all__ = ["run_kernel", "interpreted", "kernel_compiled", "SMALL_GRAPH_SIZE"]
+__all__ = ["run_kernel", "interpreted", "kernel_compiled", "SMALL_GRAPH_SIZE", "INTERPRETED_BUDGET"]
 
 #: ``n + m`` up to which a helper not compiled yet runs interpreted. The helpers are linear or
 #: near-linear there; interpreted they cost 2-25 us per node or edge (1-25 ms on torus:16x16, at
 #: most about 0.1 s at this size; ``benchmarks/probes/interpreted_helpers.py``), compiled cold 0.2-1 s.
 SMALL_GRAPH_SIZE = 5_000
 
+#: Seconds of interpreted runs of one kernel after which it is compiled instead: about what its
+#: compilation costs, so that interpreting never costs more than twice the compilation.
+INTERPRETED_BUDGET = 0.25
+
 _interpreted: dict = {}
+_spent: dict = {}  # id(kernel) -> seconds spent running it interpreted in this process
 
 
 def interpreted(kernel):
@@ -69,9 +75,16 @@ def kernel_compiled(kernel, args) -> bool:
 
 def run_kernel(kernel, size: int, *args):
     """``kernel(*args)``, or the same code interpreted when ``size`` (the graph's ``n + m``) is at
-    most :data:`SMALL_GRAPH_SIZE` and the kernel would have to compile first."""
-    if size <= SMALL_GRAPH_SIZE and os.environ.get(SMALL_ENV, "1") != "0" and not kernel_compiled(kernel, args):
-        return interpreted(kernel)(*args)
+    most :data:`SMALL_GRAPH_SIZE`, the kernel would have to compile first, and the process has
+    spent less than :data:`INTERPRETED_BUDGET` seconds running it interpreted (a caller that asks
+    for it on many graphs, such as a dynamic network's steps, soon gets it compiled)."""
+    if (size <= SMALL_GRAPH_SIZE and _spent.get(id(kernel), 0.0) < INTERPRETED_BUDGET
+            and os.environ.get(SMALL_ENV, "1") != "0" and not kernel_compiled(kernel, args)):
+        start = time.perf_counter()
+        try:
+            return interpreted(kernel)(*args)
+        finally:
+            _spent[id(kernel)] = _spent.get(id(kernel), 0.0) + time.perf_counter() - start
     return kernel(*args)
 
 
