@@ -63,11 +63,31 @@ def stream_key(rng: np.random.Generator) -> int:
     return int(rng.integers(0, 2**63))
 
 
+_GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+
+
 def _splitmix64(x: np.ndarray) -> np.ndarray:
-    x = (x + np.uint64(0x9E3779B97F4A7C15)) & np.uint64(_MASK64)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    """SplitMix64's mix of ``x`` (a uint64 array, wrapping mod 2**64), in place: ``x`` is returned.
+
+    In place, because :func:`counter_uniform` runs on every step of the randomised references and
+    each temporary array cost as much as the arithmetic on a small graph.
+    """
+    x += _GOLDEN
+    x ^= x >> _S30
+    x *= _MIX1
+    x ^= x >> _S27
+    x *= _MIX2
+    x ^= x >> _S31
+    return x
+
+
+def _mix(x: int) -> int:
+    """:func:`_splitmix64` of one Python int (exact integer arithmetic mod 2**64)."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
 
 
 def counter_uniform(key: int, step: int, index) -> np.ndarray:
@@ -76,21 +96,15 @@ def counter_uniform(key: int, step: int, index) -> np.ndarray:
     Vectorised over ``index``. Used where the same random choice must be reproduced by a
     vectorised kernel and by per-node code (for example the candidate edges of a random matching).
     """
-    with np.errstate(over="ignore"):
-        idx = np.asarray(index, dtype=np.uint64)
-        base = _splitmix64(np.uint64(key & _MASK64) ^ _splitmix64(np.uint64(step & _MASK64)))
-        x = _splitmix64(base ^ _splitmix64(idx))
-    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+    x = np.array(index, dtype=np.uint64)  # a copy: mixed in place
+    x = _splitmix64(x)
+    x ^= np.uint64(_mix((key & _MASK64) ^ _mix(step & _MASK64)))  # the step's base, in Python ints
+    x = _splitmix64(x)
+    x >>= _S11
+    return x.astype(np.float64) * (1.0 / (1 << 53))
 
 
 def counter_uniform_scalar(key: int, step: int, index: int) -> float:
     """The scalar form of :func:`counter_uniform` in plain Python (for per-node rules)."""
-
-    def mix(x: int) -> int:
-        x = (x + 0x9E3779B97F4A7C15) & _MASK64
-        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
-        return x ^ (x >> 31)
-
-    base = mix((key & _MASK64) ^ mix(step & _MASK64))
-    return (mix(base ^ mix(index & _MASK64)) >> 11) * (1.0 / (1 << 53))
+    base = _mix((key & _MASK64) ^ _mix(step & _MASK64))
+    return (_mix(base ^ _mix(index & _MASK64)) >> 11) * (1.0 / (1 << 53))

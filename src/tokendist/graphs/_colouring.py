@@ -22,6 +22,7 @@ import numba
 import numpy as np
 
 from ..errors import TokendistError
+from ._interpreted import run_kernel
 
 __all__ = ["edge_colouring", "is_proper_edge_colouring", "colour_classes", "COLOURING_METHODS"]
 
@@ -276,7 +277,7 @@ def _dimension_colouring(graph):
 
 
 def _is_bipartite(graph) -> bool:
-    return bool(_two_colouring_kernel(graph.n, graph.indptr, graph.indices)[1])
+    return bool(run_kernel(_two_colouring_kernel, graph.n + graph.m, graph.n, graph.indptr, graph.indices)[1])
 
 
 # ---------------------------------------------------------------------------- public API
@@ -342,7 +343,7 @@ def _tree_colouring(graph) -> np.ndarray:
     parent_edge = np.full(graph.n, -1, np.int64)
     child = order[1:]
     parent_edge[child] = graph.edge_index(child, pred[child])
-    return _tree_kernel(graph.n, graph.indptr, graph.indices, graph.csr_edges, order.astype(np.int64),
+    return run_kernel(_tree_kernel, graph.n + graph.m, graph.n, graph.indptr, graph.indices, graph.csr_edges, order.astype(np.int64),
                         parent_edge, graph.m)
 
 
@@ -428,13 +429,14 @@ def edge_colouring(graph, *, method: str = "auto") -> np.ndarray:
             raise TokendistError(f"colouring method 'bipartite' needs a bipartite graph; "
                                  f"{graph.spec or 'this graph'} has an odd cycle")
         _check_table(graph, delta, method)
-        colours, ok = _bipartite_kernel(graph.n, eu, ev, delta)
+        colours, ok = run_kernel(_bipartite_kernel, graph.n + m, graph.n, eu, ev, delta)
     elif method == "misra-gries":
         _check_table(graph, delta + 1, method)
-        colours, ok = _misra_gries_kernel(graph.n, eu, ev, delta + 1)
+        colours, ok = run_kernel(_misra_gries_kernel, graph.n + m, graph.n, eu, ev, delta + 1)
     else:
         _check_table(graph, 2 * delta - 1, method)
-        colours, ok = _greedy_kernel(graph.n, eu, ev, np.arange(m, dtype=np.int64), 2 * delta - 1)
+        colours, ok = run_kernel(_greedy_kernel, graph.n + m, graph.n, eu, ev, np.arange(m, dtype=np.int64),
+                                 2 * delta - 1)
     if not ok or colours.min() < 0 or not is_proper_edge_colouring(graph, colours):
         raise RuntimeError(f"edge colouring {method!r} failed on {graph!r}: this is a bug")
     return _compact(colours)

@@ -25,6 +25,7 @@ import numba
 import numpy as np
 
 from ..errors import TokendistError
+from ._interpreted import run_kernel
 from ._model import Graph
 
 __all__ = ["st_numbering", "st_orientation", "biconnected_supergraph", "orientation_sources_sinks", "is_biconnected"]
@@ -89,14 +90,15 @@ def st_numbering(graph, s: int | None = None, t: int | None = None) -> np.ndarra
             raise TokendistError(f"st-numbering: vertex {x} is not in the graph (n = {n})")
     if s == t or graph.edge_index(s, t) < 0:
         raise TokendistError(f"st-numbering: s = {s} and t = {t} must be adjacent")
-    order, parent, low, pre, visited = _st_dfs(graph.indptr, graph.indices, s, t)
+    size = graph.n + graph.m
+    order, parent, low, pre, visited = run_kernel(_st_dfs, size, graph.indptr, graph.indices, s, t)
     name = graph.spec or "this graph"
     if visited < n:
         raise TokendistError(f"st-numbering needs a biconnected graph; {name} is not connected")
-    cut = _dfs_cut_vertex(order, parent, low, pre, s)
+    cut = run_kernel(_dfs_cut_vertex, size, order, parent, low, pre, s)
     if cut >= 0:
         raise TokendistError(f"st-numbering needs a biconnected graph; {name} has cut vertex {cut}")
-    return _st_list(order, parent, low, s, t)
+    return run_kernel(_st_list, size, order, parent, low, s, t)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -224,8 +226,9 @@ def _is_biconnected(graph) -> bool:
     nb = graph.neighbours(s)
     if len(nb) == 0:
         return False
-    order, parent, low, pre, visited = _st_dfs(graph.indptr, graph.indices, s, int(nb[0]))
-    return visited == graph.n and _dfs_cut_vertex(order, parent, low, pre, s) < 0
+    size = graph.n + graph.m
+    order, parent, low, pre, visited = run_kernel(_st_dfs, size, graph.indptr, graph.indices, s, int(nb[0]))
+    return visited == graph.n and run_kernel(_dfs_cut_vertex, size, order, parent, low, pre, s) < 0
 
 
 def is_biconnected(graph) -> bool:

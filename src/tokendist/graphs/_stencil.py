@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from ._interpreted import run_kernel
+
 __all__ = ["Stencil", "find_stencil", "affine_edge_runs", "lower_edge_runs"]
 
 #: Largest degree a stencil is looked for at: the offsets become a tuple, whose length numba
@@ -139,7 +141,7 @@ def find_stencil(graph, min_coverage: float = MIN_COVERAGE) -> Stencil | None:
             continue
         starts = np.empty(n // 2 + 1, dtype=np.int64)
         ends = np.empty(n // 2 + 1, dtype=np.int64)
-        runs = _matching_runs(indices, degree, np.ascontiguousarray(pattern), starts, ends)
+        runs = run_kernel(_matching_runs, n + graph.m, indices, degree, np.ascontiguousarray(pattern), starts, ends)
         covered = int((ends[:runs] - starts[:runs]).sum())
         if best is None or covered > best[0]:
             best = (covered, pattern, starts[:runs].copy(), ends[:runs].copy())

@@ -13,6 +13,7 @@ import numpy as np
 from scipy.sparse.csgraph import breadth_first_order
 
 from ..errors import TokendistError
+from ._interpreted import run_kernel
 from ._properties import _require_connected, _sweeps, eccentricities
 
 __all__ = ["rooted_tree", "tree_diameter", "bfs_tree", "min_diameter_spanning_tree", "tree_centroid", "subtree_sizes", "parents",
@@ -174,7 +175,7 @@ def subtree_sizes(tree, root: int = 0) -> np.ndarray:
         raise TokendistError(f"subtree sizes need a tree; {tree.spec or 'this graph'} is not one")
     order, pred = breadth_first_order(tree._structure(), root, directed=False, return_predecessors=True)
     sizes = np.ones(tree.n, dtype=np.int64)
-    _accumulate_up(order.astype(np.int64), pred.astype(np.int64), sizes)
+    run_kernel(_accumulate_up, tree.n + tree.m, order.astype(np.int64), pred.astype(np.int64), sizes)
     return sizes
 
 

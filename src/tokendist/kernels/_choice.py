@@ -86,18 +86,19 @@ def reference_is_cheaper(protocol, graph, max_steps: int, *, dynamics=None) -> b
     """Whether a run should avoid compiling kernels: True when the run would take less time on
     the reference step than compiling one kernel costs.
 
-    Only where the reference gives the same run bit for bit (integer loads; the real-valued
-    schemes' numpy steps round differently, and a protocol whose reference is not exact otherwise
-    says so with ``reference_exact = False``, or with a method ``reference_exact(graph)`` for the
-    graphs where it is) and the protocol runs its compiled kernels by default
+    Only where the reference gives the same run bit for bit: an integer protocol unless it says
+    otherwise (``reference_exact = False``, or a method ``reference_exact(graph)`` for the graphs
+    where it is), a real-valued one only where it says so (``diffusion``, ``fos``, ``sos``: their
+    numpy steps add the floats in the serial kernels' order, :mod:`tokendist.kernels._rows`) and the protocol runs its compiled kernels by default
     (``kernel=numba`` with ``numpy`` as its other choice). Whether a kernel would in fact compile is
     seen at its first call (:func:`tokendist.kernels._report.avoid_compiling`): with a warm cache the
     run keeps its kernels.
     """
     if os.environ.get(SMALL_RUN_ENV, "1") == "0":
         return False
-    exact = getattr(protocol, "reference_exact", True)
-    exact = not protocol.divisible and (exact(graph) if callable(exact) else exact)
+    # Integer protocols are exact unless they say otherwise; a real-valued one only where it says so.
+    exact = getattr(protocol, "reference_exact", not protocol.divisible)
+    exact = exact(graph) if callable(exact) else exact
     if not exact or protocol.options.get("kernel") != "numba":
         return False
     param = next((p for p in protocol.params if p.name == "kernel"), None)

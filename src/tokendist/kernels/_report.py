@@ -16,7 +16,8 @@ reference instead (:func:`tokendist.kernels._choice.reference_is_cheaper`): whil
 machine code for its argument types, in memory or in its on-disk cache (``cache=True``); if not,
 the call raises :class:`CompileAvoided` before compiling anything, and the engine runs the whole
 run again on the numpy reference step, which gives the same loads bit for bit (integer
-protocols; tests/protocols/test_every_variant.py). A warm cache costs the check once per kernel
+protocols, tests/protocols/test_every_variant.py; the real-valued ones that declare it,
+tests/protocols/test_real_references.py). A warm cache costs the check once per kernel
 and run (a few microseconds), nothing per step.
 """
 

@@ -30,7 +30,6 @@ from fractions import Fraction
 
 import numba
 import numpy as np
-import scipy.sparse as sp
 
 from ..._random import counter_uniform, counter_uniform_scalar, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
@@ -46,6 +45,7 @@ from ._partitioned import relay_halo
 from ._diffusivity import (MATRIX_SPECS, coefficient_ratios, default_diffusivity, diagonal, diffusion_matrix,
                            diffusivity)
 from ...kernels._report import instrument_kernels
+from ...kernels._rows import RowOrder, sequential_sum
 
 instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
 
@@ -271,7 +271,7 @@ class Diffusion(_DiffusionBase):
     Per node i, each iteration: broadcast ``load[i]``; for every neighbour j with
     ``load[i] > load[j]`` send ``P_ij (load[i] - load[j])`` tasks to j (lines (3)-(7)). With P
     symmetric and stochastic this is ``l(t+1) = P l(t)`` (Sec. 3.1, Equation 1), computed per node
-    as ``sum_j P_ij l_j(t) + P_ii l_i(t)`` (the numpy reference: ``P_off @ l + diag(P) * l``).
+    as ``sum_j P_ij l_j(t) + P_ii l_i(t)`` (the numpy reference adds in the kernel's order: the same bits).
 
     References
     ----------
@@ -288,7 +288,7 @@ class Diffusion(_DiffusionBase):
     params = _MATRIX_PARAMS
 
     params = _MATRIX_PARAMS + (
-        Param("kernel", str, "numba", "numba (fused per-node CSR loop) or numpy (scipy SpMV and edge flows, the "
+        Param("kernel", str, "numba", "numba (fused per-node CSR loop) or numpy (row sums slot by slot, the "
               "reference)", ("numba", "numpy")),
         _THREADS_PARAM,
     )
@@ -319,12 +319,16 @@ class Diffusion(_DiffusionBase):
             self._P = diffusion_matrix(self._graph, self.alpha)
         return self._P
 
-    def _reference_parts(self):
-        """``(P_off, diag(P))``: the off-diagonal entries as a scipy CSR matrix and the diagonal."""
+    def reference_exact(self, graph) -> bool:
+        """The numpy step gives the serial kernel's run bit for bit (tokendist.kernels._choice);
+        the threaded kernel sums the load moved in another order."""
+        return self.options["threads"] in (1, AUTO)
+
+    def _row_parts(self):
+        """``(RowOrder, P_ij per CSR slot, diag(P))`` of the reset graph, for the numpy step."""
         if self._parts is None:
             g = self._graph
-            off = sp.csr_array((self.alpha[g.csr_edges], g.indices, g.indptr), shape=(g.n, g.n))
-            self._parts = off, diagonal(g, self.alpha)
+            self._parts = (RowOrder(g), self.alpha[g.csr_edges], diagonal(g, self.alpha))
         return self._parts
 
     def step(self, t, graph, loads):
@@ -335,10 +339,14 @@ class Diffusion(_DiffusionBase):
             return Step(new, moved=float(np.abs(flows).sum()), messages=2 * graph.m, flows=flows)
         if self.options["kernel"] == "numpy":
             flows = self.alpha * (loads[graph.u] - loads[graph.v])
-            # l_i(t+1) = sum_{j != i} P_ij l_j(t) + P_ii l_i(t): the numba kernel's order of additions.
-            off, diag = self._reference_parts()
-            new = off @ loads + diag * loads
-            return Step(new, moved=float(np.abs(flows).sum()), messages=2 * graph.m, flows=flows)
+            # l_i(t+1) = sum_{j != i} P_ij l_j(t) + P_ii l_i(t), and what i sends, sum_j P_ij
+            # max(l_i - l_j, 0): each summed over row i's slots in order from 0.0, the load moved
+            # node after node, as the serial kernel adds them (tokendist.kernels._rows): the same bits.
+            rows, coef, diag = self._row_parts()
+            near = loads[graph.indices]
+            new = rows.sums(coef * near) + diag * loads
+            outflow = rows.sums(coef * np.maximum(loads[rows.row] - near, 0.0))
+            return Step(new, moved=sequential_sum(outflow), messages=2 * graph.m, flows=flows, outflow=outflow)
         new = self._out if self._out is not loads else np.empty_like(loads)
         loads = np.ascontiguousarray(loads, dtype=np.float64)
         # The degree test scans n values: done once per graph, not per step.

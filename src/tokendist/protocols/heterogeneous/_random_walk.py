@@ -42,6 +42,7 @@ from .kernels._walk_serial import (edge_gap, fos_pair_regular, fos_pair_stencil,
 from .kernels._walk_cube import fos_pair_cube
 from .kernels._walk_threaded import fos_pair_cube_par, fos_pair_par, fos_pair_regular_par, mrws_step_par
 from ...kernels._report import instrument_kernels
+from ...kernels._rows import sequential_sum
 
 instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
 
@@ -156,9 +157,11 @@ class RandomWalk(HeterogeneousDiffusion):
     """
 
     name = "random-walk"
-    #: The numpy reference's phase-1 estimate sums in another order: its report's float series differ
-    #: from the kernels' in the last bits, so small runs keep the kernels (tokendist.kernels._choice).
-    reference_exact = False
+    def reference_exact(self, graph) -> bool:
+        """The numpy step gives the serial kernels' run bit for bit, report included (its squared
+        estimate error summed in node order as they sum it); tokendist.kernels._choice."""
+        return self.options["threads"] == 1
+
     title = "Randomized algorithm: integer FOS, then random walks of marked and negative tokens"
     paper = f"{PAPER}, Sec. 3"
     randomized = True
@@ -248,7 +251,7 @@ class RandomWalk(HeterogeneousDiffusion):
 
     def _record_estimate(self):
         e = self.estimate - self.ideal
-        self._est_l2 = float(np.sqrt(np.square(e).sum()))
+        self._est_l2 = float(np.sqrt(sequential_sum(np.square(e))))  # in node order, as the kernels sum it
         self._est_max = float((self.estimate / self.sbar).max())
 
     def _record(self):

@@ -60,6 +60,7 @@ from ._partitioned import numba_only_refusal as _partitioned_refusal, partitione
 from ._matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
 from ...kernels._report import instrument_kernels
+from ...kernels._rows import RowOrder, sequential_sum
 
 instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
 
@@ -123,6 +124,7 @@ class HeterogeneousDiffusion(Protocol):
         self._coef_val = None
         self._xbuf = None
         self._flowbuf = None
+        self._rows_graph = self._rows = None  # the numpy step of fos and sos (_real_flow_step)
         self._stencil_graph = None
         self._stencil_val = None
         self._chunks_graph = None  # sos-iou's threaded stencil kernel (see SOSIOU._stencil_chunks)
@@ -203,6 +205,24 @@ class HeterogeneousDiffusion(Protocol):
                     val = (starts, ends, st.lower, st.upper, edge_delta) if starts.shape[0] else None
             self._stencil_graph, self._stencil_val = graph, val
         return self._stencil_val
+
+    def _real_flow_step(self, graph, loads, y) -> Step:
+        """The numpy step of a real-valued flow scheme (``fos``, ``sos``): ``w - div y`` and what each
+        node sends, added as the serial kernels add them, so the same bits (:mod:`tokendist.kernels._rows`).
+
+        Row ``i`` of the kernels sums the flows ``y_e`` of its lower slots (edges ``(j, i)``, ``j < i``,
+        flowing in) then of its upper slots (flowing out), each from 0.0 in CSR order, and the
+        positive parts the same way; ``w_i + (in - out)``; the load moved adds the rows in order.
+        """
+        if self._rows_graph is not graph:
+            self._rows_graph, self._rows = graph, RowOrder(graph)
+        rows = self._rows
+        ys = y[graph.csr_edges]
+        low = rows.lower
+        inn, outs = rows.sums(np.where(low, ys, 0.0)), rows.sums(np.where(low, 0.0, ys))
+        sent = rows.sums(np.where(low, 0.0, np.maximum(ys, 0.0))) + rows.sums(np.where(low, np.maximum(-ys, 0.0), 0.0))
+        new = np.asarray(loads, dtype=np.float64) + (inn - outs)
+        return Step(new, moved=sequential_sum(sent), messages=2 * graph.m, flows=y, outflow=sent)
 
     def _x(self, loads):
         """``w / s`` for the kernels: ``loads`` itself when every speed is 1, else a reused buffer."""
@@ -342,8 +362,11 @@ class FOS(HeterogeneousDiffusion):
                     moved = fos_real_step(*args)
             return Step(out, moved=float(moved), messages=2 * graph.m, outflow=outflow)
         alpha = self._alpha(graph)
-        y = fos_flows(graph, alpha, self._s, loads)
-        return Step(apply_flows(graph, loads, y), moved=float(np.abs(y).sum()), messages=2 * graph.m, flows=y)
+        return self._real_flow_step(graph, loads, fos_flows(graph, alpha, self._s, loads))
+
+    def reference_exact(self, graph) -> bool:
+        """The numpy step gives the serial kernels' run bit for bit (tokendist.kernels._choice)."""
+        return self.options["threads"] in (1, AUTO)
 
     def is_stable(self, graph, loads):
         return self._balanced(loads)
@@ -607,7 +630,11 @@ class SOS(_SecondOrder):
             return Step(out, moved=float(moved), messages=2 * graph.m, outflow=outflow)
         y = self._sos_flow(graph, loads)
         self._remember(graph, y)
-        return Step(apply_flows(graph, loads, y), moved=float(np.abs(y).sum()), messages=2 * graph.m, flows=y)
+        return self._real_flow_step(graph, loads, y)
+
+    def reference_exact(self, graph) -> bool:
+        """The numpy step gives the serial kernels' run bit for bit (tokendist.kernels._choice)."""
+        return self.options["threads"] in (1, AUTO)
 
     def _edge_flows(self):
         """Last step's flows in edge order (None before the first step), whatever layout they are kept in."""
