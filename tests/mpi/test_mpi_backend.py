@@ -206,13 +206,25 @@ def test_cli_json_equal_but_wall_time_and_ranks_and_tokens_conserved(tmp_path):
 
 @needs_mpi
 def test_cli_unsupported_protocol_is_one_line_from_rank_0():
-    done = launch(3, ["-m", "tokendist.cli", "run", "--graph", "torus:6x6", "--algo", "random-walk", "--init",
-                      "random:0..100", "--backend", "mpi", "--param", "kernel=numpy"])
+    done = launch(3, ["-m", "tokendist.cli", "run", "--graph", "torus:6x6", "--algo", "single-port", "--init",
+                      "random:0..100", "--backend", "mpi", "--param", "coins=geometric"])
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert lines == ["error: random-walk cannot run partitioned yet: kernel=numpy sums the estimate's error in "
-                     "another order; use kernel=numba (the default)"], done.stderr
+    assert lines == ["error: single-port cannot run partitioned yet: coins=geometric draws the gaps between "
+                     "candidates one after the other over the whole edge list; use coins=per-edge"], done.stderr
     assert done.stdout == ""
+
+
+@needs_mpi
+def test_numpy_references_of_real_valued_schemes_run_partitioned(tmp_path):
+    # Their numpy steps add the floats in the serial kernels' order (kernels/_rows.py), which the
+    # partitioned step follows: kernel=numpy gives the same run on one process and on the ranks.
+    cases = cases_for(["torus:6x6", "random-tree:30"], ["diffusion", "fos", "fos-floor", "sos", "random-walk"],
+                      max_steps=80)
+    for case in cases:
+        case["params"] = {"kernel": "numpy"}
+    for case, got in zip(cases, run_cases(3, cases, tmp_path)):
+        assert_same(case, got)
 
 
 # ---------------------------------------------------------------------------------------------- per-edge state

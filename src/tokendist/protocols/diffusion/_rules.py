@@ -25,7 +25,6 @@ floating-point P such as 1/3 rounds as the exact rational would.
 from __future__ import annotations
 
 import functools
-import math
 from fractions import Fraction
 
 import numba
@@ -369,17 +368,15 @@ class Diffusion(_DiffusionBase):
     # Partitioned form (tokendist.engine.mpi): the serial kernel's general (CSR) path on one
     # rank's local graph. An owned node's row lists the same neighbours in the same order with the
     # same P_ij as the whole graph's row (local ids follow global ids), so the kernel adds the same
-    # floats in the same order: the owned loads and outflows are the single-process ones, bit for bit.
-    def partitioned_refusal(self) -> str | None:
-        if self.options["kernel"] != "numba":
-            return "kernel=numpy sums the load moved in another order; use kernel=numba (the default)"
-        return None
-
+    # floats in the same order: the owned loads and outflows are the single-process ones, bit for bit
+    # (the kernel's and also the numpy reference's, which adds them in that order: kernels/_rows.py).
     def partitioned_setup(self, part):
         """Per-slot ``P_ij`` and per-node ``P_ii`` of the local graph (scalars stay scalars)."""
         g = part.graph
-        coef = self._coef if self._coef.size == 1 else self.alpha[part.edges[g.csr_edges]]
-        diag = self._diag if self._diag.size == 1 else self._diag[part.nodes]
+        one = self._coef is not None and self._coef.size == 1  # (kernel=numpy keeps P per edge only)
+        coef = self._coef if one else self.alpha[part.edges[g.csr_edges]]
+        full = self._diag if self.options["kernel"] == "numba" else diagonal(self._graph, self.alpha)
+        diag = full if full.size == 1 else full[part.nodes]
         self._part_args = (np.ascontiguousarray(coef, dtype=np.float64), np.ascontiguousarray(diag, dtype=np.float64))
 
     def partitioned_step(self, t, part, loads):

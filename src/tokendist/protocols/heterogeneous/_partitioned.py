@@ -32,14 +32,7 @@ from .kernels._serial import sos_real_step
 from ._sos_readings import shadow_update
 
 __all__ = ["partitioned_coefs", "sos_setup", "sos_step", "sos_is_stable", "sos_state_key", "sos_iou_setup",
-           "sos_iou_step", "sos_iou_state_key", "sos_iou_finish", "numba_only_refusal"]
-
-
-def numba_only_refusal(protocol) -> str | None:
-    """``fos``, ``fos-floor`` and ``sos``: the numpy reference adds the load moved in another order."""
-    if not protocol._fast():
-        return "kernel=numpy sums the load moved in another order; use kernel=numba (the default)"
-    return None
+           "sos_iou_step", "sos_iou_state_key", "sos_iou_finish"]
 
 
 def partitioned_coefs(protocol, part):

@@ -474,7 +474,6 @@ class RandomWalk(HeterogeneousDiffusion):
     # Partitioned form (tokendist.engine.mpi): phase 1 in the serial kernel on a rank's local
     # graph, phase 2's tokens walked by the rank owning their node, one hop per step, the moves
     # across a cut edge sent to the other end's rank (:mod:`._random_walk_partitioned`).
-    partitioned_refusal = _partitioned.walk_refusal
     partitioned_setup = _partitioned.walk_setup
     partitioned_step = _partitioned.walk_step
     partitioned_is_stable = _partitioned.walk_is_stable

@@ -41,16 +41,9 @@ from .kernels._walk_partitioned import walk_owned
 from .kernels._walk_serial import fos_pair_step
 from ._walk_targets import targets
 
-__all__ = ["walk_refusal", "walk_setup", "walk_step", "walk_is_stable", "walk_finish"]
+__all__ = ["walk_setup", "walk_step", "walk_is_stable", "walk_finish"]
 
 _LOW = np.int64(0xFFFFFFFF)
-
-
-def walk_refusal(self) -> str | None:
-    """``kernel=numpy`` sums the estimate's squared error in another order than the kernels."""
-    if not self._fast():
-        return "kernel=numpy sums the estimate's error in another order; use kernel=numba (the default)"
-    return None
 
 
 def walk_setup(self, part):

@@ -56,7 +56,7 @@ from .kernels._sos_cube_threaded import cube_chunk_bits, sos_iou_cube_par
 from ._node import fos_node_flows, node_publish, shadow_publish, sos_iou_node_sends, sos_node_flows
 from ._sos_readings import IDEAL_READINGS, fold_dropped_ious, shadow_update
 from . import _partitioned
-from ._partitioned import numba_only_refusal as _partitioned_refusal, partitioned_coefs as _partitioned_coefs
+from ._partitioned import partitioned_coefs as _partitioned_coefs
 from ._matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                                     fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
 from ...kernels._report import instrument_kernels
@@ -375,9 +375,6 @@ class FOS(HeterogeneousDiffusion):
     # with the whole graph's coefficients (c_ij = min(inv_i, inv_j), inv_i = 1/(c d_i) of the
     # whole graph's degrees): an owned row adds the same floats in the same order as the
     # single-process kernel, so the owned loads and outflows agree bit for bit.
-    def partitioned_refusal(self) -> str | None:
-        return _partitioned_refusal(self)
-
     def partitioned_setup(self, part):
         self._part_coefs = _partitioned_coefs(self, part)
 
@@ -453,9 +450,6 @@ class FOSFloor(HeterogeneousDiffusion):
 
     # Partitioned form (tokendist.engine.mpi): as FOS.partitioned_step, with the floor kernel
     # (integer flows: the owned loads and outflows are exact).
-    def partitioned_refusal(self) -> str | None:
-        return _partitioned_refusal(self)
-
     def partitioned_setup(self, part):
         self._part_coefs = _partitioned_coefs(self, part)
 
@@ -657,7 +651,6 @@ class SOS(_SecondOrder):
 
     # Partitioned form (tokendist.engine.mpi): the serial CSR kernel on a rank's local graph, the
     # flow of every local edge (cut edges too) kept by the rank (:mod:`._partitioned`).
-    partitioned_refusal = _partitioned_refusal
     partitioned_setup = _partitioned.sos_setup
     partitioned_step = _partitioned.sos_step
     partitioned_is_stable = _partitioned.sos_is_stable
