@@ -17,7 +17,10 @@ the graph has no stencil: a maximum does not depend on the order of the edges).
 A run whose pass is neither compiled nor in numba's on-disk cache, and that is small
 (:func:`tokendist.kernels._choice.reference_seconds` under the cost of one compilation), runs
 :func:`_step_pass_numpy` instead: numpy calls giving the same values (sums accumulated in index
-order with ``np.cumsum``), at some microseconds more per step, with nothing to compile.
+order with ``np.cumsum``), with nothing to compile, but 25 against 3 us a recorded step on
+``torus:16x16``. So a process compiles the pass after all once its numpy passes have cost about
+as much as compiling (:data:`NUMPY_PASS_LIMIT`): the first ``tokendist compare`` after an install
+compiles it part way, and every later one finds it in the cache.
 """
 
 from __future__ import annotations
@@ -40,6 +43,12 @@ SIGN, OUTFLOW, FLOWS, RECORD_ONLY = 0, 1, 2, 3
 # Integer totals beyond this are divided by n in Python (correctly rounded), not in float64.
 _EXACT_FLOAT_INT = 2**53
 _NO_RUNS = np.zeros(0, dtype=np.int64)
+#: The numpy passes a process makes before it compiles the pass after all: a recorded step costs
+#: about 25 us on the numpy pass against 3 compiled (torus:16x16), and compiling one signature
+#: about 1 s, so past some 40,000 steps (one tokendist compare) compiling is the cheaper (the
+#: ski-rental rule: never more than twice the better of the two choices).
+NUMPY_PASS_LIMIT = 40_000
+_numpy_passes = [0]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -206,19 +215,24 @@ class StepPass:
         k = self.count
         if record and k == self.ext.shape[1]:
             self._grow()
-        args = (new, old, old if sent is None else sent, self.u, self.v, mode, float(tol), self.pos, self.neg,
+        if sent is None:
+            sent = old
+        elif self.small and sent.dtype.kind in "ib" and sent.dtype != np.int64:
+            sent = sent.astype(np.int64)  # (a small copy: one compiled signature fewer, the same numbers)
+        args = (new, old, sent, self.u, self.v, mode, float(tol), self.pos, self.neg,
                 record, self.homogeneous, share, self.speeds, self.speed_sum, self.indptr, self.indices,
                 self.starts, self.ends, self.upper, self.ext, self.met, k)
-        key = (mode, new.dtype, old.dtype, args[2].dtype)
+        key = (new.dtype.num, sent.dtype.num)
         fn = self._ready.get(key)
-        if fn is None:
+        if fn is None or (fn is _step_pass_numpy and _numpy_passes[0] >= NUMPY_PASS_LIMIT):
             fn = _step_pass
-            if self.small and not kernel_ready(_step_pass, args):
+            if self.small and _numpy_passes[0] < NUMPY_PASS_LIMIT and not kernel_ready(_step_pass, args):
                 fn = _step_pass_numpy
             self._ready[key] = fn
         if fn is _step_pass:
             total, lo, bad, recorded = fn(*args)
         else:
+            _numpy_passes[0] += 1
             total, lo, bad, recorded = fn(*args, u=self.u, v=self.v)
         if recorded:
             self.count = k + 1
