@@ -635,16 +635,24 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
         progress(t, max_steps)
     steps = t
     trace_arrays = {k: np.asarray(v) for k, v in trace.items()}
+    initial = final = None
     if fast is not None:
-        trace_arrays.update((k, v) for k, v in fast.columns().items() if k in TRACE_METRICS)
+        columns = fast.columns()
+        trace_arrays.update((k, v) for k, v in columns.items() if k in TRACE_METRICS)
+        # The first and last records are summary() of the initial and final loads, the same values
+        # (no metric kernel to compile for them on a cold cache).
+        initial = {name: columns[name][0].item() for name in SUMMARY_METRICS}
+        if trace["step"][-1] == steps:
+            final = {name: columns[name][-1].item() for name in SUMMARY_METRICS}
     stream_metrics = None
     if injection is not None:
         stream_metrics = {"injection": injection.describe(),
                   **stream_summary(trace_arrays["step"], totals, trace_arrays["max"], trace_arrays["discrepancy"])}
     return RunResult(
         graph=graph, algorithm=protocol.name, params=dict(protocol.options), seed=seed, steps=steps,
-        stop_reason=stop_reason, tokens=_plain(total), initial=measure(graph, initial_loads),
-        final=measure(graph, loads), tokens_moved=moved_total, messages=messages_total,
+        stop_reason=stop_reason, tokens=_plain(total),
+        initial=measure(graph, initial_loads) if initial is None else initial,
+        final=measure(graph, loads) if final is None else final, tokens_moved=moved_total, messages=messages_total,
         infeasible_steps=infeasible, loads=loads, initial_loads=initial_loads, trace=trace_arrays,
         report=protocol.report(), variants=variants, dynamics=None if dynamics is None else dynamics.describe(),
         seconds=time.perf_counter() - started, cycle_length=cycle_length,
