@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 from tokendist import simulate
 from tokendist.engine import measure
 from tokendist.engine._metrics import summary, sum_min
+from tokendist.engine import _pass
 from tokendist.engine._pass import FLOWS, OUTFLOW, SIGN, StepPass, _step_pass, _step_pass_numpy
 from tokendist.engine._simulate import _outflow
 from tokendist.graphs import make_graph
@@ -80,3 +81,19 @@ def test_record_every_and_targets_keep_the_trace_of_measure(algo):
     final = measure(r.graph, r.loads)
     for name in ("discrepancy", "max", "min", "local_discrepancy"):
         assert r.trace[name][-1] == final[name]
+
+
+def test_a_cold_small_run_compiles_the_pass_once_the_numpy_form_has_cost_enough(monkeypatch):
+    """The numpy form while the pass is not compiled, the compiled pass past NUMPY_PASS_LIMIT."""
+    graph = GRAPHS["ring:9"]
+    loads = np.arange(graph.n, dtype=np.int64)
+    monkeypatch.setattr(_pass, "kernel_ready", lambda kernel, args: False)  # as on a cold cache
+    monkeypatch.setattr(_pass, "_numpy_passes", [0])
+    rec = StepPass(graph, loads.dtype, 8, small=True)
+    rec.add(loads)
+    assert rec._ready[(loads.dtype.num, loads.dtype.num)] is _step_pass_numpy
+    assert _pass._numpy_passes[0] == 1
+    _pass._numpy_passes[0] = _pass.NUMPY_PASS_LIMIT
+    rec.add(loads)
+    assert rec._ready[(loads.dtype.num, loads.dtype.num)] is _step_pass
+    assert rec.columns()["l1_error"][0] == rec.columns()["l1_error"][1]
