@@ -194,6 +194,13 @@ class StepPass:
         # A small run on a cold cache: numpy calls rather than compiling the pass (per signature).
         self.small = small
         self._ready: dict = {}
+        # The arguments that stay the same from step to step, packed once (a step's Python is
+        # most of what the engine costs on a small graph).
+        self._edges, self._scratch = (self.u, self.v), (self.pos, self.neg)
+        self._graph_args = (self.speeds, self.speed_sum, self.indptr, self.indices, self.starts, self.ends,
+                            self.upper)
+        self._columns = (self.ext, self.met)
+        self._fn, self._fn_types = None, (None, None)
 
     def _grow(self):
         cap = 2 * self.ext.shape[1]
@@ -202,6 +209,7 @@ class StepPass:
             new = np.zeros((old.shape[0], cap), dtype=old.dtype)
             new[:, :old.shape[1]] = old
             setattr(self, name, new)
+        self._columns = (self.ext, self.met)
 
     def _share(self, loads, total):
         if self.kind == "f":  # real loads: numpy's own (pairwise) sum, as summary() takes it
@@ -219,16 +227,12 @@ class StepPass:
             sent = old
         elif self.small and sent.dtype.kind in "ib" and sent.dtype != np.int64:
             sent = sent.astype(np.int64)  # (a small copy: one compiled signature fewer, the same numbers)
-        args = (new, old, sent, self.u, self.v, mode, float(tol), self.pos, self.neg,
-                record, self.homogeneous, share, self.speeds, self.speed_sum, self.indptr, self.indices,
-                self.starts, self.ends, self.upper, self.ext, self.met, k)
-        key = (new.dtype.num, sent.dtype.num)
-        fn = self._ready.get(key)
-        if fn is None or (fn is _step_pass_numpy and _numpy_passes[0] >= NUMPY_PASS_LIMIT):
-            fn = _step_pass
-            if self.small and _numpy_passes[0] < NUMPY_PASS_LIMIT and not kernel_ready(_step_pass, args):
-                fn = _step_pass_numpy
-            self._ready[key] = fn
+        args = (new, old, sent, *self._edges, mode, float(tol), *self._scratch, record, self.homogeneous, share,
+                *self._graph_args, *self._columns, k)
+        fn = self._fn
+        types = (new.dtype, sent.dtype)
+        if fn is not _step_pass or types[0] is not self._fn_types[0] or types[1] is not self._fn_types[1]:
+            fn = self._choose(args, types)
         if fn is _step_pass:
             total, lo, bad, recorded = fn(*args)
         else:
@@ -238,9 +242,21 @@ class StepPass:
             self.count = k + 1
         return total, lo, bad, recorded
 
+    def _choose(self, args, types):
+        # The compiled pass, or its numpy form for a small run while the pass would compile.
+        key = (types[0].num, types[1].num)
+        fn = self._ready.get(key)
+        if fn is None or (fn is _step_pass_numpy and _numpy_passes[0] >= NUMPY_PASS_LIMIT):
+            fn = _step_pass
+            if self.small and _numpy_passes[0] < NUMPY_PASS_LIMIT and not kernel_ready(_step_pass, args):
+                fn = _step_pass_numpy
+            self._ready[key] = fn
+        self._fn, self._fn_types = fn, types
+        return fn
+
     def check(self, new, old, mode, sent, tol, record):
         """A step's checks (and, with ``record``, its metrics); returns ``(sum, min, bad)``."""
-        share = self._share(new, None) if record else np.nan
+        share = self._share(new, None) if record and self.kind == "f" else np.nan  # (integers: the pass's sum)
         total, lo, bad, recorded = self._run(new, old, mode, sent, tol, record, share)
         if record and not recorded:
             self.add(new, total)
