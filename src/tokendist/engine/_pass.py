@@ -35,7 +35,7 @@ from ..kernels._choice import COMPILE_SECONDS, SMALL_RUN_ENV, reference_seconds
 from ..kernels._report import kernel_ready
 from ._metrics import _local_discrepancy_stencil, _summary_kernel
 
-__all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run"]
+__all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row"]
 
 #: Feasibility modes: from the sign of the new loads, from the per-node outflow, from per-edge flows;
 #: RECORD_ONLY checks nothing (a record of loads already checked).
@@ -281,3 +281,11 @@ class StepPass:
 def small_run(graph, max_steps: int) -> bool:
     """Whether a run is small enough to take the numpy pass rather than compile (see the module)."""
     return os.environ.get(SMALL_RUN_ENV, "1") != "0" and reference_seconds(graph.n, max_steps) <= COMPILE_SECONDS
+
+
+def summary_row(graph, loads, small: bool) -> dict:
+    """:func:`tokendist.engine._metrics.summary` of one-dimensional ``loads`` on a non-empty graph,
+    through the pass (its numpy form on a small run while the pass is not compiled)."""
+    rec = StepPass(graph, loads.dtype, 2, small)
+    rec.add(loads)
+    return {name: column[0].item() for name, column in rec.columns().items()}

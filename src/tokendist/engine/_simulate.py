@@ -40,7 +40,7 @@ from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy, 
 from ._pass import FLOWS as _FLOWS
 from ._pass import OUTFLOW as _OUTFLOW
 from ._pass import SIGN as _SIGN
-from ._pass import StepPass, small_run
+from ._pass import StepPass, small_run, summary_row
 from ._protocol import PROTOCOLS, Protocol
 from ._simulate_events import event_driven, event_source, run_event_steps
 from ._user import make_protocol
@@ -281,6 +281,13 @@ def step_overhead(graph: Graph, loads: np.ndarray, out, *, record: bool = True, 
 _OVERHEAD_PASS: list = [None]
 
 
+def _summary(graph, loads, max_steps):
+    # measure(graph, loads): the same values, through the engine's pass when it applies.
+    if graph.n == 0 or loads.ndim != 1:
+        return measure(graph, loads)
+    return summary_row(graph, loads, small_run(graph, max_steps))
+
+
 def _check_count(name, value, minimum):
     # An int (numpy's too), not a bool or a float: a clear error rather than a TypeError deep in
     # the step loop (simulate(..., max_steps=1.5) was one).
@@ -508,8 +515,9 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
         loads = source.loads.copy()
         return RunResult(
             graph=graph, algorithm=protocol.name, params=dict(protocol.options), seed=seed, steps=t,
-            stop_reason=stop_reason, tokens=_plain(total), initial=measure(graph, initial_loads),
-            final=measure(graph, loads), tokens_moved=moved_total, messages=messages_total, infeasible_steps=0,
+            stop_reason=stop_reason, tokens=_plain(total), initial=_summary(graph, initial_loads, max_steps),
+            final=_summary(graph, loads, max_steps), tokens_moved=moved_total, messages=messages_total,
+            infeasible_steps=0,
             loads=loads, initial_loads=initial_loads, trace=lazy_trace, report=protocol.report(), dynamics=None,
             seconds=time.perf_counter() - started, cycle_length=cycle_length, load_history=None,
             # the per-node handlers (as on the synchronous loop), or their compiled form
@@ -651,8 +659,9 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
     return RunResult(
         graph=graph, algorithm=protocol.name, params=dict(protocol.options), seed=seed, steps=steps,
         stop_reason=stop_reason, tokens=_plain(total),
-        initial=measure(graph, initial_loads) if initial is None else initial,
-        final=measure(graph, loads) if final is None else final, tokens_moved=moved_total, messages=messages_total,
+        initial=_summary(graph, initial_loads, max_steps) if initial is None else initial,
+        final=_summary(graph, loads, max_steps) if final is None else final, tokens_moved=moved_total,
+        messages=messages_total,
         infeasible_steps=infeasible, loads=loads, initial_loads=initial_loads, trace=trace_arrays,
         report=protocol.report(), variants=variants, dynamics=None if dynamics is None else dynamics.describe(),
         seconds=time.perf_counter() - started, cycle_length=cycle_length,
