@@ -31,11 +31,16 @@ from .._files import DATA_FILE_LIMIT, read_text
 from .._random import stream
 from ..errors import ConservationError, InfeasibleStepError, TokendistError
 from ..kernels._choice import reference_is_cheaper, why_reference
-from ..kernels._report import REFERENCE, CompileAvoided, avoid_compiling, begin_step, step_variant
+from ..kernels._report import _last as _report_last
+from ..kernels._report import REFERENCE, CompileAvoided, avoid_compiling
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
 from ._injection import stream_summary
-from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy, sum_min, summary_columns
+from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy, sum_min
+from ._pass import FLOWS as _FLOWS
+from ._pass import OUTFLOW as _OUTFLOW
+from ._pass import SIGN as _SIGN
+from ._pass import StepPass, small_run, summary_row
 from ._protocol import PROTOCOLS, Protocol
 from ._simulate_events import event_driven, event_source, run_event_steps
 from ._user import make_protocol
@@ -254,23 +259,33 @@ def _check_model(protocol: Protocol, graph: Graph, flows: np.ndarray, t: int) ->
 def step_overhead(graph: Graph, loads: np.ndarray, out, *, record: bool = True, tol=0):
     """The engine's own work on one step of :func:`simulate`, for ``tokendist bench``.
 
-    What the loop below does on a step of a static run with ``record_every=1`` and no stopping
-    rule, without raising: the feasibility check (from the flows or outflow the step reports, else
-    the minimum of the new loads), the conservation sum (one fused pass with the minimum), and the
-    trace metrics of the new loads. Returns the sum of the new loads.
+    What the loop below does on a step of a static run with no stopping rule, without raising:
+    one call of the engine's pass (:mod:`tokendist.engine._pass`): the conservation sum, the
+    feasibility check (from the flows or outflow the step reports, else the sign of the new
+    loads) and, with ``record``, the trace metrics of the new loads. Returns the sum of the new loads.
     """
     new = out.loads
-    sent = out.outflow
-    if sent is None and out.flows is not None:
-        sent = _outflow(graph, out.flows)
-    new_sum, new_min = sum_min(new)
-    if sent is not None:
-        np.flatnonzero(sent > loads + tol)
-    elif new_min is not None and new_min < -tol:
-        np.flatnonzero(new < -tol)
-    if record:
-        measure(graph, new, TRACE_METRICS, new_sum)
+    if graph.n == 0 or new.ndim != 1:
+        return new.sum()
+    cached = _OVERHEAD_PASS[0]
+    if cached is None or cached.graph is not graph or cached.kind != new.dtype.kind:
+        cached = _OVERHEAD_PASS[0] = StepPass(graph, new.dtype, 2, small=False)
+    cached.count = 0
+    sent, flows = out.outflow, out.flows
+    mode = _OUTFLOW if sent is not None else _FLOWS if flows is not None else _SIGN
+    new_sum, _, _ = cached.check(new, loads, mode, sent if sent is not None else flows, tol, record)
     return new_sum
+
+
+# step_overhead's pass: its buffers (two float64 per node) made once per graph, not once per step.
+_OVERHEAD_PASS: list = [None]
+
+
+def _summary(graph, loads, max_steps):
+    # measure(graph, loads): the same values, through the engine's pass when it applies.
+    if graph.n == 0 or loads.ndim != 1:
+        return measure(graph, loads)
+    return summary_row(graph, loads, small_run(graph, max_steps))
 
 
 def _check_count(name, value, minimum):
@@ -458,11 +473,12 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
     variants: dict[str, int] = {}  # which kernel ran how many steps (tokendist.kernels._report)
     in_transit = 0
 
-    # On a static network the metrics of every record come from one recorder (the same kernels as
-    # measure(), the graph's constants looked up once): a small graph's step then costs the engine
-    # a few microseconds, not a dict of nine metrics.
-    static = dynamics is None and loads.ndim == 1
-    fast = summary_columns(graph) if static and set(TRACE_METRICS) <= set(SUMMARY_METRICS) else None
+    # On a static network the engine's checks and the metrics of every record come from one
+    # compiled call a step (engine._pass): a small graph's step then costs the engine a few
+    # microseconds, not a dozen numpy and numba calls.
+    static = dynamics is None and loads.ndim == 1 and graph.n > 0
+    fast = (StepPass(graph, loads.dtype, max_steps // record_every + 2, small_run(graph, max_steps))
+            if static and set(TRACE_METRICS) <= set(SUMMARY_METRICS) else None)
 
     def record(t, g, w, w_sum=None):
         clock.append(time.perf_counter())
@@ -472,7 +488,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
         trace["tokens_moved"].append(moved_total)
         trace["messages"].append(messages_total)
         if fast is not None:
-            fast[0](w, w_sum)
+            fast.add(w, w_sum)
             return
         for k, v in measure(g, w, TRACE_METRICS, w_sum).items():
             trace[k].append(v)
@@ -499,8 +515,9 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
         loads = source.loads.copy()
         return RunResult(
             graph=graph, algorithm=protocol.name, params=dict(protocol.options), seed=seed, steps=t,
-            stop_reason=stop_reason, tokens=_plain(total), initial=measure(graph, initial_loads),
-            final=measure(graph, loads), tokens_moved=moved_total, messages=messages_total, infeasible_steps=0,
+            stop_reason=stop_reason, tokens=_plain(total), initial=_summary(graph, initial_loads, max_steps),
+            final=_summary(graph, loads, max_steps), tokens_moved=moved_total, messages=messages_total,
+            infeasible_steps=0,
             loads=loads, initial_loads=initial_loads, trace=lazy_trace, report=protocol.report(), dynamics=None,
             seconds=time.perf_counter() - started, cycle_length=cycle_length, load_history=None,
             # the per-node handlers (as on the synchronous loop), or their compiled form
@@ -512,14 +529,26 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
     history = [loads.copy()] if keep_loads_every else None
     stop_reason, cycle_length, t = "max-steps", None, 0
     current_graph = graph
-    if reached(graph, loads):
+    # Looked up once: the loop below runs up to max_steps times for a few microseconds of kernel.
+    step, last, divisible = protocol.step, _report_last, protocol.divisible
+    targets = until_discrepancy is not None or until_local_discrepancy is not None
+    # The fused pass needs the loads' type to stay the run's, and sees the loads before injection.
+    fused = fast is not None and injection is None
+    run_dtype = loads.dtype
+    steps_clock, steps_col, moved_col, messages_col = clock.append, trace["step"].append, \
+        trace["tokens_moved"].append, trace["messages"].append
+    if targets and reached(graph, loads):
         stop_reason = "target-reached"
     else:
         for t in range(max_steps):
             g = dynamics.graph_at(t) if dynamics is not None else graph
             current_graph = g
             if cycles and t % protocol.period == 0 and (state := protocol.state_key()) is not None:
-                key = hashlib.blake2b(loads.tobytes() + state, digest_size=16).digest()
+                # sha256 (the CPU's SHA instructions): half blake2b's time on a small graph's state
+                # (7 against 13 us for 10 kB here); either digest only tells equal states apart.
+                digest = hashlib.sha256(loads.data if loads.flags.c_contiguous else loads.tobytes())
+                digest.update(state)
+                key = digest.digest()
                 if key in seen:
                     first, moved_then = seen[key]
                     cycle_length = t - first
@@ -528,33 +557,45 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
                     else:
                         # A real-valued scheme that revisits a state is cycling through rounding
                         # errors of float64, not through loads the mathematics would visit.
-                        stop_reason = "rounding-cycle" if protocol.divisible else "cycle"
+                        stop_reason = "rounding-cycle" if divisible else "cycle"
                     break
                 seen[key] = (t, moved_total)
-            begin_step()
-            out = protocol.step(t, g, loads)
-            variant = step_variant()
+            last[0] = None  # (begin_step)
+            out = step(t, g, loads)
+            variant = last[0] or REFERENCE  # (step_variant)
             variants[variant] = variants.get(variant, 0) + 1
             new = out.loads
+            step_no = t + 1
             # Feasibility: nobody may send more than it held at the start of the step.
-            sent = out.outflow
-            if sent is None and out.flows is not None:
-                sent = _outflow(g, out.flows)
-                if check:
-                    _check_model(protocol, g, out.flows, t)
-            # One pass gives the sum (conservation, below) and the minimum (feasibility).
-            new_sum, new_min = sum_min(new)
-            if sent is not None:
-                over = sent > (loads + tol if tol else loads)
-                bad = np.flatnonzero(over) if over.any() else _NO_NODES  # (any(): no index array per step)
+            sent, flows = out.outflow, out.flows
+            if sent is None and flows is not None and check:
+                _check_model(protocol, g, flows, t)
+            if fused and new.dtype == run_dtype and new.ndim == 1:
+                # One compiled call: the sum (conservation, below), the first node that sent more
+                # than it held and, on a step recorded for sure, the trace metrics.
+                recorded = step_no % record_every == 0 or step_no == max_steps
+                mode = _OUTFLOW if sent is not None else _FLOWS if flows is not None else _SIGN
+                new_sum, new_min, bad_node = fast.check(new, loads, mode, sent if sent is not None else flows, tol,
+                                                        recorded)
+                if bad_node >= 0 and sent is None and flows is not None:
+                    sent = _outflow(g, flows)  # (for the message only)
             else:
-                bad = (np.flatnonzero(new < -tol) if new_min is not None and new_min < -tol
-                       else np.zeros(0, dtype=np.int64))
-            if bad.size:
+                recorded = False
+                if sent is None and flows is not None:
+                    sent = _outflow(g, flows)
+                # One pass gives the sum (conservation, below) and the minimum (feasibility).
+                new_sum, new_min = sum_min(new)
+                if sent is not None:
+                    over = sent > (loads + tol if tol else loads)
+                    bad = np.flatnonzero(over) if over.any() else _NO_NODES  # (any(): no index array per step)
+                else:
+                    bad = (np.flatnonzero(new < -tol) if new_min is not None and new_min < -tol
+                           else _NO_NODES)
+                bad_node = int(bad[0]) if bad.size else -1
+            if bad_node >= 0:
                 if not allow_infeasible:
-                    node = int(bad[0])
-                    raise InfeasibleStepError(t, node, _plain(loads[node]),
-                                              _plain(sent[node]) if sent is not None else "more", protocol.name)
+                    raise InfeasibleStepError(t, bad_node, _plain(loads[bad_node]),
+                                              _plain(sent[bad_node]) if sent is not None else "more", protocol.name)
                 infeasible += 1
             if injection is not None:
                 new, added, removed = injection.apply(t, new)
@@ -562,15 +603,14 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
                 new_sum = new.sum()
             in_transit = out.in_transit
             held = new_sum + in_transit
-            if (abs(held - total) > tol) if protocol.divisible else held != total:
+            if (abs(held - total) > tol) if divisible else held != total:
                 raise ConservationError(f"{protocol.name} broke token conservation at step {t}: "
                                         f"{total} tokens became {held}")
             loads = new if new is not loads else new.copy()
             moved_total += out.moved
             messages_total += out.messages
-            step_no = t + 1
-            done = reached(g, loads)
-            if not done and out.moved == 0 and out.in_transit == 0 and dynamics is None and injection is None:
+            done = targets and reached(g, loads)
+            if not done and out.moved == 0 and in_transit == 0 and dynamics is None and injection is None:
                 if protocol.is_stable(g, loads):
                     stop_reason = "stable"
                     done = True
@@ -578,7 +618,12 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
                 stop_reason = "target-reached"
             if history is not None and step_no % keep_loads_every == 0:
                 history.append(loads.copy())
-            if step_no % record_every == 0 or done or step_no == max_steps:
+            if recorded:  # the metrics are in; the columns the pass does not write
+                steps_clock(time.perf_counter())
+                steps_col(step_no)
+                moved_col(moved_total)
+                messages_col(messages_total)
+            elif step_no % record_every == 0 or done or step_no == max_steps:
                 record(step_no, g, loads, new_sum)
             if progress is not None and (step_no & 63) == 0:
                 progress(step_no, max_steps)
@@ -598,16 +643,25 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
         progress(t, max_steps)
     steps = t
     trace_arrays = {k: np.asarray(v) for k, v in trace.items()}
+    initial = final = None
     if fast is not None:
-        trace_arrays.update((k, v) for k, v in fast[1]().items() if k in TRACE_METRICS)
+        columns = fast.columns()
+        trace_arrays.update((k, v) for k, v in columns.items() if k in TRACE_METRICS)
+        # The first and last records are summary() of the initial and final loads, the same values
+        # (no metric kernel to compile for them on a cold cache).
+        initial = {name: columns[name][0].item() for name in SUMMARY_METRICS}
+        if trace["step"][-1] == steps:
+            final = {name: columns[name][-1].item() for name in SUMMARY_METRICS}
     stream_metrics = None
     if injection is not None:
         stream_metrics = {"injection": injection.describe(),
                   **stream_summary(trace_arrays["step"], totals, trace_arrays["max"], trace_arrays["discrepancy"])}
     return RunResult(
         graph=graph, algorithm=protocol.name, params=dict(protocol.options), seed=seed, steps=steps,
-        stop_reason=stop_reason, tokens=_plain(total), initial=measure(graph, initial_loads),
-        final=measure(graph, loads), tokens_moved=moved_total, messages=messages_total,
+        stop_reason=stop_reason, tokens=_plain(total),
+        initial=_summary(graph, initial_loads, max_steps) if initial is None else initial,
+        final=_summary(graph, loads, max_steps) if final is None else final, tokens_moved=moved_total,
+        messages=messages_total,
         infeasible_steps=infeasible, loads=loads, initial_loads=initial_loads, trace=trace_arrays,
         report=protocol.report(), variants=variants, dynamics=None if dynamics is None else dynamics.describe(),
         seconds=time.perf_counter() - started, cycle_length=cycle_length,

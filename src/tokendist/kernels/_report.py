@@ -130,9 +130,11 @@ def instrument_kernels(namespace: dict) -> None:
 
 
 def _wrap(kernel, label: str):
+    last, avoid = _last, _avoid  # (closure cells: no module-global lookups on the per-step path)
+
     def call(*args, **kwargs):
-        _last[0] = label
-        if _avoid[0] and label not in _ready:
+        last[0] = label
+        if avoid[0] and label not in _ready:
             if not kernel_ready(kernel, args):
                 raise CompileAvoided(label)
             _ready.add(label)

@@ -153,6 +153,8 @@ class RandomMatching(_MatchingBase):
             self._out = np.empty(graph.n, dtype=np.int64)
             self._count = np.zeros(graph.n, dtype=np.int64)
             self._mask = np.zeros(graph.m, dtype=np.bool_)
+            # The reference's default p, the same float, once (max_degree is a pass over the degrees).
+            self._p_default = 1.0 / (4 * graph.max_degree) if graph.m else None
 
     def step(self, t, graph, loads):
         p = self.options["p"] or None
@@ -162,7 +164,7 @@ class RandomMatching(_MatchingBase):
         draw = self.options["drawing"] == "edge-coin"
         # active-passive: the reference draws the mask (node coins, then an edge lookup), the kernel balances
         mask = self._mask if draw else random_matching(graph, self._key, t, self.options["drawing"], p)
-        p = 1.0 / (4 * graph.max_degree) if p is None else p  # the reference's default, the same float
+        p = self._p_default if p is None else p  # the reference's default, the same float
         new = self._out if self._out is not loads else np.empty_like(loads)
         # A fresh flows array: the engine reads it during the step, and a caller may keep a Step.
         flows = np.empty(graph.m, dtype=np.int64)

@@ -71,6 +71,7 @@ class PairwiseAveraging(Protocol):
         self._graph = graph
         self._out = np.empty(graph.n, dtype=np.int64)
         self._outflow = np.zeros(graph.n, dtype=np.int64)
+        self._ends = (unsigned_view(graph.u), unsigned_view(graph.v))  # (once: a step is a few microseconds)
         self._last = np.zeros(2, dtype=np.int64)  # the nodes of the previous interaction (nonzero outflow)
 
     def pair(self, t, graph) -> int:
@@ -81,7 +82,7 @@ class PairwiseAveraging(Protocol):
         if self.options["kernel"] == "numba" and graph is self._graph and graph.m:
             loads = np.ascontiguousarray(loads, dtype=np.int64)
             new = self._out if self._out is not loads else np.empty_like(loads)
-            moved = pairwise_step(unsigned_view(graph.u), unsigned_view(graph.v), loads,
+            moved = pairwise_step(*self._ends, loads,
                                   self.options["excess"] == "random", self._key, t, new, self._outflow, self._last)
             self._out = loads  # the engine's previous loads: next step's output buffer
             # The outflow buffer is reused: the engine reads it during the step (feasibility).

@@ -149,6 +149,7 @@ class Quasirandom(Protocol):
         #: accumulated error per directed edge (CSR slot), in units of 1/q of a token
         self.err_units = np.zeros(q_slot.size, dtype=np.int32)  # |e| < 3q/2: 4 bytes per directed edge
         self._out = np.empty(graph.n, dtype=np.int64)
+        self._indices = unsigned_view(graph.indices)  # (once: the step below runs for a few microseconds)
         self._buf = np.empty(max(graph.max_degree, 1), dtype=np.int64)
         self._ties_up = self.options["ties"] == "up"
         self._guard = self.options["guard"] == "on"
@@ -174,7 +175,7 @@ class Quasirandom(Protocol):
         new = self._out if self._out is not loads else np.empty_like(loads)
         D = self._degree if graph is self._graph else 0
         if D:
-            moved, held = quasirandom_step_regular(unsigned_view(graph.indices), D, int(self._q[0]), loads,
+            moved, held = quasirandom_step_regular(self._indices, D, int(self._q[0]), loads,
                                                     self.err_units, self._ties_up, self._guard, new, self._buf)
         else:
             moved, held = quasirandom_step(graph.indptr, unsigned_view(graph.indices), self._q, loads,

@@ -118,12 +118,13 @@ class StratifiedDiffusion(Protocol):
         self._rows = np.repeat(np.arange(graph.n), deg)
         self._key = stream_key(rng)
         self._out = np.empty(graph.n, dtype=np.int64)
+        self._indices = unsigned_view(graph.indices)  # (once: the step below runs for a few microseconds)
 
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numba" and graph is self._graph:
             loads = np.ascontiguousarray(loads, dtype=np.int64)
             new = self._out if self._out is not loads else np.empty_like(loads)
-            moved = stratified_step(graph.indptr, unsigned_view(graph.indices), self._col, self._c, loads,
+            moved = stratified_step(graph.indptr, self._indices, self._col, self._c, loads,
                                     self._key, t, new)
             self._out = loads  # the engine's previous loads: next step's output buffer
             return Step(new, moved=int(moved), messages=2 * graph.m)
