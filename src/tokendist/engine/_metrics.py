@@ -16,7 +16,7 @@ from ..registry import Registry
 
 __all__ = ["METRICS", "SUMMARY_METRICS", "ideal_loads", "discrepancy", "local_discrepancy", "l1_error",
            "l2_error", "linf_error", "max_weighted_load", "potential", "measure", "summary", "normalised_speeds",
-           "sum_min", "summary_columns"]
+           "sum_min"]
 
 
 def normalised_speeds(graph) -> np.ndarray | None:
@@ -207,49 +207,6 @@ def summary(graph, loads, total=None) -> dict:
     return {"discrepancy": _plain(hi - lo), "max": _plain(hi), "min": _plain(lo), "local_discrepancy": _plain(local),
             "l1_error": float(l1), "l2_error": float(np.sqrt(sq)), "linf_error": float(linf),
             "max_weighted_load": float(wmax), "potential": float(sq)}
-
-
-def _plain_array(a: np.ndarray) -> np.ndarray:
-    return a.astype(np.int64) if a.dtype.kind in "iub" else a.astype(np.float64)
-
-
-def summary_columns(graph):
-    """A recorder of :func:`summary`'s values on ``graph``, for the engine's per-step trace.
-
-    Returns ``(add, columns)`` or None (an empty graph): ``add(loads, total)`` records one step with
-    the same kernels and arguments as :func:`summary` (the graph's constants looked up once, no
-    dict per step); ``columns()`` gives each metric of :data:`SUMMARY_METRICS` as an array, the
-    values :func:`summary` would have given step by step.
-    """
-    if graph.n == 0:
-        return None
-    n, stencil = graph.n, graph.stencil
-    u, v = (graph.u, graph.v) if stencil is None else (_NO_EDGES, _NO_EDGES)
-    homogeneous = graph.speeds is None
-    speeds, speed_sum = (np.empty(0), 1.0) if homogeneous else (graph.speeds, float(graph.speeds.sum()))
-    indices = None if stencil is None else unsigned_view(graph.indices)
-    rows = []
-
-    def add(loads, total=None):
-        if loads.ndim != 1:
-            raise ValueError("summary_columns records one-dimensional loads")
-        if total is None or loads.dtype.kind == "f":
-            total = loads.sum()
-        share = total / n if homogeneous else float(total)
-        row = _summary_kernel(loads, u, v, float(share), speeds, speed_sum)
-        if stencil is not None:
-            row = (*row[:2], _local_discrepancy_stencil(loads, graph.indptr, indices, stencil.starts, stencil.ends,
-                                                        stencil.upper), *row[3:])
-        rows.append(row)
-
-    def columns() -> dict:
-        # Integer loads give int64 extremes (as summary's plain ints do), real ones float64.
-        hi, lo, local = (_plain_array(np.asarray([r[k] for r in rows])) for k in range(3))
-        l1, sq, linf, wmax = (np.asarray([r[k] for r in rows], dtype=np.float64) for k in range(3, 7))
-        return {"discrepancy": hi - lo, "max": hi, "min": lo, "local_discrepancy": local,
-                "l1_error": l1, "l2_error": np.sqrt(sq), "linf_error": linf, "max_weighted_load": wmax, "potential": sq}
-
-    return add, columns
 
 
 def measure(graph, loads, names=SUMMARY_METRICS, total=None) -> dict:
