@@ -277,7 +277,7 @@ def step_overhead(graph: Graph, loads: np.ndarray, out, *, record: bool = True, 
     return new_sum
 
 
-# step_overhead's pass: its buffers (two float64 per node) made once per graph, not once per step.
+# step_overhead's buffers (two float64 per node), made once per graph, not once per step.
 _OVERHEAD_PASS: list = [None]
 
 
