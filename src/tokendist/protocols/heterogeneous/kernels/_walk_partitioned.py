@@ -16,6 +16,7 @@ import numba
 import numpy as np
 
 from ....kernels._coins import _step_base, _uniform
+from ._walk_serial import _row_bounds
 
 __all__ = ["walk_owned"]
 
@@ -64,27 +65,8 @@ def walk_owned(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, gid, rows, 
             continue
         a = indptr[i]
         b = indptr[i + 1]
-        si = s[i]
-        # Row i's cumulative slot probabilities c_ij / s_i, summed from 0 in slot order: the
-        # operations of _walk_serial._walk, in the same order.
-        cs = 0.0
-        if has_caps:
-            for k in range(a, b):
-                cs = cs + caps[csr_edges[k]] / (c * max(deg[i], deg[indices[k]])) / si
-                g[k - a] = cs
-        elif has_inv:
-            for k in range(a, b):
-                cs = cs + min(inv[i], inv[indices[k]]) / si
-                g[k - a] = cs
-        else:
-            pk = a0 / si
-            for k in range(a, b):
-                cs = cs + pk
-                g[k - a] = cs
-        stay = 1.0 - cs
+        stay = _row_bounds(i, a, b, indices, csr_edges, a0, inv, deg, caps, c, s[i], has_caps, has_inv, g)
         last = b - a - 1
-        for q in range(last):
-            g[q] = stay + g[q]
         st = 0
         node_bits = (np.uint64(gid[i]) << np.uint64(32)) | hi
         for t in range(ci):

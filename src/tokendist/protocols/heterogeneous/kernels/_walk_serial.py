@@ -424,6 +424,35 @@ def edge_gap(indptr, indices, est, s, x):
     return gap
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _row_bounds(i, a, b, indices, csr_edges, a0, inv, deg, caps, c, si, has_caps, has_inv, g):
+    """Row i's walk boundaries in ``g[0:b-a-1]``; returns ``M_ii``, the probability to stay.
+
+    The slot probabilities ``c_ij / s_i`` are summed from 0 in slot order (local to i), then
+    ``b_k = M_ii + cum_k``; the last boundary is pinned to 1 (only the first deg - 1 are compared).
+    Non-decreasing, so the first slot with ``b_k > u`` is ``a + #(b_k <= u)``, no branch. Shared by
+    the serial, threaded and partitioned walks, which must draw alike.
+    """
+    cs = 0.0
+    if has_caps:
+        for k in range(a, b):
+            cs = cs + caps[csr_edges[k]] / (c * max(deg[i], deg[indices[k]])) / si
+            g[k - a] = cs
+    elif has_inv:
+        for k in range(a, b):
+            cs = cs + min(inv[i], inv[indices[k]]) / si
+            g[k - a] = cs
+    else:
+        pk = a0 / si
+        for k in range(a, b):
+            cs = cs + pk
+            g[k - a] = cs
+    stay = 1.0 - cs
+    for q in range(b - a - 1):
+        g[q] = stay + g[q]
+    return stay
+
+
 @numba.njit(cache=True, nogil=True)
 def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, base, kind, counts, new, real, net, need,
           need_at_target, g):
@@ -447,28 +476,8 @@ def _walk(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, base, kind, coun
             continue
         a = indptr[i]
         b = indptr[i + 1]
-        si = s[i]
-        # Row i's cumulative slot probabilities c_ij / s_i, summed from 0 in slot order (local to i).
-        cs = 0.0
-        if has_caps:
-            for k in range(a, b):
-                cs = cs + caps[csr_edges[k]] / (c * max(deg[i], deg[indices[k]])) / si
-                g[k - a] = cs
-        elif has_inv:
-            for k in range(a, b):
-                cs = cs + min(inv[i], inv[indices[k]]) / si
-                g[k - a] = cs
-        else:
-            pk = a0 / si
-            for k in range(a, b):
-                cs = cs + pk
-                g[k - a] = cs
-        stay = 1.0 - cs
-        # Boundaries b_k = M_ii + cum_k; the last is pinned to 1 (only the first deg - 1 are
-        # compared). Non-decreasing, so the first slot with b_k > u is a + #(b_k <= u), no branch.
+        stay = _row_bounds(i, a, b, indices, csr_edges, a0, inv, deg, caps, c, s[i], has_caps, has_inv, g)
         last = b - a - 1
-        for q in range(last):
-            g[q] = stay + g[q]
         stays = 0
         node_bits = (np.uint64(i) << np.uint64(32)) | hi
         for t in range(ci):

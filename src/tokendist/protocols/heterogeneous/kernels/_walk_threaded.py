@@ -41,7 +41,7 @@ import numpy as np
 
 from ....kernels._coins import _step_base, _uniform
 from ._walk_cube import CUBE_BLOCK_BITS, _cube_block
-from ._walk_serial import _estimate_error, _pair_rows, _pair_rows_regular
+from ._walk_serial import _estimate_error, _pair_rows, _pair_rows_regular, _row_bounds
 
 __all__ = ["fos_pair_par", "fos_pair_regular_par", "fos_pair_cube_par", "mrws_step_par", "ROW_BLOCK"]
 
@@ -177,25 +177,8 @@ def _walk_block(indptr, indices, csr_edges, a0, inv, deg, caps, c, s, base, mark
         need[i] = 0
         if cm + cn == 0:
             continue
-        si = s[i]
-        cs = 0.0
-        if has_caps:
-            for k in range(a, b):
-                cs = cs + caps[csr_edges[k]] / (c * max(deg[i], deg[indices[k]])) / si
-                g[k - a] = cs
-        elif has_inv:
-            for k in range(a, b):
-                cs = cs + min(inv[i], inv[indices[k]]) / si
-                g[k - a] = cs
-        else:
-            pk = a0 / si
-            for k in range(a, b):
-                cs = cs + pk
-                g[k - a] = cs
-        stay = 1.0 - cs
+        stay = _row_bounds(i, a, b, indices, csr_edges, a0, inv, deg, caps, c, s[i], has_caps, has_inv, g)
         last = b - a - 1
-        for q in range(last):
-            g[q] = stay + g[q]
         for kind in range(2):
             ci = cm if kind == 0 else cn
             node_bits = (np.uint64(i) << np.uint64(32)) | (np.uint64(kind) << np.uint64(31))
