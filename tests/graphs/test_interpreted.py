@@ -58,6 +58,16 @@ def same_both_ways(g):
     with mode(python=False):
         compiled = helpers(g)
     assert interpreted == compiled
+    # The same types too: np.False_ == False, but it prints (and serialises) otherwise.
+    assert _types(interpreted) == _types(compiled)
+
+
+def _types(value):
+    if isinstance(value, dict):
+        return {k: _types(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_types(v) for v in value]
+    return type(value)
 
 
 @pytest.mark.parametrize("spec", ZOO)

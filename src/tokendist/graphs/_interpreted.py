@@ -20,6 +20,8 @@ import os
 import time
 import types
 
+import numpy as np
+
 __all__ = ["run_kernel", "interpreted", "kernel_compiled", "SMALL_GRAPH_SIZE", "INTERPRETED_BUDGET"]
 
 #: ``n + m`` up to which a helper not compiled yet runs interpreted. The helpers are linear or
@@ -82,10 +84,21 @@ def run_kernel(kernel, size: int, *args):
             and os.environ.get(SMALL_ENV, "1") != "0" and not kernel_compiled(kernel, args)):
         start = time.perf_counter()
         try:
-            return interpreted(kernel)(*args)
+            return _as_compiled_returns(interpreted(kernel)(*args))
         finally:
             _spent[id(kernel)] = _spent.get(id(kernel), 0.0) + time.perf_counter() - start
     return kernel(*args)
+
+
+def _as_compiled_returns(value):
+    """What the compiled kernel returns for the interpreted code's ``value``: numba hands scalars
+    back as Python's ``bool``, ``int`` and ``float``, not numpy's (``np.False_`` printed where
+    ``False`` was meant), in tuples too; arrays stay arrays."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, tuple):
+        return tuple(_as_compiled_returns(v) for v in value)
+    return value
 
 
 #: ``TOKENDIST_SMALL_GRAPH_PYTHON=0`` always calls the compiled helpers (tests compare the two).
