@@ -73,6 +73,8 @@ def run_each(names, task, *, shared=None, workers: int = 1, progress=None, compi
             warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
             pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_listen)
             futures = {pool.submit(_run_one, name): i for i, name in enumerate(names)}
+        if progress is not None:  # (the workers are forked by now)
+            progress(0, total, "")
         try:
             pending, done_count, shown = set(futures), 0, None
             while pending:
