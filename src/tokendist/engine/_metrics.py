@@ -16,7 +16,7 @@ from ..registry import Registry
 
 __all__ = ["METRICS", "SUMMARY_METRICS", "ideal_loads", "discrepancy", "local_discrepancy", "l1_error",
            "l2_error", "linf_error", "max_weighted_load", "potential", "measure", "summary", "normalised_speeds",
-           "sum_min"]
+           "sum_min", "target_reached"]
 
 
 def normalised_speeds(graph) -> np.ndarray | None:
@@ -43,6 +43,14 @@ def local_discrepancy(graph, loads):
         return loads.dtype.type(0)
     return np.abs(loads[graph.u] - loads[graph.v]).max()
 
+
+
+def target_reached(graph, loads, until_discrepancy=None, until_local_discrepancy=None) -> bool:
+    """Whether ``loads`` meet a run's stopping target: discrepancy, or local discrepancy, at most
+    the given level (None: no such target). The one test of every single-process step loop."""
+    if until_discrepancy is not None and discrepancy(graph, loads) <= until_discrepancy:
+        return True
+    return until_local_discrepancy is not None and local_discrepancy(graph, loads) <= until_local_discrepancy
 
 def _error(graph, loads):
     return loads - ideal_loads(graph, loads.sum())

@@ -36,7 +36,7 @@ from ..kernels._report import REFERENCE, CompileAvoided, avoid_compiling
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
 from ._injection import stream_summary
-from ._metrics import SUMMARY_METRICS, measure, discrepancy, local_discrepancy, sum_min
+from ._metrics import SUMMARY_METRICS, measure, sum_min, target_reached
 from ._pass import FLOWS as _FLOWS
 from ._pass import OUTFLOW as _OUTFLOW
 from ._pass import SIGN as _SIGN
@@ -494,11 +494,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
             trace[k].append(v)
 
     def reached(g, w) -> bool:
-        if until_discrepancy is not None and discrepancy(g, w) <= until_discrepancy:
-            return True
-        if until_local_discrepancy is not None and local_discrepancy(g, w) <= until_local_discrepancy:
-            return True
-        return False
+        return target_reached(g, w, until_discrepancy, until_local_discrepancy)
 
     cycles = (detect_cycles and not protocol.randomized and dynamics is None and injection is None
               and graph.n <= _CYCLE_DETECTION_MAX_N)

@@ -41,7 +41,7 @@ import numba
 import numpy as np
 
 from ..errors import ConservationError
-from ._metrics import SUMMARY_METRICS, _summary_kernel, discrepancy, local_discrepancy, measure
+from ._metrics import SUMMARY_METRICS, _summary_kernel, measure, target_reached
 from ._pass import StepPass, small_run
 
 __all__ = ["run_event_steps", "EventTrace", "event_driven", "event_source", "CONSERVATION_EVERY"]
@@ -105,11 +105,7 @@ def run_event_steps(protocol, graph, *, max_steps, until_discrepancy, until_loca
     stop_targets = until_discrepancy is not None or until_local_discrepancy is not None
 
     def reached() -> bool:
-        if until_discrepancy is not None and discrepancy(graph, loads) <= until_discrepancy:
-            return True
-        if until_local_discrepancy is not None and local_discrepancy(graph, loads) <= until_local_discrepancy:
-            return True
-        return False
+        return target_reached(graph, loads, until_discrepancy, until_local_discrepancy)
 
     moved_total = messages_total = 0
     rec.append((0, 0, 0, 0))
@@ -185,11 +181,7 @@ def _run_compiled(protocol, graph, *, max_steps, until_discrepancy, until_local_
     stop_targets = until_discrepancy is not None or until_local_discrepancy is not None
 
     def reached() -> bool:
-        if until_discrepancy is not None and discrepancy(graph, loads) <= until_discrepancy:
-            return True
-        if until_local_discrepancy is not None and local_discrepancy(graph, loads) <= until_local_discrepancy:
-            return True
-        return False
+        return target_reached(graph, loads, until_discrepancy, until_local_discrepancy)
 
     marks = [(0, time.perf_counter())]
     cycle_length = None
