@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokendist._random import counter_uniform, counter_uniform_scalar
+from tokendist._random import CounterDraws, counter_uniform, counter_uniform_scalar
 
 U63 = st.integers(0, 2**63 - 1)
 
@@ -35,3 +35,15 @@ def test_the_index_array_is_not_changed():
     index = np.arange(10, dtype=np.uint64)
     counter_uniform(3, 4, index)
     assert index.tolist() == list(range(10))
+
+
+@given(key=st.integers(0, 2**64 - 1), first=st.integers(0, 2**40), block=st.integers(1, 9),
+       index=st.lists(st.integers(0, 2**64 - 1), max_size=7))
+@settings(max_examples=60, deadline=None)
+def test_counter_draws_by_block_equal_the_single_step_draws(key, first, block, index):
+    draws = CounterDraws(key, np.array(index, dtype=np.uint64), block=block)
+    # Forward, then back before the block, then far ahead: each row is counter_uniform's.
+    for t in [first, first + 1, first + block, first + 2 * block + 1, first, first + 10**6]:
+        row = draws.at(t)
+        assert np.array_equal(row, counter_uniform(key, t, np.array(index, dtype=np.uint64)))
+        assert not row.flags.writeable
