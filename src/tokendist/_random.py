@@ -145,6 +145,13 @@ class CounterDraws:
             first = step
         return self._rows[step - first]
 
+    def rows(self, first: int) -> np.ndarray:
+        """The draws of steps ``first .. first + block - 1``: a read-only ``(block, len(index))``
+        array whose row ``b`` is ``counter_uniform(key, first + b, index)``."""
+        if self._first != first:
+            self._fill(first)
+        return self._rows
+
     def _fill(self, step: int) -> None:
         # Each step's base _mix(key ^ _mix(step)), vectorised over the block's steps.
         base = _splitmix64(np.arange(step, step + self.block, dtype=np.int64).astype(np.uint64))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._random import counter_uniform, stream_key
+from ..._random import CounterDraws, counter_uniform, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from ...graphs import edge_colouring
@@ -49,25 +49,52 @@ def random_matching(graph, key: int, t: int, drawing: str = "edge-coin", p: floa
     n, m = graph.n, graph.m
     if m == 0:
         return np.zeros(0, dtype=bool)
+    mask = np.zeros(m, dtype=bool)
     if drawing == "edge-coin":
         p = 1.0 / (4 * graph.max_degree) if p is None else p
-        cand = _coins(key, _TAG_MATCH, t, m) < p
-        count = np.bincount(graph.u[cand], minlength=n) + np.bincount(graph.v[cand], minlength=n)
-        return cand & (count[graph.u] == 1) & (count[graph.v] == 1)
-    active = _coins(key, _TAG_ACTIVE, t, n) < 0.5
+        _, edges = edge_coin_matchings(graph, _coins(key, _TAG_MATCH, t, m)[None, :] < p)
+        mask[edges] = True
+        return mask
+    chooser, target = active_passive_pairs(graph, _coins(key, _TAG_ACTIVE, t, n), _coins(key, _TAG_PICK, t, n))
+    mask[graph.edge_index(np.minimum(chooser, target), np.maximum(chooser, target))] = True
+    return mask
+
+
+def edge_coin_matchings(graph, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The edge-coin matchings of a block of rounds: ``(rounds, edges)`` of the matched edges.
+
+    ``candidates`` is a boolean ``(rounds, m)`` array, row b the candidate edges of the block's round
+    b. A candidate is matched when no other candidate of its round touches either end. The pairs come
+    sorted by round, then by edge.
+    """
+    rounds, edges = np.nonzero(candidates)
+    # Node i of round b is counted at b n + i: one bincount counts the candidates at every node of every round.
+    at_u = rounds * graph.n + graph.u[edges]
+    at_v = rounds * graph.n + graph.v[edges]
+    count = np.bincount(at_u, minlength=candidates.shape[0] * graph.n)
+    count += np.bincount(at_v, minlength=count.size)
+    alone = (count[at_u] == 1) & (count[at_v] == 1)
+    return rounds[alone], edges[alone]
+
+
+def active_passive_pairs(graph, active_u: np.ndarray, pick_u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The active-passive matching of one round from its node draws: ``(chooser, target)`` per matched edge.
+
+    Node i is active when ``active_u[i] < 1/2`` and picks its neighbour in CSR slot
+    ``floor(pick_u[i] d_i)``; an active node's pick is matched when the target is passive and was
+    picked by nobody else.
+    """
+    n = graph.n
+    active = active_u < 0.5
     deg = np.diff(graph.indptr)
-    pick_slot = graph.indptr[:-1] + np.minimum((_coins(key, _TAG_PICK, t, n) * deg).astype(np.int64),
-                                               np.maximum(deg - 1, 0))
+    pick_slot = graph.indptr[:-1] + np.minimum((pick_u * deg).astype(np.int64), np.maximum(deg - 1, 0))
     chooser = np.flatnonzero(active & (deg > 0))
     target = graph.indices[pick_slot[chooser]]
     ok = ~active[target]
     chooser, target = chooser[ok], target[ok]
     picked = np.bincount(target, minlength=n)
     keep = picked[target] == 1
-    chooser, target = chooser[keep], target[keep]
-    mask = np.zeros(m, dtype=bool)
-    mask[graph.edge_index(np.minimum(chooser, target), np.maximum(chooser, target))] = True
-    return mask
+    return chooser[keep], target[keep]
 
 
 def balance_pairs(graph, loads, matched: np.ndarray, up_to_u: np.ndarray) -> np.ndarray:
@@ -80,6 +107,44 @@ def balance_pairs(graph, loads, matched: np.ndarray, up_to_u: np.ndarray) -> np.
     flows = np.zeros(graph.m, dtype=np.int64)
     flows[e] = a - new_u
     return flows
+
+
+def _block_size(m: int) -> int:
+    # Rounds drawn at once by the references: 64, fewer on a large graph (at most ~2^15 draws a block).
+    return max(1, min(64, (1 << 15) // max(m, 1)))
+
+
+class _EdgeCoinRounds:
+    """The edge-coin matchings of consecutive rounds with their excess coins, a block of rounds at a time.
+
+    A matching does not depend on the loads, so the reference draws ``block`` rounds at once (the
+    same draws as :func:`random_matching`, :class:`tokendist._random.CounterDraws`): a round then
+    costs a few numpy calls on a small graph instead of some thirty. Rounds may be asked for in any
+    order.
+    """
+
+    def __init__(self, graph, key: int, p: float, coins: bool):
+        self.graph, self.p = graph, p
+        self.block = _block_size(graph.m)
+        every_edge = np.arange(graph.m, dtype=np.uint64)
+        self.match = CounterDraws(_tag_key(key, _TAG_MATCH), every_edge, self.block)
+        self.coin = CounterDraws(_tag_key(key, _TAG_COIN), every_edge, self.block) if coins else None
+        self.first = None
+
+    def at(self, t: int):
+        """``(edges, u ends, v ends, up_to_u)`` of round t: its matched edges (increasing), their ends
+        and, with coins, where the odd token goes (None without)."""
+        if self.first is None or not self.first <= t < self.first + self.block:
+            self._fill(t)
+        a, b = self.starts[t - self.first], self.starts[t - self.first + 1]
+        return self.edges[a:b], self.ends_u[a:b], self.ends_v[a:b], (None if self.up is None else self.up[a:b])
+
+    def _fill(self, first: int) -> None:
+        rounds, self.edges = edge_coin_matchings(self.graph, self.match.rows(first) < self.p)
+        self.ends_u, self.ends_v = self.graph.u[self.edges], self.graph.v[self.edges]
+        self.starts = np.searchsorted(rounds, np.arange(self.block + 1)).tolist()  # (Python ints: slices)
+        self.up = None if self.coin is None else self.coin.rows(first)[rounds, self.edges] < 0.5
+        self.first = first
 
 
 class _MatchingBase(Protocol):
@@ -97,6 +162,24 @@ class _MatchingBase(Protocol):
         new = loads - np.bincount(graph.u, weights=flows, minlength=graph.n).astype(np.int64) \
             + np.bincount(graph.v, weights=flows, minlength=graph.n).astype(np.int64)
         return Step(new, moved=int(np.abs(flows).sum()), messages=2 * int(matched.sum()), flows=flows)
+
+    def _balance(self, graph, loads, edges, ends_u, ends_v, up_to_u):
+        """The reference step on the round's matched ``edges`` (ends ``graph.u[edges]``,
+        ``graph.v[edges]``), as :meth:`_step` with the mask of those edges: every pair averages, the
+        odd token to ``u`` where ``up_to_u`` (None: where ``u`` was the heavier end)."""
+        loads = np.asarray(loads, dtype=np.int64)
+        a, b = loads[ends_u], loads[ends_v]
+        s = a + b
+        if up_to_u is None:
+            up_to_u = a >= b
+        new_u = (s >> 1) + (s & up_to_u)  # floor(s / 2), + (s mod 2) where the odd token goes to u (s & True = s & 1)
+        sent = a - new_u
+        new = loads.copy()
+        new[ends_u] = new_u  # a matching: every node in at most one pair
+        new[ends_v] = s - new_u
+        flows = np.zeros(graph.m, dtype=np.int64)
+        flows[edges] = sent
+        return Step(new, moved=int(np.abs(sent).sum()), messages=2 * len(edges), flows=flows)
 
 
 @register_protocol
@@ -149,6 +232,7 @@ class RandomMatching(_MatchingBase):
             raise TokendistError(f"{self.name}: p={self.options['p']}: a probability in [0, 1] (0: 1/(4 Delta))")
         self._key = stream_key(rng)
         self._graph = graph
+        self._draws = None  # the reference's draws, made at its first step
         if self.options["kernel"] == "numba":
             self._out = np.empty(graph.n, dtype=np.int64)
             self._count = np.zeros(graph.n, dtype=np.int64)
@@ -159,6 +243,8 @@ class RandomMatching(_MatchingBase):
     def step(self, t, graph, loads):
         p = self.options["p"] or None
         if self.options["kernel"] == "numpy" or graph is not self._graph or graph.m == 0:
+            if graph is self._graph and graph.m:
+                return self._reference_step(t, graph, loads, p)
             return self._step(t, graph, loads, random_matching(graph, self._key, t, self.options["drawing"], p))
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         draw = self.options["drawing"] == "edge-coin"
@@ -173,6 +259,25 @@ class RandomMatching(_MatchingBase):
                                        _tag_key(self._key, _TAG_COIN), t, self._count, new, flows)
         self._out = loads  # the engine's previous loads: next step's output buffer
         return Step(new, moved=int(moved), messages=2 * int(matched), flows=flows)
+
+    def _reference_step(self, t, graph, loads, p):
+        """The numpy reference on the graph of the start: :meth:`_step` on :func:`random_matching`'s
+        round, with the draws made a block of rounds at a time."""
+        random = self.options["excess"] == "random"
+        if self._draws is None:
+            block, every_node = _block_size(graph.m), np.arange(graph.n, dtype=np.uint64)
+            self._draws = (_EdgeCoinRounds(graph, self._key, 1.0 / (4 * graph.max_degree) if p is None else p, random)
+                           if self.options["drawing"] == "edge-coin" else
+                           (CounterDraws(_tag_key(self._key, _TAG_ACTIVE), every_node, block),
+                            CounterDraws(_tag_key(self._key, _TAG_PICK), every_node, block),
+                            CounterDraws(_tag_key(self._key, _TAG_COIN), np.arange(graph.m, dtype=np.uint64), block)))
+        if self.options["drawing"] == "edge-coin":
+            return self._balance(graph, loads, *self._draws.at(t))
+        active, pick, coin = self._draws
+        chooser, target = active_passive_pairs(graph, active.at(t), pick.at(t))
+        edges = graph.edge_index(np.minimum(chooser, target), np.maximum(chooser, target))
+        up_to_u = coin.at(t)[edges] < 0.5 if random else None
+        return self._balance(graph, loads, edges, graph.u[edges], graph.v[edges], up_to_u)
 
 
 @register_protocol
@@ -215,6 +320,7 @@ class BalancingCircuit(_MatchingBase):
         self.colours = edge_colouring(graph) if graph.m else np.zeros(0, dtype=np.int64)
         self.period = int(self.colours.max()) + 1 if graph.m else 1
         self._graph = graph
+        self._classes = None  # the reference's colour classes and coins, made at its first step
         if self.options["kernel"] == "numba":
             # The edges sorted by colour (increasing edge order within a class), and where each class starts.
             idx = np.int32 if graph.m < 2**31 else np.int64
@@ -226,7 +332,17 @@ class BalancingCircuit(_MatchingBase):
 
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numpy" or graph is not self._graph:
-            return self._step(t, graph, loads, self.colours == (t % self.period))
+            if graph is not self._graph:
+                return self._step(t, graph, loads, self.colours == (t % self.period))
+            if self._classes is None:
+                self._classes = [(e, graph.u[e], graph.v[e]) for e in
+                                 (np.flatnonzero(self.colours == c) for c in range(self.period))]
+                self._coin = CounterDraws(_tag_key(self._key, _TAG_COIN), np.arange(graph.m, dtype=np.uint64),
+                                          _block_size(graph.m))
+            # Round t's matching is the colour class t mod period; the same coins as _excess_to_u's.
+            edges, ends_u, ends_v = self._classes[t % self.period]
+            up_to_u = self._coin.at(t)[edges] < 0.5 if self.options["excess"] == "random" else None
+            return self._balance(graph, loads, edges, ends_u, ends_v, up_to_u)
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         c = t % self.period
         lo, hi = int(self._class_start[c]), int(self._class_start[c + 1])

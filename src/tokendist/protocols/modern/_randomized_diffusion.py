@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._random import counter_uniform, counter_uniform_scalar, stream_key
+from ..._random import CounterDraws, counter_uniform, counter_uniform_scalar, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
 from ...kernels._report import instrument_kernels
 from .kernels._randomized_diffusion import randomized_diffusion_step
@@ -30,6 +30,24 @@ def slot_table(graph, slots: int) -> np.ndarray:
     return table
 
 
+def slot_ranks(u: np.ndarray) -> np.ndarray:
+    """The rank of each slot's draw within its node: ``u`` is ``(..., slots)``; rank 0 is the smallest
+    draw, ties by slot number (the order of a stable sort)."""
+    S = u.shape[-1]
+    if S > 8:
+        return np.argsort(np.argsort(u, axis=-1, kind="stable"), axis=-1, kind="stable")
+    # Few slots: compare every pair of slots over all nodes at once (S (S - 1) / 2 comparisons of
+    # whole columns), much cheaper than sorting many short rows; the same ranks.
+    cols = np.moveaxis(u, -1, 0)
+    rank = np.zeros(cols.shape, dtype=np.int8)
+    for s in range(1, S):
+        for j in range(s):
+            j_first = cols[j] <= cols[s]  # j < s: on a tie, the lower slot comes first
+            rank[s] += j_first
+            rank[j] += ~j_first
+    return np.moveaxis(rank, 0, -1)
+
+
 def excess_slots(key: int, t: int, n: int, slots: int, remainder: np.ndarray) -> np.ndarray:
     """Boolean ``(n, slots)``: for each node, ``remainder`` distinct slots drawn uniformly at random.
 
@@ -37,8 +55,27 @@ def excess_slots(key: int, t: int, n: int, slots: int, remainder: np.ndarray) ->
     the smallest U (ties by slot number) are chosen: a uniform subset, the same in the per-node rule.
     """
     u = counter_uniform(key, t, np.arange(n * slots, dtype=np.uint64)).reshape(n, slots)
-    ranks = np.argsort(np.argsort(u, axis=1, kind="stable"), axis=1, kind="stable")
-    return ranks < remainder[:, None]
+    return slot_ranks(u) < remainder[:, None]
+
+
+class _SlotRanks:
+    """:func:`slot_ranks` of the draws of :func:`excess_slots`, for a block of steps at a time.
+
+    The ranks do not depend on the loads, so the reference computes them for ``block`` consecutive
+    steps at once (:class:`tokendist._random.CounterDraws`); steps may come in any order.
+    """
+
+    def __init__(self, key: int, n: int, slots: int):
+        self.shape = (n, slots)
+        self.block = max(1, min(64, (1 << 16) // max(n * slots, 1)))  # (at most ~2^16 draws a block)
+        self.draws = CounterDraws(key, np.arange(n * slots, dtype=np.uint64), self.block)
+        self.first = None
+
+    def at(self, t: int) -> np.ndarray:
+        if self.first is None or not self.first <= t < self.first + self.block:
+            self.ranks = slot_ranks(self.draws.rows(t).reshape(self.block, *self.shape))
+            self.first = t
+        return self.ranks[t - self.first]
 
 
 @register_protocol
@@ -105,6 +142,10 @@ class RandomizedDiffusion(Protocol):
         self._out = np.empty(graph.n, dtype=np.int64)
         self._u = np.empty(self.slots)
         self._extra = np.empty(self.slots, dtype=np.int64)
+        self._ranks = None  # the reference's draws, made at its first step
+        # The reference's neighbour slots: flat positions in the (n, slots) table, in CSR order.
+        self._neighbour_slots = np.flatnonzero(self._table >= 0)
+        self._rows = np.repeat(np.arange(graph.n), np.diff(graph.indptr))
 
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numba" and graph is self._graph:
@@ -116,11 +157,21 @@ class RandomizedDiffusion(Protocol):
         loads = np.asarray(loads, dtype=np.int64)
         n, S = graph.n, self.slots
         q, r = np.divmod(loads, S)
-        give = q[:, None] + excess_slots(self._key, t, n, S, r)
-        to_other = self._table >= 0
-        sent = np.where(to_other, give, 0)
-        new = loads - sent.sum(axis=1)
-        new += np.bincount(self._table[to_other], weights=sent[to_other], minlength=n).astype(np.int64)
+        if graph is not self._graph:
+            give = q[:, None] + excess_slots(self._key, t, n, S, r)
+            to_other = self._table >= 0
+            sent = np.where(to_other, give, 0)
+            new = loads - sent.sum(axis=1)
+            new += np.bincount(self._table[to_other], weights=sent[to_other], minlength=n).astype(np.int64)
+            return Step(new, moved=int(sent.sum()), messages=2 * graph.m)
+        if self._ranks is None:
+            self._ranks = _SlotRanks(self._key, n, S)
+        extra = self._ranks.at(t) < r[:, None]  # excess_slots(key, t, n, S, r), its ranks drawn a block ahead
+        # Over each CSR slot (i -> j): q_i, plus one where that slot is among i's r_i chosen ones.
+        rows = self._rows
+        sent = q[rows] + extra.ravel()[self._neighbour_slots]
+        new = loads - np.bincount(rows, weights=sent, minlength=n).astype(np.int64)
+        new += np.bincount(graph.indices, weights=sent, minlength=n).astype(np.int64)
         return Step(new, moved=int(sent.sum()), messages=2 * graph.m)
 
     # Per-node form: the node's load and its own counter-based coins.

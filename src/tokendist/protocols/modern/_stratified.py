@@ -119,6 +119,13 @@ class StratifiedDiffusion(Protocol):
         self._key = stream_key(rng)
         self._out = np.empty(graph.n, dtype=np.int64)
         self._indices = unsigned_view(graph.indices)  # (once: the step below runs for a few microseconds)
+        # The reference's boundaries: slot s of node i sends the tokens between boundaries col[s] and
+        # col[s] + 1 of its row, and neighbouring slots share one; each boundary is drawn once.
+        S1 = self._c.shape[1]
+        at = np.concatenate([self._rows * S1 + self._col, self._rows * S1 + self._col + 1])
+        used, where = np.unique(at, return_inverse=True)
+        self._bound_c, self._bound_row = self._c.ravel()[used], used // S1
+        self._lo, self._hi = where[:len(self._col)], where[len(self._col):]
 
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numba" and graph is self._graph:
@@ -129,11 +136,10 @@ class StratifiedDiffusion(Protocol):
             self._out = loads  # the engine's previous loads: next step's output buffer
             return Step(new, moved=int(moved), messages=2 * graph.m)
         loads = np.asarray(loads, dtype=np.int64)
-        rows, col = self._rows, self._col
-        x = loads[rows]
-        lo = _below(self._c[rows, col], x, rows, self._key, t)
-        hi = _below(self._c[rows, col + 1], x, rows, self._key, t)
-        sent = hi - lo
+        rows = self._rows
+        # _below(c[rows, col]) and _below(c[rows, col + 1]) of every slot, each boundary computed once.
+        below = _below(self._bound_c, loads[self._bound_row], self._bound_row, self._key, t)
+        sent = below[self._hi] - below[self._lo]
         n = graph.n
         new = loads - np.bincount(rows, weights=sent, minlength=n).astype(np.int64) \
             + np.bincount(graph.indices, weights=sent, minlength=n).astype(np.int64)
