@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._random import counter_uniform_scalar, stream_key
+from ..._random import CounterDraws, counter_uniform_scalar, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
 from ...graphs._model import unsigned_view
 from ...kernels._report import instrument_kernels
@@ -73,10 +73,12 @@ class PairwiseAveraging(Protocol):
         self._outflow = np.zeros(graph.n, dtype=np.int64)
         self._ends = (unsigned_view(graph.u), unsigned_view(graph.v))  # (once: a step is a few microseconds)
         self._last = np.zeros(2, dtype=np.int64)  # the nodes of the previous interaction (nonzero outflow)
+        self._draws = None  # the reference's draws, made at its first step
 
-    def pair(self, t, graph) -> int:
-        """The edge of step ``t``."""
-        return min(int(counter_uniform_scalar(self._key, t, 0) * graph.m), graph.m - 1)
+    def pair(self, t, graph, draw: float | None = None) -> int:
+        """The edge of step ``t`` (``draw``: its draw ``counter_uniform(key, t, 0)`` when already made)."""
+        u = counter_uniform_scalar(self._key, t, 0) if draw is None else draw
+        return min(int(u * graph.m), graph.m - 1)
 
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numba" and graph is self._graph and graph.m:
@@ -90,13 +92,22 @@ class PairwiseAveraging(Protocol):
         new = np.array(loads, dtype=np.int64, copy=True)
         if graph.m == 0:
             return Step(new)
-        e = self.pair(t, graph)
-        a, b = int(graph.u[e]), int(graph.v[e])
+        if graph is self._graph:
+            if self._draws is None:  # step t's two draws (edge, coin), 256 steps at a time: the same numbers
+                self._draws = CounterDraws(self._key, np.arange(2), block=256)
+                self._ends_list = (graph.u.tolist(), graph.v.tolist())
+            draw, coin = self._draws.at(t).tolist()
+            e = self.pair(t, graph, draw)
+            a, b = self._ends_list[0][e], self._ends_list[1][e]
+        else:
+            e = self.pair(t, graph)
+            a, b = int(graph.u[e]), int(graph.v[e])
+            coin = counter_uniform_scalar(self._key, t, 1) if self.options["excess"] == "random" else None
         xa, xb = int(new[a]), int(new[b])
         s = xa + xb
         lo, hi = s // 2, s - s // 2
         if self.options["excess"] == "random":
-            a_hi = counter_uniform_scalar(self._key, t, 1) < 0.5
+            a_hi = coin < 0.5
         else:
             a_hi = xa >= xb
         new[a], new[b] = (hi, lo) if a_hi else (lo, hi)

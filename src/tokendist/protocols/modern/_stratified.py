@@ -50,13 +50,18 @@ def row_boundaries(graph, alpha: np.ndarray, order: str) -> tuple[np.ndarray, np
     return c, col
 
 
-def _below(c: np.ndarray, x: np.ndarray, nodes: np.ndarray, key: int, t: int) -> np.ndarray:
-    """Tokens whose stratified draw falls below boundary ``c``: floor(c x) + [U_k < frac(c x)], k = floor(c x)."""
+def _below(c: np.ndarray, x: np.ndarray, nodes: np.ndarray, key: int, t: int, node_hi=None) -> np.ndarray:
+    """Tokens whose stratified draw falls below boundary ``c``: floor(c x) + [U_k < frac(c x)], k = floor(c x).
+
+    ``node_hi``: ``nodes << 32`` as uint64, when the caller made it once.
+    """
     B = c * x
     k = np.floor(B)
     frac = B - k
     k = k.astype(np.int64)
-    idx = (nodes.astype(np.uint64) << np.uint64(32)) | (k.astype(np.uint64) & np.uint64(0xFFFFFFFF))
+    if node_hi is None:
+        node_hi = nodes.astype(np.uint64) << np.uint64(32)
+    idx = node_hi | (k.astype(np.uint64) & np.uint64(0xFFFFFFFF))
     extra = (k < x) & (counter_uniform(key, t, idx) < frac)
     return k + extra
 
@@ -119,13 +124,19 @@ class StratifiedDiffusion(Protocol):
         self._key = stream_key(rng)
         self._out = np.empty(graph.n, dtype=np.int64)
         self._indices = unsigned_view(graph.indices)  # (once: the step below runs for a few microseconds)
-        # The reference's boundaries: slot s of node i sends the tokens between boundaries col[s] and
-        # col[s] + 1 of its row, and neighbouring slots share one; each boundary is drawn once.
-        S1 = self._c.shape[1]
-        at = np.concatenate([self._rows * S1 + self._col, self._rows * S1 + self._col + 1])
-        used, where = np.unique(at, return_inverse=True)
-        self._bound_c, self._bound_row = self._c.ravel()[used], used // S1
-        self._lo, self._hi = where[:len(self._col)], where[len(self._col):]
+        self._bounds = None  # the reference's boundaries, made at its first step
+
+    def _boundaries(self):
+        """The reference's boundaries: ``(c, row, row << 32, lo, hi)``, each (row, column) once.
+
+        Slot s of node i sends the tokens between boundaries ``col[s]`` and ``col[s] + 1`` of its
+        row, and consecutive slots share one: drawn once, the step makes about half the draws.
+        ``lo``, ``hi``: the position of each slot's two boundaries among them.
+        """
+        S1, rows, col = self._c.shape[1], self._rows, self._col
+        used, where = np.unique(np.concatenate([rows * S1 + col, rows * S1 + col + 1]), return_inverse=True)
+        row = used // S1
+        return self._c.ravel()[used], row, row.astype(np.uint64) << np.uint64(32), where[:len(col)], where[len(col):]
 
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numba" and graph is self._graph:
@@ -136,13 +147,16 @@ class StratifiedDiffusion(Protocol):
             self._out = loads  # the engine's previous loads: next step's output buffer
             return Step(new, moved=int(moved), messages=2 * graph.m)
         loads = np.asarray(loads, dtype=np.int64)
-        rows = self._rows
+        if self._bounds is None:
+            self._bounds = self._boundaries()
+        c, row, row_hi, lo, hi = self._bounds
         # _below(c[rows, col]) and _below(c[rows, col + 1]) of every slot, each boundary computed once.
-        below = _below(self._bound_c, loads[self._bound_row], self._bound_row, self._key, t)
-        sent = below[self._hi] - below[self._lo]
+        below = _below(c, loads[row], row, self._key, t, row_hi)
+        sent = below[hi] - below[lo]
         n = graph.n
-        new = loads - np.bincount(rows, weights=sent, minlength=n).astype(np.int64) \
-            + np.bincount(graph.indices, weights=sent, minlength=n).astype(np.int64)
+        # in - out per node, exact in float64 below exact_load_limit
+        new = loads + (np.bincount(graph.indices, weights=sent, minlength=n)
+                       - np.bincount(self._rows, weights=sent, minlength=n)).astype(np.int64)
         return Step(new, moved=int(sent.sum()), messages=2 * graph.m)
 
     # Per-node form: the node's row, its load and its own counter-based draws.
