@@ -30,6 +30,25 @@ def slot_table(graph, slots: int) -> np.ndarray:
     return table
 
 
+def slot_sources(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(sources, neighbour_slots)`` of a :func:`slot_table`: per slot (i, s), the flat position of the
+    share that node i receives over it, and the flat positions of the slots that lead to a neighbour.
+
+    Over a slot towards neighbour j, i receives what j gives over its own slot towards i; over a
+    self-slot, i keeps its own share. Every share arrives over exactly one slot: ``sources`` is a
+    permutation of the ``n * slots`` positions.
+    """
+    n, S = table.shape
+    out = np.flatnonzero(table >= 0)  # i's slots towards its neighbours, in CSR order
+    i, j = out // S, table.ravel()[out]
+    key = i * n + j
+    order = np.argsort(key)
+    back = order[np.searchsorted(key, j * n + i, sorter=order)]  # the slot (j -> i) of every slot (i -> j)
+    sources = np.arange(n * S)
+    sources[out] = out[back]
+    return sources.reshape(n, S), out
+
+
 def slot_ranks(u: np.ndarray) -> np.ndarray:
     """The rank of each slot's draw within its node: ``u`` is ``(..., slots)``; rank 0 is the smallest
     draw, ties by slot number (the order of a stable sort)."""
@@ -72,8 +91,10 @@ class _SlotRanks:
         self.first = None
 
     def at(self, t: int) -> np.ndarray:
+        """The ranks of step t, slot by slot: ``(slots, n)`` int64 (the transpose of slot_ranks')."""
         if self.first is None or not self.first <= t < self.first + self.block:
-            self.ranks = slot_ranks(self.draws.rows(t).reshape(self.block, *self.shape))
+            ranks = slot_ranks(self.draws.rows(t).reshape(self.block, *self.shape))
+            self.ranks = np.ascontiguousarray(np.swapaxes(ranks, 1, 2), dtype=np.int64)
             self.first = t
         return self.ranks[t - self.first]
 
@@ -142,10 +163,7 @@ class RandomizedDiffusion(Protocol):
         self._out = np.empty(graph.n, dtype=np.int64)
         self._u = np.empty(self.slots)
         self._extra = np.empty(self.slots, dtype=np.int64)
-        self._ranks = None  # the reference's draws, made at its first step
-        # The reference's neighbour slots: flat positions in the (n, slots) table, in CSR order.
-        self._neighbour_slots = np.flatnonzero(self._table >= 0)
-        self._rows = np.repeat(np.arange(graph.n), np.diff(graph.indptr))
+        self._ranks = None  # the reference's draws and slot sources, made at its first step
 
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numba" and graph is self._graph:
@@ -166,13 +184,15 @@ class RandomizedDiffusion(Protocol):
             return Step(new, moved=int(sent.sum()), messages=2 * graph.m)
         if self._ranks is None:
             self._ranks = _SlotRanks(self._key, n, S)
-        extra = self._ranks.at(t) < r[:, None]  # excess_slots(key, t, n, S, r), its ranks drawn a block ahead
-        # Over each CSR slot (i -> j): q_i, plus one where that slot is among i's r_i chosen ones.
-        rows = self._rows
-        sent = q[rows] + extra.ravel()[self._neighbour_slots]
-        new = loads - np.bincount(rows, weights=sent, minlength=n).astype(np.int64)
-        new += np.bincount(graph.indices, weights=sent, minlength=n).astype(np.int64)
-        return Step(new, moved=int(sent.sum()), messages=2 * graph.m)
+            sources, out = slot_sources(self._table)
+            # Slot by slot, (slots, n): share s of node i at s n + i (numpy sums long rows faster).
+            self._sources = ((sources % S) * n + sources // S).T.copy()
+            self._to_neighbour = (self._table >= 0).T.ravel().astype(np.int64)
+        # Every slot's share: q, plus one in the r slots of smallest draw (excess_slots, ranked a block ahead).
+        give = (self._ranks.at(t) < r) + q
+        # What arrives over each slot (slot_sources): the new load in exact integer sums.
+        new = give.ravel()[self._sources].sum(axis=0)
+        return Step(new, moved=int(give.ravel() @ self._to_neighbour), messages=2 * graph.m)
 
     # Per-node form: the node's load and its own counter-based coins.
     def publish(self, rnd, t, node, view):
