@@ -19,7 +19,7 @@ import numpy as np
 from .errors import TokendistError
 
 __all__ = ["make_rng", "stream", "STREAMS", "counter_uniform", "counter_uniform_scalar", "stream_key",
-           "CounterDraws"]
+           "CounterDraws", "mix_index", "counter_uniform_mixed"]
 
 #: Named sub-streams of one run; the position is part of the seed derivation, never reorder.
 STREAMS = ("topology", "init", "speeds", "protocol", "dynamics", "executor", "injection")
@@ -100,6 +100,20 @@ def counter_uniform(key: int, step: int, index) -> np.ndarray:
     x = np.array(index, dtype=np.uint64)  # a copy: mixed in place
     x = _splitmix64(x)
     x ^= np.uint64(_mix((key & _MASK64) ^ _mix(step & _MASK64)))  # the step's base, in Python ints
+    x = _splitmix64(x)
+    x >>= _S11
+    return x.astype(np.float64) * (1.0 / (1 << 53))
+
+
+def mix_index(index) -> np.ndarray:
+    """The index's own part of :func:`counter_uniform`, for :func:`counter_uniform_mixed` (uint64)."""
+    return _splitmix64(np.array(index, dtype=np.uint64))
+
+
+def counter_uniform_mixed(key: int, step: int, mixed: np.ndarray) -> np.ndarray:
+    """``counter_uniform(key, step, index)`` from ``mixed = mix_index(index)`` (not changed): the
+    same bits, for a caller that keeps the indices' mixes (a table of them, say)."""
+    x = mixed ^ np.uint64(_mix((key & _MASK64) ^ _mix(step & _MASK64)))
     x = _splitmix64(x)
     x >>= _S11
     return x.astype(np.float64) * (1.0 / (1 << 53))

@@ -12,11 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tokendist._random import CounterDraws, counter_uniform, counter_uniform_scalar, stream
+from tokendist._random import (CounterDraws, counter_uniform, counter_uniform_mixed, counter_uniform_scalar, mix_index,
+                               stream)
 from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
 from tokendist.protocols.modern._matching import _TAG_MATCH, _coins, edge_coin_matchings, random_matching
 from tokendist.protocols.modern._randomized_diffusion import slot_ranks
+from tokendist.protocols.modern._stratified import _below as below
 
 from .test_modern import SMALL, naive_randomized_diffusion, naive_stratified
 
@@ -63,9 +65,42 @@ def test_stratified_reference_is_the_per_node_rule(spec, order):
     x = _loads(g, 9)
     p = _reference("stratified-diffusion", g, x, {"order": order})
     for i, t in enumerate(STEPS[:10]):
+        if i == 6:  # a node with more tokens than the table of token mixes holds: the table grows
+            x = x.copy()
+            x[0] = 3 * x.max() + 1
         step = p.step(t, g, x)
         np.testing.assert_array_equal(step.loads, naive_stratified(g, x, t, p._key, order == "self-first"))
         x = np.array(step.loads, copy=True) if i % 2 else x
+    assert p._mixes is not None and p._mix_width > x.max()
+
+
+def test_stratified_reference_with_loads_past_the_mix_table():
+    """Loads whose table of token mixes would be too large: the indices are mixed step by step."""
+    g = make_graph("ring:5")
+    x = np.array([2**40, 3, 2**21 + 5, 0, 7], dtype=np.int64)
+    p = _reference("stratified-diffusion", g, x)
+    c, row, lo, hi = p._boundaries()
+    for t in (0, 9, 3):
+        step = p.step(t, g, x)
+        assert p._mixes is None
+        # The rule slot by slot: _below of each slot's two boundaries, tokens over the edge (i -> j).
+        key = p._key
+        sent = (below(c[hi], x[row[hi]], row[hi], key, t) - below(c[lo], x[row[lo]], row[lo], key, t))
+        expected = x - np.bincount(p._rows, weights=sent, minlength=g.n).astype(np.int64) \
+            + np.bincount(g.indices, weights=sent, minlength=g.n).astype(np.int64)
+        np.testing.assert_array_equal(step.loads, expected)
+        assert step.moved == sent.sum() and step.loads.sum() == x.sum()
+        x = np.array(step.loads, copy=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(key=st.integers(0, 2**64 - 1), step=st.integers(0, 2**63 - 1),
+       index=st.lists(st.integers(0, 2**64 - 1), max_size=7))
+def test_counter_uniform_from_premixed_indices(key, step, index):
+    index = np.array(index, dtype=np.uint64)
+    mixed = mix_index(index)
+    np.testing.assert_array_equal(counter_uniform_mixed(key, step, mixed), counter_uniform(key, step, index))
+    np.testing.assert_array_equal(mixed, mix_index(index))  # not changed
 
 
 def _tagged(key, tag):

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ..._random import counter_uniform, counter_uniform_scalar, stream_key
+from ..._random import counter_uniform, counter_uniform_mixed, counter_uniform_scalar, mix_index, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
 from ...graphs._model import unsigned_view
 from ...kernels._report import instrument_kernels
@@ -24,6 +24,9 @@ instrument_kernels(globals())  # runs report which kernel ran each step
 __all__ = ["StratifiedDiffusion", "row_boundaries"]
 
 _ORDERS = ("self-first", "self-last")
+
+#: Largest table of token mixes the reference keeps (entries: n times a power of two above the loads).
+_MIX_TABLE_LIMIT = 1 << 22
 
 
 def row_boundaries(graph, alpha: np.ndarray, order: str) -> tuple[np.ndarray, np.ndarray]:
@@ -50,19 +53,23 @@ def row_boundaries(graph, alpha: np.ndarray, order: str) -> tuple[np.ndarray, np
     return c, col
 
 
-def _below(c: np.ndarray, x: np.ndarray, nodes: np.ndarray, key: int, t: int, node_hi=None) -> np.ndarray:
+def _below(c: np.ndarray, x: np.ndarray, nodes: np.ndarray, key: int, t: int, mixes=None) -> np.ndarray:
     """Tokens whose stratified draw falls below boundary ``c``: floor(c x) + [U_k < frac(c x)], k = floor(c x).
 
-    ``node_hi``: ``nodes << 32`` as uint64, when the caller made it once.
+    ``mixes``: ``(table, at)`` with ``table[at + k] = mix_index(nodes << 32 | k)`` for every k the
+    loads ``x`` allow, when the caller keeps such a table (the same draws, fewer numpy calls).
     """
     B = c * x
     k = np.floor(B)
     frac = B - k
     k = k.astype(np.int64)
-    if node_hi is None:
-        node_hi = nodes.astype(np.uint64) << np.uint64(32)
-    idx = node_hi | (k.astype(np.uint64) & np.uint64(0xFFFFFFFF))
-    extra = (k < x) & (counter_uniform(key, t, idx) < frac)
+    if mixes is None:
+        idx = (nodes.astype(np.uint64) << np.uint64(32)) | (k.astype(np.uint64) & np.uint64(0xFFFFFFFF))
+        u = counter_uniform(key, t, idx)
+    else:
+        table, at = mixes
+        u = counter_uniform_mixed(key, t, table[at + k])
+    extra = (k < x) & (u < frac)
     return k + extra
 
 
@@ -125,9 +132,10 @@ class StratifiedDiffusion(Protocol):
         self._out = np.empty(graph.n, dtype=np.int64)
         self._indices = unsigned_view(graph.indices)  # (once: the step below runs for a few microseconds)
         self._bounds = None  # the reference's boundaries, made at its first step
+        self._mixes, self._mix_width = None, 0  # and its table of token mixes (_token_mixes)
 
     def _boundaries(self):
-        """The reference's boundaries: ``(c, row, row << 32, lo, hi)``, each (row, column) once.
+        """The reference's boundaries: ``(c, row, lo, hi)``, each (row, column) once.
 
         Slot s of node i sends the tokens between boundaries ``col[s]`` and ``col[s] + 1`` of its
         row, and consecutive slots share one: drawn once, the step makes about half the draws.
@@ -135,8 +143,19 @@ class StratifiedDiffusion(Protocol):
         """
         S1, rows, col = self._c.shape[1], self._rows, self._col
         used, where = np.unique(np.concatenate([rows * S1 + col, rows * S1 + col + 1]), return_inverse=True)
-        row = used // S1
-        return self._c.ravel()[used], row, row.astype(np.uint64) << np.uint64(32), where[:len(col)], where[len(col):]
+        return self._c.ravel()[used], used // S1, where[:len(col)], where[len(col):]
+
+    def _token_mixes(self, top: int):
+        """``(table, at)`` for :func:`_below` on the boundaries while no node holds more than ``top``
+        tokens: ``mix_index(u << 32 | k)`` of every node u and k < K, K a power of two above ``top``
+        (None past :data:`_MIX_TABLE_LIMIT` entries)."""
+        K = 1 << int(top).bit_length()
+        n = self._graph.n
+        if n * K > _MIX_TABLE_LIMIT:
+            return None
+        self._mix_width = K
+        tokens = (np.arange(n, dtype=np.uint64)[:, None] << np.uint64(32)) | np.arange(K, dtype=np.uint64)
+        return mix_index(tokens).ravel(), self._bounds[1] * K
 
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numba" and graph is self._graph:
@@ -149,9 +168,13 @@ class StratifiedDiffusion(Protocol):
         loads = np.asarray(loads, dtype=np.int64)
         if self._bounds is None:
             self._bounds = self._boundaries()
-        c, row, row_hi, lo, hi = self._bounds
+        c, row, lo, hi = self._bounds
+        # The token mixes in a table while the loads are small: k = floor(c x) <= x <= top (c <= 1).
+        top = int(loads.view(np.uint64).max())  # (a negative load: huge, no table)
+        if top >= self._mix_width:
+            self._mixes = self._token_mixes(top) if top < _MIX_TABLE_LIMIT else None
         # _below(c[rows, col]) and _below(c[rows, col + 1]) of every slot, each boundary computed once.
-        below = _below(c, loads[row], row, self._key, t, row_hi)
+        below = _below(c, loads[row], row, self._key, t, self._mixes if top < self._mix_width else None)
         sent = below[hi] - below[lo]
         n = graph.n
         # in - out per node, exact in float64 below exact_load_limit
