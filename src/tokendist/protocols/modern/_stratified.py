@@ -169,7 +169,8 @@ class StratifiedDiffusion(Protocol):
         if self._bounds is None:
             self._bounds = self._boundaries()
         c, row, lo, hi = self._bounds
-        # The token mixes in a table while the loads are small: k = floor(c x) <= x <= top (c <= 1).
+        # The token mixes in a table while the loads are small: k = floor(c x) <= x <= top (c <= 1 up
+        # to a few ulps, which cannot lift floor(c x) above x below 2^50 tokens).
         top = int(loads.view(np.uint64).max())  # (a negative load: huge, no table)
         if top >= self._mix_width:
             self._mixes = self._token_mixes(top) if top < _MIX_TABLE_LIMIT else None
