@@ -193,6 +193,17 @@ def _stencil_rows(indices, D, q, loads, err, tie, guard, out, buf, starts, ends,
             whole, rest = _split(x, q, inv, shift, pow2)
             a = ds * i
             ups = 0
+            if not guard or x >= ds * (whole + 1):  # the common case: it cannot overdraw
+                for k in range(ds):
+                    v = err[_U(a + k)] + rest
+                    up = 1 if 2 * v + tie > q else 0
+                    err[_U(a + k)] = v - up * q
+                    out[_U(i + offsets[k])] += whole + up
+                    ups += up
+                total = ds * whole + ups
+                out[ui] += x - total
+                moved += total
+                continue
             bits = 0  # which slots rounded up: the guard's undo needs no buffer writes
             for k in range(ds):
                 v = err[_U(a + k)] + rest
@@ -202,7 +213,7 @@ def _stencil_rows(indices, D, q, loads, err, tie, guard, out, buf, starts, ends,
                 bits |= up << k
                 ups += up
             total = ds * whole + ups
-            if guard and total > x:  # rare: take the sends back and redo them through the guard
+            if total > x:  # rare: take the sends back and redo them through the guard
                 for k in range(ds):
                     s = whole + ((bits >> k) & 1)
                     out[_U(i + offsets[k])] -= s
