@@ -149,11 +149,12 @@ def test_quasirandom_errors_in_the_narrowest_type():
 
 
 @pytest.mark.parametrize("spec", ["torus:8x8", "torus:4x4", "random-regular:20,3", "star:5"])
-def test_quasirandom_refuses_an_error_its_type_cannot_hold(spec):
+@pytest.mark.parametrize("kernel", ["numba", "numpy"])
+def test_quasirandom_refuses_an_error_its_type_cannot_hold(spec, kernel):
     # The guard is the only step that raises an error above q/2: if the value it stores would wrap
     # in the narrow type, the step refuses (one-line TokendistError), it never continues wrongly.
     g = make_graph(spec, seed=1)
-    p = make_protocol("quasirandom")
+    p = make_protocol("quasirandom", {"kernel": kernel})
     loads = np.ones(g.n, dtype=np.int64)
     p.reset(g, loads.copy(), np.random.default_rng(0))
     p.err_units[:] = np.iinfo(p.err_units.dtype).max  # every slot rounds up; x = 1 cannot pay them

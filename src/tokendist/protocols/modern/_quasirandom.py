@@ -75,7 +75,11 @@ def quasirandom_reference_step(graph, q_slot, loads, err, ties_up: bool, guard: 
             while total[i] > loads[i]:
                 k = min((k for k in range(a, b) if sent[k] > 0), key=lambda k: (err[k] / q_slot[k], k))
                 sent[k] -= 1
-                err[k] += q_slot[k]
+                raised = int(err[k]) + int(q_slot[k])
+                if raised > np.iinfo(err.dtype).max:  # as the kernels: refuse rather than wrap
+                    raise TokendistError(f"quasirandom: an accumulated error left the range of its {err.dtype} store; "
+                                         "the run cannot continue exactly")
+                err[k] = raised
                 total[i] -= 1
                 held += 1
     new = loads - np.bincount(rows, weights=sent, minlength=graph.n).astype(np.int64) \
