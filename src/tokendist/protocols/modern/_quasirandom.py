@@ -7,10 +7,11 @@ flow of the step plus the error so far), so that ``|e_ij| <= 1/2`` after every s
 Exact bookkeeping: every ``P_ij`` is ``1/q_ij`` for an integer ``q_ij`` (``2 max(d_i, d_j)``,
 ``Delta + 1``, or ``uniform:1/k``), so the error is kept as an integer count of ``1/q_ij``-th
 tokens: no floating-point drift, exact ties, and with ``x = a q + b`` the rounding is one
-comparison, ``sent = a + [2 (e + b) > q]``. The errors stay within ``3q/2`` in magnitude (the
-guard's take-backs are the only steps above ``q/2``), so they are stored in the narrowest signed
-integer type that holds ``2q`` (:func:`error_dtype`: int8 on tori and hypercubes up to degree 31,
-1 byte per directed edge). ``q`` must stay below 2^29 (a graph of maximum degree below 2^28).
+comparison, ``sent = a + [2 (e + b) > q]``. Rounding keeps an error in ``[-(q+1)/2, q/2]`` (or
+lowers it); only the guard's take-backs raise one above ``q/2``, and the tests find them within
+``3q/2``. The errors are stored in the narrowest signed integer type that holds ``2q``
+(:func:`error_dtype`: int8 on tori and hypercubes up to degree 31, 1 byte per directed edge);
+a value that would not fit stops the run with a one-line error instead of wrapping. ``q`` must stay below 2^29 (a graph of maximum degree below 2^28).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def reciprocal_denominators(alpha: np.ndarray, name: str) -> np.ndarray:
 
 
 def error_dtype(q_max: int) -> np.dtype:
-    """The narrowest of int8, int16, int32 whose range holds ``+-2 q_max`` (the errors stay within ``3q/2``).
+    """The narrowest of int8, int16, int32 whose range holds ``+-2 q_max`` (the errors measured stay within ``3q/2``).
 
     One byte per directed edge on tori and hypercubes of degree up to 31 (``q = 2d``): the kernel
     reads and writes every error once a step. The margin over ``3q/2`` costs nothing; a kernel
@@ -199,7 +200,7 @@ class Quasirandom(Protocol):
         else:
             moved, held = quasirandom_step(graph.indptr, unsigned_view(graph.indices), self._q, loads,
                                             self.err_units, self._ties_up, self._guard, new, self._buf)
-        if held < 0:  # (error_dtype leaves a margin of q/2 over the bound: not expected to happen)
+        if held < 0:  # (error_dtype leaves a margin of q/2 over the errors ever measured: not expected)
             raise TokendistError(f"{self.name}: an accumulated error left the range of its "
                                  f"{self.err_units.dtype} store; the run cannot continue exactly")
         self._out = loads
