@@ -1,4 +1,4 @@
-"""The numba kernels of ``flow-imitation``, ``balancing-circuit`` and ``quasirandom`` against their numpy reference steps.
+"""The numba kernels of ``flow-imitation``, ``balancing-circuit``, ``quasirandom`` against their numpy references.
 
 ``tests/protocols/test_every_variant.py`` runs each with its defaults on the zoo; here every
 parameter that changes what the kernel computes: the continuous process flow-imitation imitates

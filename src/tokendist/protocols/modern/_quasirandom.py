@@ -11,7 +11,8 @@ comparison, ``sent = a + [2 (e + b) > q]``. Rounding keeps an error in ``[-(q+1)
 lowers it); only the guard's take-backs raise one above ``q/2``, and the tests find them within
 ``3q/2``. The errors are stored in the narrowest signed integer type that holds ``2q``
 (:func:`error_dtype`: int8 on tori and hypercubes up to degree 31, 1 byte per directed edge);
-a value that would not fit stops the run with a one-line error instead of wrapping. ``q`` must stay below 2^29 (a graph of maximum degree below 2^28).
+a value that would not fit stops the run with a one-line error instead of wrapping. ``q`` must
+stay below 2^29 (a graph of maximum degree below 2^28).
 """
 
 from __future__ import annotations
