@@ -1,4 +1,4 @@
-"""The numba kernels of ``flow-imitation`` and ``balancing-circuit`` against their numpy reference steps.
+"""The numba kernels of ``flow-imitation``, ``balancing-circuit``, ``quasirandom`` against their numpy references.
 
 ``tests/protocols/test_every_variant.py`` runs each with its defaults on the zoo; here every
 parameter that changes what the kernel computes: the continuous process flow-imitation imitates
@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from tokendist.engine import make_protocol, simulate
+from tokendist.errors import TokendistError
 from tokendist.graphs import make_graph
+from tokendist.protocols.modern._quasirandom import error_dtype
 
 GRAPHS = ["path:7", "star:6", "grid:3x4", "torus:5x5", "hypercube:3", "complete:5", "random-regular:40,3"]
 
@@ -117,3 +119,44 @@ def test_quasirandom_reference_counts_the_tokens_its_guard_holds_back(ties):
     np.testing.assert_array_equal(run.load_history, ref.load_history)
     assert run.report == ref.report
     assert ties == "down" or run.report["held_back"] > 0
+
+
+@pytest.mark.parametrize("spec", ["torus:8x8", "torus:9x16", "torus:10x10x10", "ring:40"])
+@pytest.mark.parametrize("matrix", ["degree", "max-degree"])
+@pytest.mark.parametrize("ties", ["up", "down"])
+def test_quasirandom_stencil_kernel_equals_reference(spec, matrix, ties):
+    # Tori: the stencil kernel runs (q = 2d a power of two: shift and mask; max-degree q = d + 1: the
+    # float split); small loads make nodes overdraw, so the guard's undo in the runs is exercised.
+    for init in ("random:0..60", "random:0..4"):
+        ref, run = _pair(spec, "quasirandom", init, {"matrix": matrix, "ties": ties})
+        assert set(run.variants) == {"stencil, serial (quasirandom_stencil_step)"}, run.variants
+        np.testing.assert_array_equal(run.load_history, ref.load_history)
+        assert run.tokens_moved == ref.tokens_moved
+        assert run.report == ref.report
+    assert run.report["held_back"] > 0 or ties == "down"
+
+
+def test_quasirandom_errors_in_the_narrowest_type():
+    # One byte per directed edge on a torus (q = 8), and the error in tokens is the same as ever.
+    assert error_dtype(8) == np.int8 and error_dtype(63) == np.int8
+    assert error_dtype(64) == np.int16 and error_dtype(16383) == np.int16 and error_dtype(16384) == np.int32
+    g = make_graph("torus:6x6")
+    p = make_protocol("quasirandom")
+    p.reset(g, np.full(g.n, 7, dtype=np.int64), np.random.default_rng(0))
+    assert p.err_units.dtype == np.int8
+    p.step(0, g, np.full(g.n, 7, dtype=np.int64))
+    np.testing.assert_array_equal(p.err, p.err_units.astype(np.int64) / 8)
+
+
+@pytest.mark.parametrize("spec", ["torus:8x8", "torus:4x4", "random-regular:20,3", "star:5"])
+@pytest.mark.parametrize("kernel", ["numba", "numpy"])
+def test_quasirandom_refuses_an_error_its_type_cannot_hold(spec, kernel):
+    # The guard is the only step that raises an error above q/2: if the value it stores would wrap
+    # in the narrow type, the step refuses (one-line TokendistError), it never continues wrongly.
+    g = make_graph(spec, seed=1)
+    p = make_protocol("quasirandom", {"kernel": kernel})
+    loads = np.ones(g.n, dtype=np.int64)
+    p.reset(g, loads.copy(), np.random.default_rng(0))
+    p.err_units[:] = np.iinfo(p.err_units.dtype).max  # every slot rounds up; x = 1 cannot pay them
+    with pytest.raises(TokendistError, match="range"):
+        p.step(0, g, loads)

@@ -6,9 +6,13 @@ flow of the step plus the error so far), so that ``|e_ij| <= 1/2`` after every s
 
 Exact bookkeeping: every ``P_ij`` is ``1/q_ij`` for an integer ``q_ij`` (``2 max(d_i, d_j)``,
 ``Delta + 1``, or ``uniform:1/k``), so the error is kept as an integer count of ``1/q_ij``-th
-tokens (int32 per directed edge): no floating-point drift, exact ties, and with ``x = a q + b``
-the rounding is one comparison, ``sent = a + [2 (e + b) > q]``. ``q`` must stay below 2^29
-(a graph of maximum degree below 2^28).
+tokens: no floating-point drift, exact ties, and with ``x = a q + b`` the rounding is one
+comparison, ``sent = a + [2 (e + b) > q]``. Rounding keeps an error in ``[-(q+1)/2, q/2]`` (or
+lowers it); only the guard's take-backs raise one above ``q/2``, and the tests find them within
+``3q/2``. The errors are stored in the narrowest signed integer type that holds ``2q``
+(:func:`error_dtype`: int8 on tori and hypercubes up to degree 31, 1 byte per directed edge);
+a value that would not fit stops the run with a one-line error instead of wrapping. ``q`` must
+stay below 2^29 (a graph of maximum degree below 2^28).
 """
 
 from __future__ import annotations
@@ -18,14 +22,14 @@ import numpy as np
 from ...engine import Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from ...graphs._model import unsigned_view
-from .kernels._quasirandom import quasirandom_step, quasirandom_step_regular
+from .kernels._quasirandom import quasirandom_stencil_step, quasirandom_step, quasirandom_step_regular
 from ...kernels._report import instrument_kernels
 from ._common import edge_coefficients, matrix_param, slot_rows
 
 
 instrument_kernels(globals())  # runs report which kernel ran each step
 
-__all__ = ["Quasirandom", "quasirandom_reference_step", "reciprocal_denominators"]
+__all__ = ["Quasirandom", "error_dtype", "quasirandom_reference_step", "reciprocal_denominators"]
 
 _TIES = ("down", "up")
 _GUARDS = ("on", "off")
@@ -40,10 +44,17 @@ def reciprocal_denominators(alpha: np.ndarray, name: str) -> np.ndarray:
     return q
 
 
+def error_dtype(q_max: int) -> np.dtype:
+    """The narrowest of int8, int16, int32 whose range holds ``+-2 q_max`` (the errors measured stay within ``3q/2``).
 
-
-
-
+    One byte per directed edge on tori and hypercubes of degree up to 31 (``q = 2d``): the kernel
+    reads and writes every error once a step. The margin over ``3q/2`` costs nothing; a kernel
+    that would still store a value its type cannot hold refuses the run (:class:`Quasirandom`).
+    """
+    for t in (np.int8, np.int16):
+        if 2 * int(q_max) <= np.iinfo(t).max:
+            return np.dtype(t)
+    return np.dtype(np.int32)
 
 
 def quasirandom_reference_step(graph, q_slot, loads, err, ties_up: bool, guard: bool):
@@ -66,7 +77,11 @@ def quasirandom_reference_step(graph, q_slot, loads, err, ties_up: bool, guard: 
             while total[i] > loads[i]:
                 k = min((k for k in range(a, b) if sent[k] > 0), key=lambda k: (err[k] / q_slot[k], k))
                 sent[k] -= 1
-                err[k] += q_slot[k]
+                raised = int(err[k]) + int(q_slot[k])
+                if raised > np.iinfo(err.dtype).max:  # as the kernels: refuse rather than wrap
+                    raise TokendistError(f"quasirandom: an accumulated error left the range of its {err.dtype} store; "
+                                         "the run cannot continue exactly")
+                err[k] = raised
                 total[i] -= 1
                 held += 1
     new = loads - np.bincount(rows, weights=sent, minlength=graph.n).astype(np.int64) \
@@ -147,7 +162,7 @@ class Quasirandom(Protocol):
         self._q_slot = q_slot
         self._q = q_slot[:1].copy() if same else q_slot
         #: accumulated error per directed edge (CSR slot), in units of 1/q of a token
-        self.err_units = np.zeros(q_slot.size, dtype=np.int32)  # |e| < 3q/2: 4 bytes per directed edge
+        self.err_units = np.zeros(q_slot.size, dtype=error_dtype(q_slot.max() if q_slot.size else 1))
         self._out = np.empty(graph.n, dtype=np.int64)
         self._indices = unsigned_view(graph.indices)  # (once: the step below runs for a few microseconds)
         self._buf = np.empty(max(graph.max_degree, 1), dtype=np.int64)
@@ -157,6 +172,9 @@ class Quasirandom(Protocol):
         d = graph.degrees
         # Rows of D slots (torus, hypercube): the regular kernel, no row pointers read.
         self._degree = int(d[0]) if graph.n and d[0] > 0 and int(d.min()) == int(d.max()) and same else 0
+        # Offset stencil (tori, rings): its runs send to i + offset, no CSR index read.
+        st = graph.stencil if self._degree else None
+        self._stencil = (st.starts, st.ends, st.offsets) if st is not None and st.degree == self._degree else None
 
     @property
     def err(self) -> np.ndarray:
@@ -174,12 +192,18 @@ class Quasirandom(Protocol):
             return Step(new, moved=int(sent.sum()), messages=2 * graph.m)
         new = self._out if self._out is not loads else np.empty_like(loads)
         D = self._degree if graph is self._graph else 0
-        if D:
+        if D and self._stencil is not None:
+            moved, held = quasirandom_stencil_step(self._indices, D, int(self._q[0]), loads, self.err_units,
+                                                   self._ties_up, self._guard, new, self._buf, *self._stencil)
+        elif D:
             moved, held = quasirandom_step_regular(self._indices, D, int(self._q[0]), loads,
                                                     self.err_units, self._ties_up, self._guard, new, self._buf)
         else:
             moved, held = quasirandom_step(graph.indptr, unsigned_view(graph.indices), self._q, loads,
                                             self.err_units, self._ties_up, self._guard, new, self._buf)
+        if held < 0:  # (error_dtype leaves a margin of q/2 over the errors ever measured: not expected)
+            raise TokendistError(f"{self.name}: an accumulated error left the range of its "
+                                 f"{self.err_units.dtype} store; the run cannot continue exactly")
         self._out = loads
         self.held_back += int(held)
         if self._xi is not None:
