@@ -16,6 +16,8 @@ the numpy step instead of compiling (:func:`tokendist.kernels._choice.reference_
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 __all__ = ["RowOrder", "sequential_sum"]
@@ -60,8 +62,12 @@ class RowOrder:
             self._start = indptr[:-1][self._by_degree]
 
     def sums(self, terms: np.ndarray) -> np.ndarray:
-        """``out[i] = ((0.0 + t[s0]) + t[s1]) + ...`` over row ``i``'s slots ``s0, s1, ...`` in order."""
-        out = np.zeros(self.n)
+        """``out[i] = ((0.0 + t[s0]) + t[s1]) + ...`` over row ``i``'s slots ``s0, s1, ...`` in order.
+
+        Integer terms give int64 sums, exact over the whole int64 range (where a float
+        ``np.bincount`` rounds past 2**53).
+        """
+        out = np.zeros(self.n, dtype=np.int64 if terms.dtype.kind in "iub" else np.float64)
         if self.regular:
             cols = terms.reshape(self.n, self.degree)
             for k in range(self.degree):
@@ -72,3 +78,12 @@ class RowOrder:
             rows = self._by_degree[:c]
             out[rows] += terms[self._start[:c] + k]
         return out
+
+    @cached_property
+    def reverse(self) -> np.ndarray:
+        """For each slot ``i -> j``, the slot ``j -> i`` (int64): what arrives over a slot is
+        ``terms[reverse]``."""
+        pairs = np.argsort(self.graph.csr_edges, kind="stable").reshape(-1, 2)  # each edge's two slots
+        rev = np.empty(2 * pairs.shape[0], dtype=np.int64)
+        rev[pairs[:, 0]], rev[pairs[:, 1]] = pairs[:, 1], pairs[:, 0]
+        return rev

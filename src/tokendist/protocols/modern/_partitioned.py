@@ -28,10 +28,11 @@ import numpy as np
 
 from ..._random import counter_uniform, counter_uniform_scalar
 from ...engine import Step
+from ...kernels._rows import RowOrder
 from ._flow_imitation import FlowImitation
 from ._matching import _TAG_ACTIVE, _TAG_COIN, _TAG_MATCH, _TAG_PICK, BalancingCircuit, RandomMatching
 from ._pairwise_averaging import PairwiseAveraging
-from ._quasirandom import Quasirandom, quasirandom_reference_step
+from ._quasirandom import Quasirandom, quasirandom_rounding
 from ._randomized_diffusion import RandomizedDiffusion
 from ._rotor_router import RotorRouter
 from ._stratified import StratifiedDiffusion, _below
@@ -173,6 +174,7 @@ def qr_refusal(self):
 
 def qr_setup(self, part):
     view = self._part_view = RowView(part)
+    self._part_order = RowOrder(view)
     self._part_q = self._q_slot[view.slots]
     self._part_err = self.err_units[view.slots].copy()
     self._part_held = 0
@@ -185,11 +187,12 @@ def qr_step(self, t, part, loads):
     whole, rest = np.divmod(loads[view.rows], q)
     asked = whole + (2 * (err + rest) + int(self._ties_up) > q)  # before the guard takes tokens back
     ext = view.extended(loads)
-    new, sent, _ = quasirandom_reference_step(view, q, ext, err, self._ties_up, self._guard)
+    sent, out, _ = quasirandom_rounding(view, self._part_order, q, ext, err, self._ties_up, self._guard)
+    # What arrives at each node over the slots of its neighbours (ghosts' other neighbours: the sink).
+    new = ext - out + np.bincount(view.indices, weights=sent, minlength=view.n).astype(np.int64)
     own = view.owned_slot
     self._part_held += int(asked[own].sum() - sent[own].sum())
-    out = np.bincount(view.rows, weights=sent, minlength=view.n)[:-1].astype(np.int64)
-    return Step(new[:-1], messages=_constant_messages(part), outflow=out)
+    return Step(new[:-1], messages=_constant_messages(part), outflow=out[:-1])
 
 
 def _qr_full_err(self, part):

@@ -24,6 +24,7 @@ from ...errors import TokendistError
 from ...graphs._model import unsigned_view
 from .kernels._quasirandom import quasirandom_stencil_step, quasirandom_step, quasirandom_step_regular
 from ...kernels._report import instrument_kernels
+from ...kernels._rows import RowOrder
 from ._common import edge_coefficients, matrix_param, slot_rows
 
 
@@ -57,21 +58,23 @@ def error_dtype(q_max: int) -> np.dtype:
     return np.dtype(np.int32)
 
 
-def quasirandom_reference_step(graph, q_slot, loads, err, ties_up: bool, guard: bool):
-    """The numpy reference of one step (updates the integer ``err`` in place).
+def quasirandom_rounding(graph, order, q_slot, loads, err, ties_up: bool, guard: bool, q=None):
+    """Each slot's tokens this step (updates the integer ``err`` in place): ``(sent, total, held)``.
 
-    Returns ``(loads, sent per slot, tokens held back by the guard)``.
+    ``order`` is the graph's :class:`~tokendist.kernels._rows.RowOrder`, ``q`` the one value of
+    ``q_slot`` when all are equal (numpy divides by one integer several times faster); ``total``
+    is what each node sends (int64 sums: exact), ``held`` the tokens the guard kept back.
     """
-    rows = slot_rows(graph)
-    x = loads[rows]
-    whole, rest = np.divmod(x, q_slot)
+    x = loads[order.row]
+    whole = x // (q_slot if q is None else q)
+    rest = x - whole * q_slot
     v = err + rest
-    up = (2 * v + int(ties_up) > q_slot).astype(np.int64)
+    up = 2 * v + int(ties_up) > q_slot
     err[:] = v - up * q_slot
     sent = whole + up
     held = 0
+    total = order.sums(sent)
     if guard:
-        total = np.bincount(rows, weights=sent, minlength=graph.n).astype(np.int64)
         for i in np.flatnonzero(total > loads):  # rare: the node holds fewer tokens than its rounding asks
             a, b = graph.indptr[i], graph.indptr[i + 1]
             while total[i] > loads[i]:
@@ -84,9 +87,20 @@ def quasirandom_reference_step(graph, q_slot, loads, err, ties_up: bool, guard: 
                 err[k] = raised
                 total[i] -= 1
                 held += 1
-    new = loads - np.bincount(rows, weights=sent, minlength=graph.n).astype(np.int64) \
-        + np.bincount(graph.indices, weights=sent, minlength=graph.n).astype(np.int64)
-    return new, sent, held
+    return sent, total, held
+
+
+def quasirandom_reference_step(graph, q_slot, loads, err, ties_up: bool, guard: bool, order=None, q=None):
+    """The numpy reference of one step (updates the integer ``err`` in place).
+
+    ``order``: the graph's :class:`~tokendist.kernels._rows.RowOrder` (built here if not given; a
+    run keeps one); ``q`` as in :func:`quasirandom_rounding`. Returns ``(loads, sent per slot,
+    tokens held back by the guard)``.
+    """
+    order = RowOrder(graph) if order is None else order
+    sent, total, held = quasirandom_rounding(graph, order, q_slot, loads, err, ties_up, guard, q)
+    # What arrives over a slot is what its reverse slot sent.
+    return loads - total + order.sums(sent[order.reverse]), sent, held
 
 
 @register_protocol
@@ -169,6 +183,7 @@ class Quasirandom(Protocol):
         self._ties_up = self.options["ties"] == "up"
         self._guard = self.options["guard"] == "on"
         self.held_back = 0
+        self._order = None  # the numpy step's RowOrder, made at its first step
         d = graph.degrees
         # Rows of D slots (torus, hypercube): the regular kernel, no row pointers read.
         self._degree = int(d[0]) if graph.n and d[0] > 0 and int(d.min()) == int(d.max()) and same else 0
@@ -184,8 +199,11 @@ class Quasirandom(Protocol):
     def step(self, t, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         if self.options["kernel"] == "numpy":
+            if self._order is None or self._order.graph is not graph:
+                self._order = RowOrder(graph)
+            q = int(self._q[0]) if self._q.size == 1 else None
             new, sent, held = quasirandom_reference_step(graph, self._q_slot, loads, self.err_units, self._ties_up,
-                                                         self._guard)
+                                                         self._guard, self._order, q)
             self.held_back += held
             if self._xi is not None:
                 self._track(graph, new)
