@@ -109,3 +109,28 @@ def test_row_sums_add_each_row_in_slot_order(case):
     for v in got:
         total += float(v)
     assert sequential_sum(got) == total
+
+
+@given(graphs_and_terms(), st.data())
+@settings(max_examples=100, deadline=None)
+def test_integer_row_sums_and_edge_flows_are_exact_over_int64(case, data):
+    """Integer terms near 2**62: exact int64 sums (a float bincount would round), the reverse slot,
+    and per-edge flows seen from the slots, against Python integers."""
+    g, _ = case
+    order = RowOrder(g)
+    big = st.integers(-(2**62), 2**62)
+    terms = np.array(data.draw(st.lists(big, min_size=2 * g.m, max_size=2 * g.m)), dtype=np.int64)
+    flows = np.array(data.draw(st.lists(big, min_size=g.m, max_size=g.m)), dtype=np.int64)
+    sums, net = order.sums(terms), order.net(flows)
+    assert sums.dtype == np.int64 and net.dtype == np.int64
+    for i in range(g.n):
+        slots = range(g.indptr[i], g.indptr[i + 1])
+        total = sum(int(terms[k]) for k in slots)
+        if -(2**63) <= total < 2**63:
+            assert int(sums[i]) == total
+        gain = sum(int(f) * (int(g.v[e]) == i) - int(f) * (int(g.u[e]) == i) for e, f in enumerate(flows))
+        if -(2**63) <= gain < 2**63:
+            assert int(net[i]) == gain
+        for k in slots:
+            j = int(g.indices[k])
+            assert order.row[order.reverse[k]] == j and g.indices[order.reverse[k]] == i

@@ -87,3 +87,24 @@ class RowOrder:
         rev = np.empty(2 * pairs.shape[0], dtype=np.int64)
         rev[pairs[:, 0]], rev[pairs[:, 1]] = pairs[:, 1], pairs[:, 0]
         return rev
+
+    @cached_property
+    def edge(self) -> np.ndarray:
+        """The edge of every slot (int64)."""
+        return self.graph.csr_edges.astype(np.int64)
+
+    @cached_property
+    def leaving(self) -> np.ndarray:
+        """Per slot, +1 where the slot's node is its edge's ``u`` (a positive flow ``u -> v`` leaves
+        it), else -1."""
+        return np.where(self.row == self.graph.u[self.edge], 1, -1).astype(np.int64)
+
+    def sent(self, flows: np.ndarray) -> np.ndarray:
+        """Per slot, what its node sends over it of the per-edge ``flows`` (positive ``u -> v``;
+        negative: the node receives)."""
+        return flows[self.edge] * self.leaving
+
+    def net(self, flows: np.ndarray) -> np.ndarray:
+        """Per node, what arrives minus what leaves of the per-edge integer ``flows``, in exact
+        int64 sums (a float ``np.bincount`` rounds past 2**53)."""
+        return -self.sums(self.sent(flows))

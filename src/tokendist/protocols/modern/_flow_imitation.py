@@ -30,21 +30,6 @@ _PROCESSES = ("fos", "sos", "circuit", "random-matching")
 _GUARDS = ("on", "off")
 
 
-class _SlotFlows:
-    """Per-edge flows seen from the CSR slots of ``graph``: the numpy step's loads in exact int64
-    row sums (:class:`~tokendist.kernels._rows.RowOrder`) instead of float ``np.bincount``."""
-
-    def __init__(self, graph):
-        self.order = RowOrder(graph)
-        self.edge = graph.csr_edges.astype(np.int64)
-        # +1 where the slot's node is the edge's u (a positive flow u -> v leaves it), else -1.
-        self.sign = np.where(self.order.row == graph.u[self.edge], 1, -1).astype(np.int64)
-
-    def sent(self, flows: np.ndarray) -> np.ndarray:
-        """Per slot, the tokens its node sends over it (negative: receives)."""
-        return flows[self.edge] * self.sign
-
-
 @register_protocol
 class FlowImitation(Protocol):
     """Flow imitation: every edge sends whole tokens so that its cumulative flow tracks a continuous process's.
@@ -126,7 +111,7 @@ class FlowImitation(Protocol):
             self.period = int(self._colours.max()) + 1 if graph.m else 1
         self.held_back = 0
         self.max_gap = 0.0
-        self._slot_view = None  # the numpy step's per-slot view of the edges, made at its first step
+        self._order = None  # the numpy step's RowOrder (exact int64 row sums), made at its first step
 
     @property
     def D(self) -> np.ndarray:
@@ -205,12 +190,13 @@ class FlowImitation(Protocol):
         self.xi = self.xi - np.bincount(graph.u, weights=f, minlength=n) + np.bincount(graph.v, weights=f, minlength=n)
         self.F += f
         send = np.trunc(self.F).astype(np.int64) - self.D
-        slots = self._slots(graph)
-        out = slots.sent(send)  # per CSR slot, what the slot's node sends over it (negative: receives)
+        if self._order is None or self._order.graph is not graph:
+            self._order = RowOrder(graph)
+        out = self._order.sent(send)  # per CSR slot, what the slot's node sends over it (negative: receives)
         if self.options["guard"] == "on":
             send, out = self._guarded(graph, loads, send, out)
         self.D += send
-        new = loads - slots.order.sums(out)  # int64 sums: exact
+        new = loads - self._order.sums(out)  # int64 sums: exact
         if graph.m:
             self.max_gap = max(self.max_gap, float(np.abs(self.F - self.D).max()))
         return Step(new, moved=int(np.abs(send).sum()), messages=2 * graph.m, flows=send)
@@ -276,13 +262,8 @@ class FlowImitation(Protocol):
             self.max_gap = max(self.max_gap, float(gap))
         return Step(new, moved=int(moved), messages=2 * graph.m, outflow=None if guard else self._outflow)
 
-    def _slots(self, graph):
-        if self._slot_view is None or self._slot_view.order.graph is not graph:
-            self._slot_view = _SlotFlows(graph)
-        return self._slot_view
-
     def _guarded(self, graph, loads, send, out):
-        over = np.flatnonzero(self._slot_view.order.sums(np.maximum(out, 0)) > loads)
+        over = np.flatnonzero(self._order.sums(np.maximum(out, 0)) > loads)
         if over.size == 0:
             return send, out
         send = send.copy()
@@ -296,7 +277,7 @@ class FlowImitation(Protocol):
                 budget -= pay
                 self.held_back += int(owed - pay)
                 send[e] = pay if graph.u[e] == i else -pay
-        return send, self._slot_view.sent(send)
+        return send, self._order.sent(send)
 
     def state_key(self):
         return self.D.tobytes() + self.F.tobytes() + self.xi.tobytes()
