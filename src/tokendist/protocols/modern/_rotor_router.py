@@ -13,7 +13,7 @@ from ...engine import Param, Protocol, Step, register_protocol
 from ...graphs._model import unsigned_view
 from .kernels._rotor import rotor_stencil_step, rotor_step
 from ...kernels._report import instrument_kernels
-from ._common import slot_rows
+from ...kernels._rows import RowOrder
 
 
 instrument_kernels(globals())  # runs report which kernel ran each step
@@ -105,6 +105,7 @@ class RotorRouter(Protocol):
         self.rotor0 = self.rotor.copy()
         self._ports = ports
         self._out = np.empty(graph.n, dtype=np.int64)
+        self._ref = None  # the numpy step's per-slot constants (_slots)
         # Offset stencil (tori, rings; regular, so every node has maxdeg ports): no index reads in its runs.
         st = graph.stencil
         self._stencil = (st.starts, st.ends, st.offsets) if st is not None and self._maxdeg > 0 else None
@@ -113,15 +114,15 @@ class RotorRouter(Protocol):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         lazy = bool(self.options["lazy"])
         if self.options["kernel"] == "numpy":
-            L = np.maximum(self._ports, 1)
-            rows = slot_rows(graph)
-            k = np.arange(graph.indptr[-1]) - graph.indptr[rows]
-            q = 2 * k if lazy else k
+            order, L, L_slot, q, idle = self._slots(graph, lazy)
+            rows = order.row
             rem = loads % L
-            c = loads[rows] // L[rows] + ((q - self.rotor[rows]) % L[rows] < rem[rows])
-            c[self._ports[rows] == 0] = 0
-            new = loads - np.bincount(rows, weights=c, minlength=graph.n).astype(np.int64) \
-                + np.bincount(graph.indices, weights=c, minlength=graph.n).astype(np.int64)
+            # Slot k of node i gets one of the rem extra tokens when its port q(k) is among the
+            # rem ports from the rotor on.
+            c = loads[rows] // L_slot + ((q - self.rotor[rows]) % L_slot < rem[rows])
+            c[idle] = 0
+            # int64 row sums (exact); what arrives over a slot is what its reverse slot sent.
+            new = loads - order.sums(c) + order.sums(c[order.reverse])
             self.rotor = np.where(self._ports > 0, (self.rotor + rem) % L, 0)
             return Step(new, moved=int(c.sum()), messages=2 * graph.m)
         new = self._out if self._out is not loads else np.empty_like(loads)
@@ -133,6 +134,16 @@ class RotorRouter(Protocol):
                                new)
         self._out = loads
         return Step(new, moved=int(moved), messages=2 * graph.m)
+
+    def _slots(self, graph, lazy: bool):
+        # The numpy step's per-slot constants, made once per graph.
+        if self._ref is None or self._ref[0].graph is not graph:
+            order = RowOrder(graph)
+            rows = order.row
+            L = np.maximum(self._ports, 1)
+            k = np.arange(graph.indptr[-1]) - graph.indptr[rows]  # each slot's position in its row
+            self._ref = (order, L, L[rows], 2 * k if lazy else k, self._ports[rows] == 0)
+        return self._ref
 
     def state_key(self):
         return self.rotor.tobytes()
