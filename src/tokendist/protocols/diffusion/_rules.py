@@ -30,7 +30,7 @@ from fractions import Fraction
 import numba
 import numpy as np
 
-from ..._random import counter_uniform, counter_uniform_scalar, stream_key
+from ..._random import CounterDraws, counter_uniform, counter_uniform_scalar, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from ...graphs import biconnected_supergraph, is_biconnected, orientation_sources_sinks, st_orientation
@@ -159,6 +159,107 @@ def _int_bincount(index, weights, n: int) -> np.ndarray:
     out = np.zeros(n, dtype=np.int64)
     np.add.at(out, index, weights)
     return out
+
+
+class _SlotRounding:
+    """The numpy step of a rounded rule per CSR slot of H: :func:`rounded_flows` without scatters.
+
+    The rule is :func:`rounded_flows`'s, read from each end of an edge: slot ``s`` of row ``i``
+    (neighbour ``j``) gets ``d = load[i] - load[j]`` and the rounded amount of ``P_ij |d|``, which
+    ``i`` sends when ``d > 0`` and receives when ``d < 0`` (each edge is computed at both ends, with
+    its own coin: the same amount). A row's slots then add up to what its node sends and receives,
+    so no ``np.add.at`` is needed; the sums are in int64 (exact). Everything that does not change
+    between steps (the slot's row, ``P_ij``, its fraction, the orientation, the coins' counters)
+    is laid out per slot once, at reset. Used while the loads span less than 2**62, so that ``d``
+    and the integer arithmetic below stay within int64; :func:`rounded_flows` serves the rest.
+    """
+
+    #: Steps of coins drawn at once, at most this many floats in a block (CounterDraws).
+    COIN_FLOATS = 1 << 17
+
+    def __init__(self, h, alpha, rounding: str, coin: str, orient, key: int):
+        n, m = h.n, h.m
+        deg = np.diff(h.indptr.astype(np.int64))
+        edges = h.csr_edges.astype(np.int64)
+        self.n, self.rounding = n, rounding
+        self.regular = int(deg[0]) if n and int(deg.min()) == int(deg.max()) else 0
+        row = np.repeat(np.arange(n), deg)
+        self.row, self.near = row, h.indices.astype(np.int64)
+        if self.regular:
+            self.near = self.near.reshape(n, self.regular)  # (loads[:, None] then stands for loads[row])
+        else:
+            self.starts = h.indptr[:-1][deg > 0].astype(np.int64)
+            self.nonempty = deg > 0
+        ratio = coefficient_ratios(alpha)[edges] if m else np.zeros((0, 2), dtype=np.int64)
+        a = np.abs(alpha)[edges]
+        if m and bool(np.all(ratio == ratio[0])):  # one P for all edges (torus, hypercube, uniform:W)
+            ratio, a = ratio[:1], a[:1]
+        self.num, self.den, self.p = ratio[:, 0], ratio[:, 1], a
+        self.unit = bool(np.all(self.num == 1))  # P_ij = 1/den: ad // den and its remainder
+        # One P_ij = 1/2^k (a torus's 1/8): shift and mask, cheaper than integer division.
+        self.shift = int(self.den[0]).bit_length() - 1 if self.unit and self.den.size == 1 else -1
+        if self.shift >= 0 and 1 << self.shift != int(self.den[0]):
+            self.shift = -1
+        if self.regular:
+            shape = (n, self.regular) if self.den.size > 1 else (1, 1)
+            self.num, self.den, self.p = (x.reshape(shape) for x in (self.num, self.den, self.p))
+            self.ones = np.ones(self.regular, dtype=np.int64)
+        # The per-edge flows the Step reports: each edge's slot in the row of its end u.
+        at_u = row == h.u[edges]
+        self.edge_slot = np.empty(m, dtype=np.int64)
+        self.edge_slot[edges[at_u]] = np.flatnonzero(at_u)
+        self.coins = None
+        if rounding == "random":
+            self.coin_fraction = coin == "fraction"
+            self.coins = CounterDraws(key, edges, block=max(1, min(64, self.COIN_FLOATS // max(1, 2 * m))))
+        if rounding == "oriented":
+            # Slot s of row i rounds up when its edge points from i to j and i sends (d > 0), or
+            # from j to i and i receives: along[s] == (d > 0).
+            along = (orient[edges] > 0) == (row < h.indices)
+            self.along = along.reshape(self.near.shape)
+
+    def row_sums(self, x):
+        """Per node, the sum of its slots' integers (int64, exact)."""
+        if self.regular:
+            return x @ self.ones  # (an integer product: exact, and one call for the whole (n, D) table)
+        out = np.zeros(self.n, dtype=np.int64)
+        out[self.nonempty] = np.add.reduceat(x, self.starts)
+        return out
+
+    def step(self, t, loads):
+        """``(new loads, outflow, per-edge flows)`` of one step (loads spanning less than 2**62)."""
+        if self.regular:
+            d = loads[:, None] - loads[self.near]
+        else:
+            d = loads[self.row] - loads[self.near]
+        ad = np.abs(d)
+        # fl, rem = floor(ad num / den) and its remainder, exactly.
+        if self.shift >= 0:
+            fl, rem = ad >> self.shift, ad & ((1 << self.shift) - 1)
+        elif self.unit:
+            fl = ad // self.den
+            rem = ad - fl * self.den
+        else:
+            # As ad = a den + b: no product above ad (exact_amounts).
+            a = ad // self.den
+            fl, rem = np.divmod((ad - a * self.den) * self.num, self.den)
+            fl += a * self.num
+        # Round up: which remainders become a whole token (Sec. 4's four rules).
+        if self.rounding == "floor":
+            amount = fl
+        else:
+            up = rem != 0
+            if self.rounding == "random":
+                coins = self.coins.at(t).reshape(d.shape)
+                up &= coins < (rem / self.den if self.coin_fraction else self.p)
+            elif self.rounding == "oriented":
+                up &= self.along == (d > 0)
+            amount = fl + up
+        sent = amount * (d > 0)  # what the slot's row node sends; amount - sent it receives
+        outflow = self.row_sums(sent)
+        new = loads + (self.row_sums(amount) - 2 * outflow)  # loads - sent + received
+        flows = (2 * sent - amount).reshape(-1)[self.edge_slot]
+        return new, outflow, flows
 
 
 def _rounded_amount(alpha: float, diff, mode: int, coin_u: float, coin_fraction: bool, along: bool) -> int:
@@ -427,6 +528,7 @@ class _RoundedDiffusion(_DiffusionBase):
         fast = self.options["kernel"] == "numba"
         self._set_coefficients(g, self._coefficients(g) if g is graph else self._coefficients_h(g), per_slot=fast)
         self._mode = ROUNDINGS.index(self.rounding)
+        self._slots = None  # the numpy step's per-slot tables, built at its first step
         if fast:
             self._tables(g)
             self._out = np.empty(graph.n, dtype=np.int64)
@@ -520,15 +622,20 @@ class _RoundedDiffusion(_DiffusionBase):
             self.negative_steps += low < 0
             return out
         if self.options["kernel"] == "numpy":
-            fh = self._flows_h(t, loads)
-            pos, neg = np.maximum(fh, 0), np.maximum(-fh, 0)
-            # Integer sums (bincount adds in float64 and lost tokens past 2**53, issue 27).
-            outflow = _int_bincount(h.u, pos, h.n) + _int_bincount(h.v, neg, h.n)
-            new = loads - _int_bincount(h.u, fh, h.n) + _int_bincount(h.v, fh, h.n)
+            slots = self._slot_rule(loads)
+            if slots is not None:  # the same rule per CSR slot, without scatters (_SlotRounding)
+                new, outflow, fh = slots.step(t, loads)
+            else:
+                fh = self._flows_h(t, loads)
+                pos, neg = np.maximum(fh, 0), np.maximum(-fh, 0)
+                # Integer sums (bincount adds in float64 and lost tokens past 2**53, issue 27).
+                outflow = _int_bincount(h.u, pos, h.n) + _int_bincount(h.v, neg, h.n)
+                new = loads - _int_bincount(h.u, fh, h.n) + _int_bincount(h.v, fh, h.n)
             flows = self._real_flows(graph, fh)
-            moved = int(np.abs(flows).sum())
-            out = Step(new, moved=moved, messages=self._messages(graph), flows=flows, outflow=outflow.astype(np.int64))
-            low = int(out.loads.min()) if out.loads.size else 0
+            # Without relayed edges every token moved leaves its sender once: the sum of the outflows.
+            moved = int(outflow.sum()) if flows is fh else int(np.abs(flows).sum())
+            out = Step(new, moved=moved, messages=self._messages(graph), flows=flows, outflow=outflow)
+            low = int(new.min()) if new.size else 0
         else:
             new = self._out if self._out is not loads else np.empty_like(loads)
             moved, low = self._kernel(t, loads, new, self._outflow)
@@ -538,6 +645,17 @@ class _RoundedDiffusion(_DiffusionBase):
         self.min_load = min(self.min_load, low)
         self.negative_steps += low < 0
         return out
+
+    def _slot_rule(self, loads):
+        """The slot form of the numpy step (:class:`_SlotRounding`), when it applies to ``loads``."""
+        if loads.dtype != np.int64 or not loads.size or not self.h.m:
+            return None
+        if int(loads.max()) - int(loads.min()) >= 1 << 62:  # (d and d num / den would leave int64)
+            return None
+        if self._slots is None:
+            self._slots = _SlotRounding(self.h, self.alpha, self.rounding, self.options.get("coin", "pij"),
+                                        self.orient, self._key)
+        return self._slots
 
     def _kernel(self, t, loads, out, outflow):
         h = self.h
