@@ -429,8 +429,6 @@ class Diffusion(_DiffusionBase):
         if self._parts is None:
             g = self._graph
             self._parts = (RowOrder(g), self.alpha[g.csr_edges], diagonal(g, self.alpha))
-            if self._parts[0].regular:
-                self._near2d = g.indices.reshape(g.n, self._parts[0].degree)
         return self._parts
 
     def step(self, t, graph, loads):
@@ -445,23 +443,9 @@ class Diffusion(_DiffusionBase):
             # max(l_i - l_j, 0): each summed over row i's slots in order from 0.0, the load moved
             # node after node, as the serial kernel adds them (tokendist.kernels._rows): the same bits.
             rows, coef, diag = self._row_parts()
-            if rows.regular:
-                # The two sums at once: a (2, n, D) table of terms, added column by column (the same
-                # additions per row, one numpy call per column instead of two).
-                near = loads[self._near2d]
-                coef2d = coef.reshape(near.shape)
-                terms = np.empty((2, *near.shape))
-                np.multiply(coef2d, near, out=terms[0])
-                np.maximum(np.subtract(loads[:, None], near, out=terms[1]), 0.0, out=terms[1])
-                terms[1] *= coef2d
-                acc = np.zeros((2, graph.n))
-                for k in range(near.shape[1]):
-                    acc += terms[:, :, k]
-                new, outflow = acc[0] + diag * loads, acc[1]
-            else:
-                near = loads[graph.indices]
-                new = rows.sums(coef * near) + diag * loads
-                outflow = rows.sums(coef * np.maximum(loads[rows.row] - near, 0.0))
+            near = loads[graph.indices]
+            new = rows.sums(coef * near) + diag * loads
+            outflow = rows.sums(coef * np.maximum(loads[rows.row] - near, 0.0))
             return Step(new, moved=sequential_sum(outflow), messages=2 * graph.m, flows=flows, outflow=outflow)
         new = self._out if self._out is not loads else np.empty_like(loads)
         loads = np.ascontiguousarray(loads, dtype=np.float64)

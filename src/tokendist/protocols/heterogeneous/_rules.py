@@ -229,18 +229,19 @@ class HeterogeneousDiffusion(Protocol):
         return Step(new, moved=sequential_sum(sent), messages=2 * graph.m, flows=y, outflow=sent)
 
     def _real_flow_step_regular(self, graph, loads, y) -> Step:
-        """:meth:`_real_flow_step` on a regular graph: the four row sums as one ``(4, n, D)`` table of
-        terms added column by column (each row's additions as the kernels make them), with two
-        ``np.where`` calls instead of four and one addition per column instead of four."""
-        slots, low_high, high_low = self._row_tables
-        ys = y[slots]  # (n, D): the flow of each slot's edge, positive from u to v
-        # [where(low, ys, 0), where(high, ys, 0)]: what flows in on lower slots and out on upper ones;
-        # [where(high, max(ys, 0), 0), where(low, max(-ys, 0), 0)]: what the row's node sends.
-        both = np.maximum(ys * _PLUS_MINUS, 0.0)
-        terms = np.concatenate((np.where(low_high, ys, 0.0), np.where(high_low, both, 0.0)))
-        acc = np.zeros(terms.shape[:2])
-        for k in range(terms.shape[2]):
-            acc += terms[:, :, k]
+        """:meth:`_real_flow_step` on a regular graph: the four row sums from one ``(D, 4, n)`` table
+        of terms, slot k of every row in ``table[k]``, added slot after slot from 0.0 (each row's
+        additions as the kernels make them): one addition per slot instead of four."""
+        slots, low = self._row_tables
+        ys = y[slots]  # (D, 1, n): the flow of each slot's edge, positive from u to v
+        inn = np.where(low, ys, 0.0)  # flows in on the lower slots
+        out = np.where(low, 0.0, ys)  # flows out on the upper slots
+        # What the row's node sends: max(ys, 0) on upper slots, max(-ys, 0) on lower ones (a zero
+        # term, of either sign, leaves a sum from 0.0 unchanged).
+        terms = np.concatenate((inn, out, np.maximum(out, 0.0), np.maximum(-inn, 0.0)), axis=1)
+        acc = terms[0] + 0.0
+        for k in range(1, terms.shape[0]):
+            acc += terms[k]
         sent = acc[2] + acc[3]
         new = np.asarray(loads, dtype=np.float64) + (acc[0] - acc[1])
         return Step(new, moved=sequential_sum(sent), messages=2 * graph.m, flows=y, outflow=sent)
@@ -298,20 +299,16 @@ class HeterogeneousDiffusion(Protocol):
         return {j: y for j, y in fos_node_flows(self, node, view).items() if y > 0}
 
 
-_PLUS_MINUS = np.array([1.0, -1.0])[:, None, None]
-
-
 def _regular_tables(graph, rows):
-    """``(slot edges (n, D), [low, high], [high, low] (2, n, D))`` of a regular graph, else None.
-
-    The tables of :meth:`HeterogeneousDiffusion._real_flow_step_regular`; ``low`` marks the slots
-    whose neighbour comes before the row (the edge flows into the row's node when positive).
+    """``(slot edges, low)`` of a regular graph as ``(D, 1, n)`` tables (slot k of every row in row k),
+    else None: the tables of :meth:`HeterogeneousDiffusion._real_flow_step_regular`. ``low`` marks
+    the slots whose neighbour comes before the row (the edge flows into the row's node when positive).
     """
     if not rows.regular or graph.m == 0:
         return None
     shape = (graph.n, rows.degree)
-    low = rows.lower.reshape(shape)
-    return graph.csr_edges.reshape(shape), np.stack((low, ~low)), np.stack((~low, low))
+    return (np.ascontiguousarray(graph.csr_edges.reshape(shape).T)[:, None, :],
+            np.ascontiguousarray(rows.lower.reshape(shape).T)[:, None, :])
 
 
 def _actual_ious(raw, owed_stored, has_exc, bits):
