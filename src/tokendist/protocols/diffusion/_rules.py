@@ -195,8 +195,8 @@ class _SlotRounding:
         if m and bool(np.all(ratio == ratio[0])):  # one P for all edges (torus, hypercube, uniform:W)
             ratio, a = ratio[:1], a[:1]
         self.num, self.den, self.p = ratio[:, 0], ratio[:, 1], a
-        self.unit = bool(np.all(self.num == 1))  # P_ij = 1/den: ad // den and its remainder
-        # One P_ij = 1/2^k (a torus's 1/8): shift and mask, cheaper than integer division.
+        self.unit = bool(np.all(self.num == 1))  # every P_ij = 1/den (the default matrix's 1/(2 max(d_i, d_j)))
+        # One P_ij = 1/2^k (a torus's 1/8): a shift, cheaper than integer division.
         self.shift = int(self.den[0]).bit_length() - 1 if self.unit and self.den.size == 1 else -1
         if self.shift >= 0 and 1 << self.shift != int(self.den[0]):
             self.shift = -1
@@ -233,10 +233,30 @@ class _SlotRounding:
         else:
             d = loads[self.row] - loads[self.near]
         ad = np.abs(d)
-        # fl, rem = floor(ad num / den) and its remainder, exactly.
-        if self.shift >= 0:
-            fl, rem = ad >> self.shift, ad & ((1 << self.shift) - 1)
-        elif self.unit:
+        if self.unit and not (self.rounding == "random" and self.coin_fraction):
+            amount = self._unit_amounts(t, d, ad)
+        else:
+            amount = self._amounts(t, d, ad)
+        sent = amount * (d > 0)  # what the slot's row node sends; amount - sent it receives
+        gain = amount - 2 * sent  # received - sent on the slot
+        new = loads + self.row_sums(gain)
+        return new, self.row_sums(sent), -gain.reshape(-1)[self.edge_slot]
+
+    def _unit_amounts(self, t, d, ad):
+        """The rounded amounts when every ``P_ij = 1/den``: ``floor(ad / den)``, and the ceiling as
+        ``floor((ad + den - 1) / den)`` (no remainder needed); a power-of-two den shifts."""
+        if self.rounding == "floor":
+            x = ad
+        elif self.rounding == "ceil":
+            x = ad + (self.den - 1)
+        else:  # round up where the edge's coin shows HEAD (random), or along the orientation
+            up = self.coins.at(t).reshape(d.shape) < self.p if self.rounding == "random" else self.along == (d > 0)
+            x = ad + up * (self.den - 1)
+        return x >> self.shift if self.shift >= 0 else x // self.den
+
+    def _amounts(self, t, d, ad):
+        """The rounded amounts in general: ``floor(ad num / den)``, its remainder, and the rule's rounding."""
+        if self.unit:
             fl = ad // self.den
             rem = ad - fl * self.den
         else:
@@ -246,20 +266,14 @@ class _SlotRounding:
             fl += a * self.num
         # Round up: which remainders become a whole token (Sec. 4's four rules).
         if self.rounding == "floor":
-            amount = fl
-        else:
-            up = rem != 0
-            if self.rounding == "random":
-                coins = self.coins.at(t).reshape(d.shape)
-                up &= coins < (rem / self.den if self.coin_fraction else self.p)
-            elif self.rounding == "oriented":
-                up &= self.along == (d > 0)
-            amount = fl + up
-        sent = amount * (d > 0)  # what the slot's row node sends; amount - sent it receives
-        outflow = self.row_sums(sent)
-        new = loads + (self.row_sums(amount) - 2 * outflow)  # loads - sent + received
-        flows = (2 * sent - amount).reshape(-1)[self.edge_slot]
-        return new, outflow, flows
+            return fl
+        up = rem != 0
+        if self.rounding == "random":
+            coins = self.coins.at(t).reshape(d.shape)
+            up &= coins < (rem / self.den if self.coin_fraction else self.p)
+        elif self.rounding == "oriented":
+            up &= self.along == (d > 0)
+        return fl + up
 
 
 def _rounded_amount(alpha: float, diff, mode: int, coin_u: float, coin_fraction: bool, along: bool) -> int:
