@@ -93,6 +93,6 @@ def test_real_flow_table_on_regular_graphs_adds_as_the_row_order(monkeypatch, sp
     loads = np.random.default_rng(8).uniform(0, 100, g.n)
     fast = _steps(algo, g, loads, {}, 15)
     with monkeypatch.context() as m:
-        m.setattr(heterogeneous_rules, "_regular_tables", lambda graph, rows: None)
+        m.setattr(heterogeneous_rules, "regular_slot_tables", lambda graph, rows: None)
         plain = _steps(algo, g, loads, {}, 15)
     assert fast == plain  # bit for bit (loads as bytes), outflow and the load moved too

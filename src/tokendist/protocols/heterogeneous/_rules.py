@@ -58,7 +58,8 @@ from ._sos_readings import IDEAL_READINGS, fold_dropped_ious, shadow_update
 from . import _partitioned
 from ._partitioned import partitioned_coefs as _partitioned_coefs
 from ._matrix import (SPEED_SCALES, IntegerNet, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
-                                    fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
+                      fos_flows, node_degrees, raise_on_negative_diagonal, regular_flow_sums, regular_slot_tables,
+                      scaled_speeds, sos_beta)
 from ...kernels._report import instrument_kernels
 from ...kernels._rows import RowOrder, sequential_sum
 
@@ -217,7 +218,7 @@ class HeterogeneousDiffusion(Protocol):
         """
         if self._rows_graph is not graph:
             self._rows_graph, self._rows = graph, RowOrder(graph)
-            self._row_tables = _regular_tables(graph, self._rows)
+            self._row_tables = regular_slot_tables(graph, self._rows)
         rows = self._rows
         if self._row_tables is not None:
             return self._real_flow_step_regular(graph, loads, y)
@@ -229,21 +230,9 @@ class HeterogeneousDiffusion(Protocol):
         return Step(new, moved=sequential_sum(sent), messages=2 * graph.m, flows=y, outflow=sent)
 
     def _real_flow_step_regular(self, graph, loads, y) -> Step:
-        """:meth:`_real_flow_step` on a regular graph: the four row sums from one ``(D, 4, n)`` table
-        of terms, slot k of every row in ``table[k]``, added slot after slot from 0.0 (each row's
-        additions as the kernels make them): one addition per slot instead of four."""
-        slots, low = self._row_tables
-        ys = y[slots]  # (D, 1, n): the flow of each slot's edge, positive from u to v
-        inn = np.where(low, ys, 0.0)  # flows in on the lower slots
-        out = np.where(low, 0.0, ys)  # flows out on the upper slots
-        # What the row's node sends: max(ys, 0) on upper slots, max(-ys, 0) on lower ones (a zero
-        # term, of either sign, leaves a sum from 0.0 unchanged).
-        terms = np.concatenate((inn, out, np.maximum(out, 0.0), np.maximum(-inn, 0.0)), axis=1)
-        acc = terms[0] + 0.0
-        for k in range(1, terms.shape[0]):
-            acc += terms[k]
-        sent = acc[2] + acc[3]
-        new = np.asarray(loads, dtype=np.float64) + (acc[0] - acc[1])
+        """:meth:`_real_flow_step` on a regular graph, its sums from one table (:func:`regular_flow_sums`)."""
+        change, sent = regular_flow_sums(self._row_tables, y)
+        new = np.asarray(loads, dtype=np.float64) + change
         return Step(new, moved=sequential_sum(sent), messages=2 * graph.m, flows=y, outflow=sent)
 
     def _x(self, loads):
@@ -297,18 +286,6 @@ class HeterogeneousDiffusion(Protocol):
     def _node_flows(self, node, view):
         """The FOS flow out of ``node`` to each neighbour where it is positive (one node's rule)."""
         return {j: y for j, y in fos_node_flows(self, node, view).items() if y > 0}
-
-
-def _regular_tables(graph, rows):
-    """``(slot edges, low)`` of a regular graph as ``(D, 1, n)`` tables (slot k of every row in row k),
-    else None: the tables of :meth:`HeterogeneousDiffusion._real_flow_step_regular`. ``low`` marks
-    the slots whose neighbour comes before the row (the edge flows into the row's node when positive).
-    """
-    if not rows.regular or graph.m == 0:
-        return None
-    shape = (graph.n, rows.degree)
-    return (np.ascontiguousarray(graph.csr_edges.reshape(shape).T)[:, None, :],
-            np.ascontiguousarray(rows.lower.reshape(shape).T)[:, None, :])
 
 
 def _actual_ious(raw, owed_stored, has_exc, bits):
