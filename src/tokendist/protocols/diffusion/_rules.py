@@ -41,6 +41,7 @@ from .kernels._serial import (COIN_BLOCK, RANDOM_FRACTION, counter_uniform_nb, d
 from .kernels._threaded import diffuse_step_parallel, rounded_step_parallel, run_parallel
 from ...kernels._choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_allowed, auto_threads_param
 from ._partitioned import relay_halo
+from ._slots import SlotRounding
 from ._diffusivity import (MATRIX_SPECS, coefficient_ratios, default_diffusivity, diagonal, diffusion_matrix,
                            diffusivity)
 from ...kernels._report import instrument_kernels
@@ -427,6 +428,7 @@ class _RoundedDiffusion(_DiffusionBase):
         fast = self.options["kernel"] == "numba"
         self._set_coefficients(g, self._coefficients(g) if g is graph else self._coefficients_h(g), per_slot=fast)
         self._mode = ROUNDINGS.index(self.rounding)
+        self._slots = None  # the numpy step's per-slot tables, built at its first step
         if fast:
             self._tables(g)
             self._out = np.empty(graph.n, dtype=np.int64)
@@ -520,15 +522,20 @@ class _RoundedDiffusion(_DiffusionBase):
             self.negative_steps += low < 0
             return out
         if self.options["kernel"] == "numpy":
-            fh = self._flows_h(t, loads)
-            pos, neg = np.maximum(fh, 0), np.maximum(-fh, 0)
-            # Integer sums (bincount adds in float64 and lost tokens past 2**53, issue 27).
-            outflow = _int_bincount(h.u, pos, h.n) + _int_bincount(h.v, neg, h.n)
-            new = loads - _int_bincount(h.u, fh, h.n) + _int_bincount(h.v, fh, h.n)
+            slots = self._slot_rule(loads)
+            if slots is not None:  # the same rule per CSR slot, without scatters (SlotRounding)
+                new, outflow, fh = slots.step(t, loads)
+            else:
+                fh = self._flows_h(t, loads)
+                pos, neg = np.maximum(fh, 0), np.maximum(-fh, 0)
+                # Integer sums (bincount adds in float64 and lost tokens past 2**53, issue 27).
+                outflow = _int_bincount(h.u, pos, h.n) + _int_bincount(h.v, neg, h.n)
+                new = loads - _int_bincount(h.u, fh, h.n) + _int_bincount(h.v, fh, h.n)
             flows = self._real_flows(graph, fh)
-            moved = int(np.abs(flows).sum())
-            out = Step(new, moved=moved, messages=self._messages(graph), flows=flows, outflow=outflow.astype(np.int64))
-            low = int(out.loads.min()) if out.loads.size else 0
+            # Without relayed edges every token moved leaves its sender once: the sum of the outflows.
+            moved = int(outflow.sum()) if flows is fh else int(np.abs(flows).sum())
+            out = Step(new, moved=moved, messages=self._messages(graph), flows=flows, outflow=outflow)
+            low = int(new.min()) if new.size else 0
         else:
             new = self._out if self._out is not loads else np.empty_like(loads)
             moved, low = self._kernel(t, loads, new, self._outflow)
@@ -538,6 +545,17 @@ class _RoundedDiffusion(_DiffusionBase):
         self.min_load = min(self.min_load, low)
         self.negative_steps += low < 0
         return out
+
+    def _slot_rule(self, loads):
+        """The slot form of the numpy step (:class:`SlotRounding`), when it applies to ``loads``."""
+        if loads.dtype != np.int64 or not loads.size or not self.h.m:
+            return None
+        if int(loads.max()) - int(loads.min()) >= 1 << 62:  # (d and d num / den would leave int64)
+            return None
+        if self._slots is None:
+            self._slots = SlotRounding(self.h, self.alpha, self.rounding, self.options.get("coin", "pij"),
+                                        self.orient, self._key)
+        return self._slots
 
     def _kernel(self, t, loads, out, outflow):
         h = self.h

@@ -57,8 +57,9 @@ from ._node import fos_node_flows, node_publish, shadow_publish, sos_iou_node_se
 from ._sos_readings import IDEAL_READINGS, fold_dropped_ious, shadow_update
 from . import _partitioned
 from ._partitioned import partitioned_coefs as _partitioned_coefs
-from ._matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
-                                    fos_flows, node_degrees, raise_on_negative_diagonal, scaled_speeds, sos_beta)
+from ._matrix import (SPEED_SCALES, IntegerNet, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
+                      fos_flows, node_degrees, raise_on_negative_diagonal, regular_flow_sums, regular_slot_tables,
+                      scaled_speeds, sos_beta)
 from ...kernels._report import instrument_kernels
 from ...kernels._rows import RowOrder, sequential_sum
 
@@ -125,6 +126,7 @@ class HeterogeneousDiffusion(Protocol):
         self._xbuf = None
         self._flowbuf = None
         self._rows_graph = self._rows = None  # the numpy step of fos and sos (_real_flow_step)
+        self._row_tables = None
         self._stencil_graph = None
         self._stencil_val = None
         self._chunks_graph = None  # sos-iou's threaded stencil kernel (see SOSIOU._stencil_chunks)
@@ -216,12 +218,21 @@ class HeterogeneousDiffusion(Protocol):
         """
         if self._rows_graph is not graph:
             self._rows_graph, self._rows = graph, RowOrder(graph)
+            self._row_tables = regular_slot_tables(graph, self._rows)
         rows = self._rows
+        if self._row_tables is not None:
+            return self._real_flow_step_regular(graph, loads, y)
         ys = y[graph.csr_edges]
         low = rows.lower
         inn, outs = rows.sums(np.where(low, ys, 0.0)), rows.sums(np.where(low, 0.0, ys))
         sent = rows.sums(np.where(low, 0.0, np.maximum(ys, 0.0))) + rows.sums(np.where(low, np.maximum(-ys, 0.0), 0.0))
         new = np.asarray(loads, dtype=np.float64) + (inn - outs)
+        return Step(new, moved=sequential_sum(sent), messages=2 * graph.m, flows=y, outflow=sent)
+
+    def _real_flow_step_regular(self, graph, loads, y) -> Step:
+        """:meth:`_real_flow_step` on a regular graph, its sums from one table (:func:`regular_flow_sums`)."""
+        change, sent = regular_flow_sums(self._row_tables, y)
+        new = np.asarray(loads, dtype=np.float64) + change
         return Step(new, moved=sequential_sum(sent), messages=2 * graph.m, flows=y, outflow=sent)
 
     def _x(self, loads):
@@ -527,8 +538,10 @@ class _SecondOrder(HeterogeneousDiffusion):
         self._k = 0
         self._keys = None
         self._prev = None
+        self._flow_graph = None  # the graph of the reference step's _prev (and sos-iou's _iou)
         self._state_graph = None
         self.dropped = 0.0
+        self._net = None  # sos-iou's numpy step: integer sends applied per CSR slot (IntegerNet)
 
     def _cube_dimension(self, graph, mode):
         """``d`` when the step runs a hypercube kernel (:mod:`._heterogeneous_sos_cube`), else None.
@@ -559,8 +572,11 @@ class _SecondOrder(HeterogeneousDiffusion):
         if self._k == 0:
             y = f
         else:
-            prev, dropped = _carry(self._keys, self._prev, graph)
-            self.dropped += dropped
+            if graph is self._flow_graph:  # the same graph as last step: the same edges, nothing to map
+                prev = self._prev
+            else:
+                prev, dropped = _carry(self._keys, self._prev, graph)
+                self.dropped += dropped
             y = self.beta * f + (self.beta - 1.0) * prev
         self._k += 1
         return y
@@ -568,6 +584,7 @@ class _SecondOrder(HeterogeneousDiffusion):
     def _remember(self, graph, y):
         self._keys = graph.edge_keys
         self._prev = y
+        self._flow_graph = graph
 
     def state_key(self):
         return b"" if self._prev is None else np.ascontiguousarray(self._prev).tobytes()
@@ -896,14 +913,18 @@ class SOSIOU(_SecondOrder):
             shadow_update(graph.u, graph.v, y, self._shadow)
             return step
         self.path = "numpy"  # the reference
+        same = graph is self._ref_graph  # the same graph as last step: no edge came or went
         if ideal == "shadow":
-            if self._ref_graph is not None:
+            if self._ref_graph is not None and not same:
                 self.iou_returned += fold_dropped_ious(self._shadow, self._ref_graph, self._iou, graph)
             yhat = self._sos_flow(graph, self._shadow)
         else:  # driven and sent: the flow from the integer loads; _prev holds the momentum term
             yhat = self._sos_flow(graph, loads)
-        iou, dropped = _carry(self._keys, self._iou, graph)
-        self.dropped += dropped
+        if same:
+            iou = self._iou
+        else:
+            iou, dropped = _carry(self._keys, self._iou, graph)
+            self.dropped += dropped
         owed = yhat + iou
         send = np.trunc(owed)
         out = (np.bincount(graph.u, weights=np.maximum(send, 0), minlength=graph.n)
@@ -924,16 +945,20 @@ class SOSIOU(_SecondOrder):
         self._ref_graph = graph
         # ideal=sent: next step's momentum is the flow actually sent (eq. (5) on the real loads).
         self._prev = send.astype(np.float64) if ideal == "sent" else yhat
+        self._flow_graph = graph
         self._iou = new_iou
         if ideal == "shadow":
             self._shadow = apply_flows(graph, self._shadow, yhat)
-        units = float(np.floor(np.abs(new_iou)).sum())
+        size = np.abs(new_iou)
+        units = float(np.floor(size).sum())
         self.iou_series.append(units)
         if new_iou.size:
-            self.iou_max = max(self.iou_max, float(np.abs(new_iou).max()))
+            self.iou_max = max(self.iou_max, float(size.max()))
         send = send.astype(np.int64)
-        return Step(apply_flows(graph, loads, send), moved=int(np.abs(send).sum()), messages=2 * graph.m,
-                    flows=send, info={"iou_units": units})
+        if self._net is None or self._net.graph is not graph:
+            self._net = IntegerNet(graph)
+        new = self._net.apply(loads, send) if loads.dtype == np.int64 else apply_flows(graph, loads, send)
+        return Step(new, moved=int(np.abs(send).sum()), messages=2 * graph.m, flows=send, info={"iou_units": units})
 
     def publish(self, rnd, t, node, view):
         if self.options["ideal"] == "shadow":
@@ -954,8 +979,11 @@ class SOSIOU(_SecondOrder):
     def state_key(self):
         if self._prev is None:
             return b""
-        key = np.ascontiguousarray(self._prev).tobytes() + np.ascontiguousarray(self._iou).tobytes()
-        return key if self._shadow is None else key + self._shadow.tobytes()
+        # The bytes of prev, then the IOUs, then the shadow loads (one copy instead of three and two joins).
+        parts = (self._prev, self._iou) if self._shadow is None else (self._prev, self._iou, self._shadow)
+        if all(p.ndim == 1 and p.dtype == np.float64 for p in parts):
+            return np.concatenate(parts).tobytes()
+        return b"".join(np.ascontiguousarray(p).tobytes() for p in parts)
 
     def report(self):
         iou = np.zeros(0) if self._iou is None else self._iou

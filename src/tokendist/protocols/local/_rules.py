@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 
-from ..._random import counter_uniform, counter_uniform_scalar, stream_key
+from ..._random import CounterDraws, counter_uniform, counter_uniform_scalar, stream_key
 from ...engine import MessageExecutor, Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from ...graphs._model import unsigned_view
@@ -320,6 +320,7 @@ class SinglePort(Protocol):
         self._alloc_candidates(min(int(mp_ + 8 * np.sqrt(mp_)) + 2 * BLOCK, graph.m + BLOCK))
         self._ncand = 0
         self._geo_cache = (None, None)  # (t, candidate mask) for the per-node form
+        self._draws = None  # the numpy step's coins (CounterDraws), made at its first step
         self._words = self._per_block = None  # allocated by the first threads > 1 step
         # On a torus or ring, the serial per-edge coins take the stencil kernel
         # (_local_balancing_stencil: three streaming passes instead of one pass per candidate).
@@ -362,13 +363,7 @@ class SinglePort(Protocol):
         if graph is not self._graph:
             return self._live_step(t, graph, loads)
         if self.options["kernel"] == "numpy":
-            matched = single_port_matching(graph, self.key, t, self.p, coins)
-            self._selected += matched
-            diff = loads[graph.u] - loads[graph.v]
-            s = (diff >= self.threshold).astype(np.int64) - (diff <= -self.threshold).astype(np.int64)
-            flows = np.where(matched, s, 0)
-            return Step(_apply_flows(graph, loads, flows), moved=int(np.abs(flows).sum()),
-                        messages=4 * graph.m, flows=flows)
+            return self._numpy_step(t, graph, loads)
         if self._steps >= INT32_MAX and self._selected.dtype == np.int32:
             self._selected = self._selected.astype(np.int64)
         out = self._out if self._out is not loads else np.empty_like(loads)
@@ -413,6 +408,31 @@ class SinglePort(Protocol):
         self._out = loads
         flows = self._flows.copy() if self.options["flows"] else None
         return Step(out, moved=int(moved), messages=4 * graph.m, flows=flows)
+
+    def _numpy_step(self, t, graph, loads) -> Step:
+        """The reference step on the reset graph: :func:`single_port_flows`'s rule, worked on the
+        step's candidates only (about ``m p`` edges) instead of on every edge."""
+        if self.options["coins"] == "geometric":
+            cand = np.flatnonzero(geometric_candidates(graph.m, self.key, t, self.p))
+        else:
+            if self._draws is None:  # counter_uniform(key, t, e) of every edge e, a block of steps at a time
+                block = max(1, min(64, (1 << 17) // max(graph.m, 1)))
+                self._draws = CounterDraws(self.key, np.arange(graph.m), block=block)
+            cand = np.flatnonzero(self._draws.at(t) < self.p)
+        a, b = graph.u[cand], graph.v[cand]
+        count = np.bincount(np.concatenate((a, b)), minlength=graph.n)
+        keep = (count[a] == 1) & (count[b] == 1)  # matched: no other candidate at either end
+        e, a, b = cand[keep], a[keep], b[keep]
+        self._selected[e] += 1
+        diff = loads[a] - loads[b]
+        s = (diff >= self.threshold).astype(np.int64) - (diff <= -self.threshold).astype(np.int64)
+        flows = np.zeros(graph.m, dtype=np.int64)
+        flows[e] = s
+        new = loads.astype(np.int64)  # (a copy)
+        # A matching: every node is on one matched edge at most, so plain (unbuffered) updates add right.
+        new[a] -= s
+        new[b] += s
+        return Step(new, moved=int(np.abs(s).sum()), messages=4 * graph.m, flows=flows)
 
     def _alloc_candidates(self, size):
         g = self._graph
