@@ -2,7 +2,7 @@
 
 A small run takes the numpy reference instead of compiling kernels (tokendist.kernels._choice), so
 the references have fast paths: the rounded diffusion rules per CSR slot (``_SlotRounding``), the
-integer sends of ``sos-iou`` per CSR slot (``IntegerNet``), ``single-port`` on its candidates
+integer sends of ``sos-iou`` per CSR slot (``RowOrder.net``), ``single-port`` on its candidates
 only, and the row sums of ``fos`` and ``sos`` from one table on regular graphs. Each is checked
 here against the plain form it replaces (kept in the code for the cases the fast path leaves out).
 """
@@ -17,7 +17,8 @@ from tokendist.engine import make_protocol
 from tokendist.graphs import make_graph
 from tokendist.protocols.diffusion import _rules as diffusion_rules
 from tokendist.protocols.heterogeneous import _rules as heterogeneous_rules
-from tokendist.protocols.heterogeneous._matrix import IntegerNet, apply_flows
+from tokendist.kernels._rows import RowOrder
+from tokendist.protocols.heterogeneous._matrix import apply_flows
 from tokendist.protocols.local._rules import single_port_flows
 
 from .test_diffusion import connected_graphs
@@ -62,11 +63,11 @@ def test_rounded_diffusion_per_slot_equals_the_edgewise_rule(monkeypatch, spec, 
 
 @given(connected_graphs(max_n=14), st.integers(0, 2**31))
 @settings(max_examples=40, deadline=None)
-def test_integer_net_applies_flows_as_add_at_does(graph, seed):
+def test_slot_net_applies_integer_flows_as_add_at_does(graph, seed):
     rng = np.random.default_rng(seed)
     loads = rng.integers(-(2**61), 2**61, graph.n)
     flows = rng.integers(-(2**50), 2**50, graph.m)
-    np.testing.assert_array_equal(IntegerNet(graph).apply(loads, flows), apply_flows(graph, loads, flows))
+    np.testing.assert_array_equal(loads + RowOrder(graph).net(flows), apply_flows(graph, loads, flows))
 
 
 @pytest.mark.parametrize("spec", GRAPHS + ["gnp:40,0.1"])

@@ -23,7 +23,7 @@ from ...errors import TokendistError
 
 __all__ = ["SPEED_SCALES", "scaled_speeds", "node_degrees", "edge_coefficients", "diagonal", "check_diagonal",
            "raise_on_negative_diagonal",
-           "fos_flows", "apply_flows", "IntegerNet", "regular_slot_tables", "regular_flow_sums", "diffusion_matrix",
+           "fos_flows", "apply_flows", "regular_slot_tables", "regular_flow_sums", "diffusion_matrix",
            "spectrum", "diffusion_norm", "sos_beta",
            "DENSE_LIMIT", "LANCZOS_TOL"]
 
@@ -122,53 +122,6 @@ def apply_flows(graph, loads: np.ndarray, flows: np.ndarray) -> np.ndarray:
         return out.astype(loads.dtype, copy=False)
     delta = np.bincount(graph.v, weights=flows, minlength=graph.n) - np.bincount(graph.u, weights=flows, minlength=graph.n)
     return loads + delta
-
-
-class IntegerNet:
-    """``apply_flows`` for integer flows on one graph, per CSR slot instead of ``np.add.at``.
-
-    Node i's net gain ``sum_{e=(j,i)} f_e - sum_{e=(i,j)} f_e`` is the sum over its CSR slots of
-    ``+f_e`` (i the edge's ``v``) or ``-f_e`` (i its ``u``), added in int64 (exact, in any order): a
-    regular graph's ``(n, D)`` table times a vector of ones, else ``np.add.reduceat`` over the rows.
-    Built once per graph (the numpy steps of ``sos-iou`` and ``fos-floor``).
-
-    Examples
-    --------
-    >>> from tokendist.graphs import make_graph
-    >>> g = make_graph("path:3")  # edges (0, 1), (1, 2)
-    >>> IntegerNet(g).apply(np.array([5, 0, 0]), np.array([2, -1])).tolist()
-    [3, 3, -1]
-    """
-
-    def __init__(self, graph):
-        self.graph = graph
-        n = graph.n
-        deg = np.diff(graph.indptr.astype(np.int64))
-        self.edge = graph.csr_edges.astype(np.int64)
-        row = np.repeat(np.arange(n), deg)
-        self.sign = np.where(row == graph.v[self.edge], 1, -1).astype(np.int64)
-        self.degree = int(deg[0]) if n and int(deg.min()) == int(deg.max()) else 0
-        if self.degree:
-            self.sign = self.sign.reshape(n, self.degree)
-            self.edge = self.edge.reshape(n, self.degree)
-            self.ones = np.ones(self.degree, dtype=np.int64)
-        else:
-            self.nonempty = deg > 0
-            self.starts = graph.indptr[:-1][self.nonempty].astype(np.int64)
-
-    def net(self, flows: np.ndarray) -> np.ndarray:
-        """Per node, the int64 flow arriving minus leaving (``flows`` int64 per edge, positive ``u -> v``)."""
-        terms = flows[self.edge] * self.sign
-        if self.degree:
-            return terms @ self.ones  # (an integer product: exact)
-        out = np.zeros(self.graph.n, dtype=np.int64)
-        if self.starts.size:
-            out[self.nonempty] = np.add.reduceat(terms, self.starts)
-        return out
-
-    def apply(self, loads: np.ndarray, flows: np.ndarray) -> np.ndarray:
-        """``apply_flows(graph, loads, flows)`` for int64 ``loads`` and ``flows``: the same integers."""
-        return loads + self.net(flows)
 
 
 def regular_slot_tables(graph, rows):

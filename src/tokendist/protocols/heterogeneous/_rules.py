@@ -57,7 +57,7 @@ from ._node import fos_node_flows, node_publish, shadow_publish, sos_iou_node_se
 from ._sos_readings import IDEAL_READINGS, fold_dropped_ious, shadow_update
 from . import _partitioned
 from ._partitioned import partitioned_coefs as _partitioned_coefs
-from ._matrix import (SPEED_SCALES, IntegerNet, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
+from ._matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                       fos_flows, node_degrees, raise_on_negative_diagonal, regular_flow_sums, regular_slot_tables,
                       scaled_speeds, sos_beta)
 from ...kernels._report import instrument_kernels
@@ -541,7 +541,7 @@ class _SecondOrder(HeterogeneousDiffusion):
         self._flow_graph = None  # the graph of the reference step's _prev (and sos-iou's _iou)
         self._state_graph = None
         self.dropped = 0.0
-        self._net = None  # sos-iou's numpy step: integer sends applied per CSR slot (IntegerNet)
+        self._net = None  # sos-iou's numpy step: integer sends applied per CSR slot (RowOrder.net)
 
     def _cube_dimension(self, graph, mode):
         """``d`` when the step runs a hypercube kernel (:mod:`._heterogeneous_sos_cube`), else None.
@@ -956,8 +956,8 @@ class SOSIOU(_SecondOrder):
             self.iou_max = max(self.iou_max, float(size.max()))
         send = send.astype(np.int64)
         if self._net is None or self._net.graph is not graph:
-            self._net = IntegerNet(graph)
-        new = self._net.apply(loads, send) if loads.dtype == np.int64 else apply_flows(graph, loads, send)
+            self._net = RowOrder(graph)
+        new = loads + self._net.net(send) if loads.dtype == np.int64 else apply_flows(graph, loads, send)
         return Step(new, moved=int(np.abs(send).sum()), messages=2 * graph.m, flows=send, info={"iou_units": units})
 
     def publish(self, rnd, t, node, view):
