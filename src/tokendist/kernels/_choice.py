@@ -61,7 +61,7 @@ _auto_allowed = False
 # Compiled kernels or the reference step: the crossover (docs/design/kernels.md, "Small runs").
 # A run spends at most max_steps * (REFERENCE_STEP_SECONDS + n * REFERENCE_NODE_SECONDS) on the
 # numpy reference, engine included (measured on torus:16x16 and torus:64x64, every integer protocol
-# with a kernel parameter: 55-190 us a step at n = 256, 190-610 us at n = 4096). A kernel that is
+# with a kernel parameter: at most 150 us a step at n = 256, 190-610 us at n = 4096). A kernel that is
 # neither compiled in this process nor in numba's on-disk cache costs at least COMPILE_SECONDS of
 # CPU to compile (the cheapest step kernel measured cold here; most take 5-40 s). Below that, a run
 # whose kernel would compile runs the reference instead.
