@@ -96,37 +96,11 @@ def quasirandom_step_regular(indices, D, q, loads, err, ties_up, guard, out, buf
     qarr[0] = q
     for i in range(n):
         x = loads[i]
-        # x = whole q + rest, by a float reciprocal and one correction (no integer division).
-        whole = np.int64(x * inv)
-        rest = x - whole * q
-        if rest >= q:
-            whole += 1
-            rest -= q
-        elif rest < 0:
-            whole -= 1
-            rest += q
-        a = i * D
-        ups = 0
-        # Scatter at once (the common case); a node that would overdraw takes its sends back and
-        # redoes them through the guard.
-        for k in range(D):
-            v = err[a + k] + rest
-            up = 1 if 2 * v + tie > q else 0
-            err[a + k] = v - up * q
-            out[indices[a + k]] += whole + up
-            buf[k] = whole + up
-            ups += up
-        total = D * whole + ups
-        if guard and total > x:
-            for k in range(D):
-                out[indices[a + k]] -= buf[k]
-            total, h = _guard(a, a + D, buf, err, qarr, True, total, x)
-            held += h
-            if h < 0:
-                return moved, -1
-            for k in range(D):
-                out[indices[a + k]] += buf[k]
-        out[i] += x - total
+        whole, rest = _split(x, q, inv, 0, False)
+        total, h = _row_of_d(i, indices, D, q, x, whole, rest, err, tie, guard, out, buf, qarr)
+        if h < 0:
+            return moved, -1
+        held += h
         moved += total
     return moved, held
 
@@ -149,6 +123,34 @@ def _split(x, q, inv, shift, pow2):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _row_of_d(i, indices, D, q, x, whole, rest, err, tie, guard, out, buf, qarr):
+    # Node i's row of D slots: round each slot, scatter at once (the common case); a node that
+    # would overdraw takes its sends back and redoes them through the guard. Returns (tokens sent,
+    # held back), held back -1 when the guard refused.
+    a = i * D
+    ups = 0
+    for k in range(D):
+        v = err[a + k] + rest
+        up = 1 if 2 * v + tie > q else 0
+        err[a + k] = v - up * q
+        out[indices[a + k]] += whole + up
+        buf[k] = whole + up
+        ups += up
+    total = D * whole + ups
+    h = 0
+    if guard and total > x:
+        for k in range(D):
+            out[indices[a + k]] -= buf[k]
+        total, h = _guard(a, a + D, buf, err, qarr, True, total, x)
+        if h < 0:
+            return total, h
+        for k in range(D):
+            out[indices[a + k]] += buf[k]
+    out[i] += x - total
+    return total, h
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _stencil_rows(indices, D, q, loads, err, tie, guard, out, buf, starts, ends, offsets, shift, pow2, qarr):
     # The step of quasirandom_stencil_step; pow2 is a constant at each call (two specialised loops).
     n = loads.shape[0]
@@ -163,26 +165,10 @@ def _stencil_rows(indices, D, q, loads, err, tie, guard, out, buf, starts, ends,
         for i in range(i0, i1):  # rows outside the runs: the regular kernel's loop
             x = loads[i]
             whole, rest = _split(x, q, inv, shift, pow2)
-            a = i * D
-            ups = 0
-            for k in range(D):
-                v = err[a + k] + rest
-                up = 1 if 2 * v + tie > q else 0
-                err[a + k] = v - up * q
-                out[indices[a + k]] += whole + up
-                buf[k] = whole + up
-                ups += up
-            total = D * whole + ups
-            if guard and total > x:
-                for k in range(D):
-                    out[indices[a + k]] -= buf[k]
-                total, h = _guard(a, a + D, buf, err, qarr, True, total, x)
-                held += h
-                if h < 0:
-                    return moved, -1
-                for k in range(D):
-                    out[indices[a + k]] += buf[k]
-            out[i] += x - total
+            total, h = _row_of_d(i, indices, D, q, x, whole, rest, err, tie, guard, out, buf, qarr)
+            if h < 0:
+                return moved, -1
+            held += h
             moved += total
         if r == nruns:
             break
