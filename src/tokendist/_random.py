@@ -97,12 +97,7 @@ def counter_uniform(key: int, step: int, index) -> np.ndarray:
     Vectorised over ``index``. Used where the same random choice must be reproduced by a
     vectorised kernel and by per-node code (for example the candidate edges of a random matching).
     """
-    x = np.array(index, dtype=np.uint64)  # a copy: mixed in place
-    x = _splitmix64(x)
-    x ^= np.uint64(_mix((key & _MASK64) ^ _mix(step & _MASK64)))  # the step's base, in Python ints
-    x = _splitmix64(x)
-    x >>= _S11
-    return x.astype(np.float64) * (1.0 / (1 << 53))
+    return counter_uniform_mixed(key, step, mix_index(index))
 
 
 def mix_index(index) -> np.ndarray:
@@ -113,7 +108,9 @@ def mix_index(index) -> np.ndarray:
 def counter_uniform_mixed(key: int, step: int, mixed: np.ndarray) -> np.ndarray:
     """``counter_uniform(key, step, index)`` from ``mixed = mix_index(index)`` (not changed): the
     same bits, for a caller that keeps the indices' mixes (a table of them, say)."""
-    x = mixed ^ np.uint64(_mix((key & _MASK64) ^ _mix(step & _MASK64)))
+    # A copy mixed in place: a 0-d index stays an array (numpy scalars warn when they wrap).
+    x = np.array(mixed, dtype=np.uint64)
+    x ^= np.uint64(_mix((key & _MASK64) ^ _mix(step & _MASK64)))  # the step's base, in Python ints
     x = _splitmix64(x)
     x >>= _S11
     return x.astype(np.float64) * (1.0 / (1 << 53))
@@ -146,7 +143,7 @@ class CounterDraws:
 
     def __init__(self, key: int, index, block: int = 64):
         self.key = int(key) & _MASK64
-        self._mixed = _splitmix64(np.array(index, dtype=np.uint64))  # the index's part, once
+        self._mixed = mix_index(index)  # the index's part, once
         self.block = max(int(block), 1)
         self._first = None  # the first step of the block held in self._rows
         self._rows = None
