@@ -16,6 +16,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ....kernels._divide import divmod_by
+
 __all__ = ["quasirandom_step", "quasirandom_step_regular", "quasirandom_stencil_step"]
 
 _U = np.uint64
@@ -111,15 +113,7 @@ def _split(x, q, inv, shift, pow2):
     # a power of two (tori: q = 2 d = 8), else a float reciprocal and one correction.
     if pow2:
         return x >> shift, x & (q - 1)
-    whole = np.int64(x * inv)
-    rest = x - whole * q
-    if rest >= q:
-        whole += 1
-        rest -= q
-    elif rest < 0:
-        whole -= 1
-        rest += q
-    return whole, rest
+    return divmod_by(x, q, inv)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ....kernels._divide import divmod_by
+
 __all__ = ["rotor_step", "rotor_stencil_step"]
 
 _U = np.uint64
@@ -36,14 +38,7 @@ def rotor_step(indptr, indices, loads, rotor, lazy, maxdeg, out):  # pragma: no 
         if d == 0:
             out[i] += x
             continue
-        base = np.int64(x * inv)
-        rem = x - base * L
-        if rem >= L:
-            base += 1
-            rem -= L
-        elif rem < 0:
-            base -= 1
-            rem += L
+        base, rem = divmod_by(x, L, inv)
         r = rotor[i]
         sent = 0
         for k in range(d):
@@ -65,14 +60,7 @@ def rotor_step(indptr, indices, loads, rotor, lazy, maxdeg, out):  # pragma: no 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _deal(x, r, L, inv):
     """``x = base L + rem`` by a float reciprocal and one correction; the rotor after dealing: ``(base, rem, r')``."""
-    base = np.int64(x * inv)
-    rem = x - base * L
-    if rem >= L:
-        base += 1
-        rem -= L
-    elif rem < 0:
-        base -= 1
-        rem += L
+    base, rem = divmod_by(x, L, inv)
     r += rem
     if r >= L:
         r -= L
