@@ -15,6 +15,7 @@ import numpy as np
 
 from ..engine import PROTOCOLS, EdgeFailures, make_loads, make_protocol, make_speeds, simulate
 from ..engine._injection import parse_injection
+from ..engine._pass import small_run, summary_row
 from ..errors import InfeasibleStepError, TokendistError
 from ..graphs import make_graph
 from ._scenario import Scenario
@@ -116,6 +117,11 @@ def compare(scenario: Scenario, *, progress=None, workers: int = 1, compiling=No
     graph = make_graph(scenario.graph, seed=scenario.seed)
     loads = make_loads(scenario.init, graph, scenario.seed)
     names = list(scenario.algos) or PROTOCOLS.names()
+    if workers > 1 and graph.n > 0 and np.ndim(loads) == 1:
+        # Every run records its trace through the engine's compiled pass. Loading it from numba's
+        # cache first costs a process a fifth of a second (numba sets up its typing registries):
+        # paid here once, before the workers are forked, instead of in every worker.
+        summary_row(graph, np.asarray(loads), small_run(graph, scenario.max_steps))
     rows = run_each(names, lambda name: _row(scenario, graph, loads, name), shared=graph, workers=workers,
                     progress=progress, compiling=compiling)
     offline = None
