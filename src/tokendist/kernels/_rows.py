@@ -89,6 +89,24 @@ class RowOrder:
         return rev
 
     @cached_property
+    def reverse_by_column(self) -> np.ndarray:
+        """On a regular graph of degree ``D``, :attr:`reverse` for per-slot terms laid out as
+        ``(D, n)`` (slot ``i D + k``, the ``k``-th of row ``i``, at ``k n + i``): what arrives over
+        each slot is ``terms.reshape(-1)[reverse_by_column]``, in the same layout. The layout makes
+        a node's sum ``D - 1`` additions of contiguous rows (:meth:`column_sums`)."""
+        n, D = self.n, self.degree
+        rev = self.reverse.reshape(n, D).T
+        return ((rev % D) * n + rev // D).reshape(-1)
+
+    def column_sums(self, cols: np.ndarray) -> np.ndarray:
+        """Per node, the sum of its ``D`` integer terms in the ``(D, n)`` layout of
+        :attr:`reverse_by_column` (a regular graph; int64 sums are exact in any order)."""
+        total = cols[0] + cols[1] if cols.shape[0] > 1 else cols[0].copy()
+        for k in range(2, cols.shape[0]):
+            total += cols[k]
+        return total
+
+    @cached_property
     def edge(self) -> np.ndarray:
         """The edge of every slot (int64)."""
         return self.graph.csr_edges.astype(np.int64)

@@ -130,37 +130,36 @@ class RegularQuasirandomStep:
         self.errT = err.reshape(order.n, order.degree).T
         self.n, self.D = n, D = order.n, order.degree
         self.threshold = (self.q - int(ties_up)) // 2
+        self.order = order
         # Slot s = i D + k sits at k n + i of the (D, n) arrays: what arrives over slot s is what its
         # reverse slot sent, read through this permutation of the (D, n) layout.
-        rev = order.reverse.reshape(n, D).T
-        self.arrive_from = ((rev % D) * n + rev // D).reshape(-1)
+        self.arrive_from = order.reverse_by_column
         self._v, self._up = np.empty((D, n), dtype=np.int64), np.empty((D, n), dtype=np.bool_)
         self._sent = np.empty((D, n), dtype=np.int64)
         self._whole, self._rest = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
 
-    def _node_sums(self, rows):
-        total = rows[0] + rows[1] if self.D > 1 else rows[0].copy()
-        for k in range(2, self.D):
-            total += rows[k]
-        return total
-
     def step(self, loads, guard: bool):
         """One step (``err`` updated in place): ``(loads, tokens sent, tokens held back)``."""
         whole, rest, v, up, sent, errT = self._whole, self._rest, self._v, self._up, self._sent, self.errT
-        np.divmod(loads, self.q, out=(whole, rest))  # floor division: x // q and x - (x // q) q
+        q = self.q
+        if q & (q - 1) == 0:  # q a power of two (tori, hypercubes of 2^k dimensions): the same floor
+            np.right_shift(loads, q.bit_length() - 1, out=whole)  # quotient and remainder (two's
+            np.bitwise_and(loads, q - 1, out=rest)  # complement), without an integer division
+        else:
+            np.divmod(loads, q, out=(whole, rest))  # floor division: x // q and x - (x // q) q
         np.add(errT, rest, out=v)
         np.greater(v, self.threshold, out=up)  # round up
         np.subtract(v, self.q, out=v, where=up)
         np.copyto(errT, v, casting="unsafe")  # (as err[:] = ...: error_dtype holds it)
         np.add(up, whole, out=sent)
-        total = self._node_sums(sent)
+        total = self.order.column_sums(sent)
         held = 0
         if guard and (total > loads).any():  # rare: the guard's loop on the slots in CSR order
             flat = sent.T.copy().reshape(-1)
             held = take_back(self.graph, self.q_slot, loads, flat, self.err, total)
             sent[...] = flat.reshape(self.n, self.D).T
         new = loads - total
-        new += self._node_sums(sent.reshape(-1)[self.arrive_from].reshape(self.D, self.n))
+        new += self.order.column_sums(sent.reshape(-1)[self.arrive_from].reshape(self.D, self.n))
         return new, int(total.sum()), held
 
 
