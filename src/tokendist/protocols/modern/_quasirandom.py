@@ -149,8 +149,8 @@ class RegularQuasirandomStep:
             np.divmod(loads, q, out=(whole, rest))  # floor division: x // q and x - (x // q) q
         np.add(errT, rest, out=v)
         np.greater(v, self.threshold, out=up)  # round up
-        np.subtract(v, self.q, out=v, where=up)
-        np.copyto(errT, v, casting="unsafe")  # (as err[:] = ...: error_dtype holds it)
+        np.multiply(up, q, out=sent)  # (sent holds q up for a moment: a masked subtract costs 4x more)
+        np.subtract(v, sent, out=errT, casting="unsafe")  # (as err[:] = ...: error_dtype holds it)
         np.add(up, whole, out=sent)
         total = self.order.column_sums(sent)
         held = 0
