@@ -204,19 +204,19 @@ class _MatchingBase(Protocol):
 
         ``partner`` is each node's matched neighbour (the node itself when unmatched: its pair sum
         ``2 x`` is even, so it keeps ``x``), ``odd_here`` whether the node takes its pair's odd
-        token. A node's new load is ``floor(s / 2) + (s mod 2 where odd_here)`` with ``s`` its
-        pair's sum, and what it sent is its old load minus the new one: some ten whole-array calls
-        a round, against some fifteen per-edge gathers and scatters of :meth:`_balance` (a small
-        run's step is their overhead). ``flows`` must be zero off ``edges``; it is returned filled.
+        token. With ``s`` the pair's sum a node's new load is ``floor(s / 2) + (s mod 2 where
+        odd_here)``, which is ``floor((s + odd_here) / 2)``, and what it sent is its old load minus
+        the new one: nine whole-array calls a round, against some fifteen per-edge gathers and
+        scatters of :meth:`_balance` (a small run's step is their overhead). ``flows`` must be zero
+        off ``edges``; it is returned filled.
         """
         loads = np.asarray(loads, dtype=np.int64)
-        s = loads + loads[partner]
-        new = s >> 1
-        new += s & odd_here  # (s & True = s mod 2)
-        sent = loads - new
-        flows[edges] = sent[ends_u]
-        # Each matched edge's |flow| counted at both ends.
-        return Step(new, moved=int(np.abs(sent).sum()) >> 1, messages=2 * len(edges), flows=flows)
+        new = loads + loads[partner]
+        new += odd_here
+        new >>= 1
+        sent = (loads - new)[ends_u]
+        flows[edges] = sent
+        return Step(new, moved=int(np.abs(sent).sum()), messages=2 * len(edges), flows=flows)
 
 
 @register_protocol
@@ -270,6 +270,7 @@ class RandomMatching(_MatchingBase):
         self._key = stream_key(rng)
         self._graph = graph
         self._draws = None  # the reference's draws, made at its first step
+        self._per_node = None  # the same, when its rounds are balanced per node (_balance_nodes)
         if self.options["kernel"] == "numba":
             self._out = np.empty(graph.n, dtype=np.int64)
             self._count = np.zeros(graph.n, dtype=np.int64)
@@ -278,6 +279,10 @@ class RandomMatching(_MatchingBase):
             self._p_default = 1.0 / (4 * graph.max_degree) if graph.m else None
 
     def step(self, t, graph, loads):
+        rounds = self._per_node
+        if rounds is not None and graph is self._graph:  # the reference, edge-coin rounds, odd token at random
+            edges, ends_u, partner, odd_here = rounds.nodes_at(t)
+            return self._balance_nodes(loads, partner, odd_here, edges, ends_u, np.zeros(graph.m, dtype=np.int64))
         p = self.options["p"] or None
         if self.options["kernel"] == "numpy" or graph is not self._graph or graph.m == 0:
             if graph is self._graph and graph.m:
@@ -310,8 +315,8 @@ class RandomMatching(_MatchingBase):
                             CounterDraws(_tag_key(self._key, _TAG_COIN), np.arange(graph.m, dtype=np.uint64), block)))
         if self.options["drawing"] == "edge-coin":
             if random:
-                edges, ends_u, partner, odd_here = self._draws.nodes_at(t)
-                return self._balance_nodes(loads, partner, odd_here, edges, ends_u, np.zeros(graph.m, dtype=np.int64))
+                self._per_node = self._draws  # (step() takes this path from now on)
+                return self.step(t, graph, loads)
             return self._balance(graph, loads, *self._draws.at(t))
         active, pick, coin = self._draws
         chooser, target = active_passive_pairs(graph, active.at(t), pick.at(t))
@@ -384,6 +389,19 @@ class BalancingCircuit(_MatchingBase):
         at_v[ends_v] = True
         return edges, ends_u, ends_v, partner, edge_at, at_v, np.zeros(graph.m, dtype=np.int64)
 
+    def _odd_block(self, first: int) -> None:
+        """Whether each node takes its pair's odd token, for the block of rounds from ``first``.
+
+        A node takes it where its edge's coin is < 1/2 at a u end, >= 1/2 at a v end (the coins of
+        :meth:`_excess_to_u`, drawn for each node's own edge only: :meth:`CounterDraws.pairs`)."""
+        block, n = self._coin.block, self._graph.n
+        classes = [self._classes[c] for c in (np.arange(first, first + block) % self.period).tolist()]
+        edge_at = np.stack([cls[4] for cls in classes])
+        at_v = np.stack([cls[5] for cls in classes])
+        coins = self._coin.pairs(first, np.repeat(np.arange(block), n), edge_at.reshape(-1)).reshape(block, n)
+        self._odd = (coins < 0.5) ^ at_v
+        self._odd_first = first
+
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numpy" or graph is not self._graph:
             if graph is not self._graph:
@@ -393,12 +411,15 @@ class BalancingCircuit(_MatchingBase):
                                  (np.flatnonzero(self.colours == c) for c in range(self.period))]
                 self._coin = CounterDraws(_tag_key(self._key, _TAG_COIN), np.arange(graph.m, dtype=np.uint64),
                                           _block_size(graph.m))
+                self._odd_first = None
             # Round t's matching is the colour class t mod period; the same coins as _excess_to_u's.
             edges, ends_u, ends_v, partner, edge_at, at_v, flows = self._classes[t % self.period]
             if self.options["excess"] == "random":
-                # A node takes the odd token where its edge's coin is < 1/2 at a u end, >= 1/2 at a v end.
-                odd_here = (self._coin.at(t)[edge_at] < 0.5) ^ at_v
-                return self._balance_nodes(loads, partner, odd_here, edges, ends_u, flows)
+                first = self._odd_first
+                if first is None or not first <= t < first + self._coin.block:
+                    self._odd_block(t)
+                    first = t
+                return self._balance_nodes(loads, partner, self._odd[t - first], edges, ends_u, flows)
             return self._balance(graph, loads, edges, ends_u, ends_v, None)
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         c = t % self.period
