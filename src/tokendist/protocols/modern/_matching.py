@@ -67,7 +67,8 @@ def edge_coin_matchings(graph, candidates: np.ndarray) -> tuple[np.ndarray, np.n
     b. A candidate is matched when no other candidate of its round touches either end. The pairs come
     sorted by round, then by edge.
     """
-    rounds, edges = np.nonzero(candidates)
+    # (flat indices split by row: a 2-d np.nonzero costs four times as much on a (64, 512) block)
+    rounds, edges = np.divmod(np.flatnonzero(candidates), candidates.shape[1])
     # Node i of round b is counted at b n + i: one bincount counts the candidates at every node of every round.
     at_u = rounds * graph.n + graph.u[edges]
     at_v = rounds * graph.n + graph.v[edges]
