@@ -134,7 +134,7 @@ class RegularQuasirandomStep:
         # Slot s = i D + k sits at k n + i of the (D, n) arrays: what arrives over slot s is what its
         # reverse slot sent, read through this permutation of the (D, n) layout.
         self.arrive_from = order.reverse_by_column
-        self._v, self._up = np.empty((D, n), dtype=np.int64), np.empty((D, n), dtype=np.bool_)
+        self._v, self._up = np.empty((D, n), dtype=np.int64), np.empty((D, n), dtype=np.int64)
         self._sent = np.empty((D, n), dtype=np.int64)
         self._whole, self._rest = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
 
@@ -148,17 +148,18 @@ class RegularQuasirandomStep:
         else:
             np.divmod(loads, q, out=(whole, rest))  # floor division: x // q and x - (x // q) q
         np.add(errT, rest, out=v)
-        np.greater(v, self.threshold, out=up)  # round up
+        np.greater(v, self.threshold, out=up)  # round up (0 or 1, int64: faster to multiply and add)
         np.multiply(up, q, out=sent)  # (sent holds q up for a moment: a masked subtract costs 4x more)
         np.subtract(v, sent, out=errT, casting="unsafe")  # (as err[:] = ...: error_dtype holds it)
         np.add(up, whole, out=sent)
         total = self.order.column_sums(sent)
+        new = loads - total
         held = 0
-        if guard and (total > loads).any():  # rare: the guard's loop on the slots in CSR order
+        if guard and new.min() < 0:  # rare: the guard's loop on the slots in CSR order
             flat = sent.T.copy().reshape(-1)
             held = take_back(self.graph, self.q_slot, loads, flat, self.err, total)
             sent[...] = flat.reshape(self.n, self.D).T
-        new = loads - total
+            new = loads - total
         new += self.order.column_sums(sent.reshape(-1)[self.arrive_from].reshape(self.D, self.n))
         return new, int(total.sum()), held
 
@@ -261,7 +262,8 @@ class Quasirandom(Protocol):
     def step(self, t, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         regular = self._regular
-        if regular is not None and graph is self._graph:  # (a small run on a torus or hypercube: fewer calls)
+        if regular is not None and graph is self._graph and regular.err is self.err_units:  # (a small run on a
+            # torus or hypercube: fewer calls; err_units is the array the step was made with)
             new, moved, held = regular.step(loads, self._guard)
             self.held_back += held
             if self._xi is not None:
