@@ -198,7 +198,6 @@ class _MatchingBase(Protocol):
         flows[edges] = sent
         return Step(new, moved=int(np.abs(sent).sum()), messages=2 * len(edges), flows=flows)
 
-
     @staticmethod
     def _balance_nodes(loads, partner, odd_here, edges, ends_u, flows):
         """:meth:`_balance` per node, with the odd token's end given (``excess=random``).
