@@ -131,6 +131,7 @@ class _EdgeCoinRounds:
         self.match = CounterDraws(_tag_key(key, _TAG_MATCH), every_edge, self.block)
         self.coin = CounterDraws(_tag_key(key, _TAG_COIN), every_edge, self.block) if coins else None
         self.first = None
+        self._alone = None
 
     def at(self, t: int):
         """``(edges, u ends, v ends, up_to_u)`` of round t: its matched edges (increasing), their ends
@@ -157,7 +158,9 @@ class _EdgeCoinRounds:
         # (the coins of the matched edges only: the same bits as rows(first)[rounds, edges])
         self.up = None if self.coin is None else self.coin.pairs(first, rounds, self.edges) < 0.5
         if self.up is not None:  # the block's rounds per node, for _MatchingBase._balance_nodes
-            self.partner = np.tile(np.arange(self.graph.n), (self.block, 1))
+            if self._alone is None:  # every node its own partner, in every round of a block
+                self._alone = np.tile(np.arange(self.graph.n), (self.block, 1))
+            self.partner = self._alone.copy()
             self.partner[rounds, self.ends_u], self.partner[rounds, self.ends_v] = self.ends_v, self.ends_u
             self.odd_here = np.zeros((self.block, self.graph.n), dtype=np.bool_)
             self.odd_here[rounds, self.ends_u], self.odd_here[rounds, self.ends_v] = self.up, ~self.up
@@ -210,7 +213,8 @@ class _MatchingBase(Protocol):
         scatters of :meth:`_balance` (a small run's step is their overhead). ``flows`` must be zero
         off ``edges``; it is returned filled.
         """
-        loads = np.asarray(loads, dtype=np.int64)
+        if loads.dtype != np.int64:
+            loads = loads.astype(np.int64)
         new = loads + loads[partner]
         new += odd_here
         new >>= 1
