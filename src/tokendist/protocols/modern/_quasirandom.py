@@ -117,11 +117,11 @@ class RegularQuasirandomStep:
     The reference step of a small run (a torus or a hypercube of a few hundred nodes), where the
     cost is the number of numpy calls and their strides, not their arithmetic. The per-slot work
     runs on ``(D, n)`` arrays, column ``i`` holding node ``i``'s ``D`` slots: ``x = a q + b`` is
-    divided once per node and broadcast along rows, a node's sum is ``D - 1`` contiguous row
-    additions (int64: exact in any order), and ``2 (e + b) + tie > q`` is one comparison with
-    ``floor((q - tie) / 2)`` (for integers, ``2 v > k`` exactly when ``v > floor(k / 2)``). Every
-    temporary is a buffer made once. The same integers as the plain step
-    (tests/protocols/test_modern_kernels.py).
+    divided once per node and broadcast along rows (by a shift and a mask when ``q`` is a power
+    of two), a node's sum is one reduction over contiguous rows (int64: exact in any order), and
+    ``2 (e + b) + tie > q`` is one comparison with ``floor((q - tie) / 2)`` (for integers,
+    ``2 v > k`` exactly when ``v > floor(k / 2)``). Every temporary is a buffer made once. The
+    same integers as the plain step (tests/protocols/test_small_run_references.py).
     """
 
     def __init__(self, graph, order, q_slot, q: int, ties_up: bool, err):

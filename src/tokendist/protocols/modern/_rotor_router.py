@@ -160,8 +160,8 @@ class RotorRouter(Protocol):
 
         Row ``k`` holds every node's ``k``-th neighbour slot, whose port is ``port[k]`` (``2k`` lazy,
         ``k`` otherwise) for all nodes, so the rule ``floor(x / L) + [(port - rotor) mod L < x mod L]``
-        is four broadcast calls and a node's sums are ``D - 1`` row additions: about half the numpy
-        calls of the general step, the same integers.
+        is four broadcast calls and a node's sums are one reduction over contiguous rows: about half
+        the numpy calls of the general step, the same integers.
         """
         if L & (L - 1) == 0:  # L a power of two (tori, hypercubes of 2^k dimensions): shifts and masks,
             # the same floor quotient and remainder (two's complement), without an integer division
