@@ -163,11 +163,22 @@ class CounterDraws:
             self._fill(first)
         return self._rows
 
-    def _fill(self, step: int) -> None:
+    def pairs(self, first: int, rows, cols) -> np.ndarray:
+        """``rows(first)[rows, cols]`` without drawing the rest of the block: the draw of step
+        ``first + rows[i]`` at position ``cols[i]`` of the index, for each ``i`` (the same bits)."""
+        x = self._bases(first)[rows] ^ self._mixed[cols]
+        x = _splitmix64(x)
+        x >>= _S11
+        return x.astype(np.float64) * (1.0 / (1 << 53))
+
+    def _bases(self, step: int) -> np.ndarray:
         # Each step's base _mix(key ^ _mix(step)), vectorised over the block's steps.
         base = _splitmix64(np.arange(step, step + self.block, dtype=np.int64).astype(np.uint64))
         base ^= np.uint64(self.key)
-        base = _splitmix64(base)
+        return _splitmix64(base)
+
+    def _fill(self, step: int) -> None:
+        base = self._bases(step)
         x = base[:, None] ^ self._mixed[None, :]
         x = _splitmix64(x)
         x >>= _S11

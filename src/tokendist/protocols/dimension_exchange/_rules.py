@@ -22,7 +22,7 @@ from ...engine import Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from . import _worst_case as _dimension_exchange_init  # noqa: F401  (registers the worst-case distributions)
 from .kernels._serial import (LM_KEEP, LM_MAX, LM_SET, THRESHOLD1, THRESHOLD1_PLUS, THRESHOLD2,
-                                          colour_step_numba, colour_step_numpy)
+                                          NodeColourStep, colour_step_numba)
 from ._schedule import SPANNING_TREES, make_schedule
 from . import _partitioned
 from ...kernels._report import instrument_kernels
@@ -74,6 +74,7 @@ class _DimensionExchange(Protocol):
         self._flows = np.zeros(graph.m, dtype=np.int8)
         self._prev = (0, 0)
         self._spanning = self.sched.graph is not graph
+        self._numpy = None  # the numpy step's per-colour constants (NodeColourStep), made on its first step
 
     def _rule(self, t, loads) -> int:
         raise NotImplementedError
@@ -95,12 +96,17 @@ class _DimensionExchange(Protocol):
 
     def step(self, t, graph, loads):
         rule = self._rule(t, loads)
-        lo, hi = self.sched.active(t)
         if self.options["kernel"] == "numpy":
-            new, flows, moved = colour_step_numpy(loads, self.sched, t, rule, self._local_max(), self._halted(),
-                                                  graph.m)
+            # colour_step_numpy's rule per node, its per-colour constants made once per run (a
+            # small run's step is a few microseconds of numpy calls: kernels._serial.NodeColourStep).
+            stepper = self._numpy
+            if stepper is None:
+                stepper = self._numpy = NodeColourStep(self.sched, self.n, graph.m, loads.dtype)
+            new, flows, moved, messages = stepper.step(loads, (self.sched.start + t) % self.period, rule,
+                                                       self._local_max(), self._halted())
             self._after(t, loads)
-            return Step(new, moved=moved, messages=2 * (hi - lo), flows=flows)
+            return Step(new, moved=moved, messages=messages, flows=flows)
+        lo, hi = self.sched.active(t)
         out = self._buf if self._buf is not loads else np.empty_like(loads)
         moved = colour_step_numba(loads, out, self.sched, t, self._prev, rule, self._local_max(), self._halted(),
                                   self._flows, self._lm_mode())
@@ -110,8 +116,9 @@ class _DimensionExchange(Protocol):
         return Step(out, moved=moved, messages=2 * (hi - lo), flows=self._flows)
 
     def _tree_edges_equal(self, loads) -> bool:
-        g = self.sched.graph
-        return bool(g.m == 0 or np.all(loads[g.u] == loads[g.v]))
+        # The tree spans every node of the (connected) graph, so its edges are all level exactly
+        # when all loads are equal: two reductions rather than two gathers and a comparison.
+        return bool(loads.size == 0 or loads.max() == loads.min())
 
     def report(self) -> dict:
         s = self.sched
@@ -311,6 +318,8 @@ class Discrepancy1(_DimensionExchange):
         g = self.sched.graph
         if g.m == 0:
             return True
+        if not self._any_halted:  # (no node halted: THRESHOLD-1's test)
+            return self._tree_edges_equal(loads)
         diff = loads[g.u] != loads[g.v]
         return bool(not np.any(diff & ~(self.halted[g.u] | self.halted[g.v])))
 

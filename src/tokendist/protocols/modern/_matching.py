@@ -67,7 +67,8 @@ def edge_coin_matchings(graph, candidates: np.ndarray) -> tuple[np.ndarray, np.n
     b. A candidate is matched when no other candidate of its round touches either end. The pairs come
     sorted by round, then by edge.
     """
-    rounds, edges = np.nonzero(candidates)
+    # (flat indices split by row: a 2-d np.nonzero costs four times as much on a (64, 512) block)
+    rounds, edges = np.divmod(np.flatnonzero(candidates), candidates.shape[1])
     # Node i of round b is counted at b n + i: one bincount counts the candidates at every node of every round.
     at_u = rounds * graph.n + graph.u[edges]
     at_v = rounds * graph.n + graph.v[edges]
@@ -130,6 +131,7 @@ class _EdgeCoinRounds:
         self.match = CounterDraws(_tag_key(key, _TAG_MATCH), every_edge, self.block)
         self.coin = CounterDraws(_tag_key(key, _TAG_COIN), every_edge, self.block) if coins else None
         self.first = None
+        self._alone = None
 
     def at(self, t: int):
         """``(edges, u ends, v ends, up_to_u)`` of round t: its matched edges (increasing), their ends
@@ -139,11 +141,29 @@ class _EdgeCoinRounds:
         a, b = self.starts[t - self.first], self.starts[t - self.first + 1]
         return self.edges[a:b], self.ends_u[a:b], self.ends_v[a:b], (None if self.up is None else self.up[a:b])
 
+    def nodes_at(self, t: int):
+        """Round t per node (with coins only): ``(edges, u ends, partner, odd_here)``, the matched
+        edges and their u ends as :meth:`at`, each node's matched neighbour (itself when unmatched)
+        and whether it takes its pair's odd token."""
+        if self.first is None or not self.first <= t < self.first + self.block:
+            self._fill(t)
+        b = t - self.first
+        lo, hi = self.starts[b], self.starts[b + 1]
+        return self.edges[lo:hi], self.ends_u[lo:hi], self.partner[b], self.odd_here[b]
+
     def _fill(self, first: int) -> None:
         rounds, self.edges = edge_coin_matchings(self.graph, self.match.rows(first) < self.p)
         self.ends_u, self.ends_v = self.graph.u[self.edges], self.graph.v[self.edges]
         self.starts = np.searchsorted(rounds, np.arange(self.block + 1)).tolist()  # (Python ints: slices)
-        self.up = None if self.coin is None else self.coin.rows(first)[rounds, self.edges] < 0.5
+        # (the coins of the matched edges only: the same bits as rows(first)[rounds, edges])
+        self.up = None if self.coin is None else self.coin.pairs(first, rounds, self.edges) < 0.5
+        if self.up is not None:  # the block's rounds per node, for _MatchingBase._balance_nodes
+            if self._alone is None:  # every node its own partner, in every round of a block
+                self._alone = np.tile(np.arange(self.graph.n), (self.block, 1))
+            self.partner = self._alone.copy()
+            self.partner[rounds, self.ends_u], self.partner[rounds, self.ends_v] = self.ends_v, self.ends_u
+            self.odd_here = np.zeros((self.block, self.graph.n), dtype=np.bool_)
+            self.odd_here[rounds, self.ends_u], self.odd_here[rounds, self.ends_v] = self.up, ~self.up
         self.first = first
 
 
@@ -178,6 +198,27 @@ class _MatchingBase(Protocol):
         new[ends_u] = new_u  # a matching: every node in at most one pair
         new[ends_v] = s - new_u
         flows = np.zeros(graph.m, dtype=np.int64)
+        flows[edges] = sent
+        return Step(new, moved=int(np.abs(sent).sum()), messages=2 * len(edges), flows=flows)
+
+    @staticmethod
+    def _balance_nodes(loads, partner, odd_here, edges, ends_u, flows):
+        """:meth:`_balance` per node, with the odd token's end given (``excess=random``).
+
+        ``partner`` is each node's matched neighbour (the node itself when unmatched: its pair sum
+        ``2 x`` is even, so it keeps ``x``), ``odd_here`` whether the node takes its pair's odd
+        token. With ``s`` the pair's sum a node's new load is ``floor(s / 2) + (s mod 2 where
+        odd_here)``, which is ``floor((s + odd_here) / 2)``, and what it sent is its old load minus
+        the new one: nine whole-array calls a round, against some fifteen per-edge gathers and
+        scatters of :meth:`_balance` (a small run's step is their overhead). ``flows`` must be zero
+        off ``edges``; it is returned filled.
+        """
+        if loads.dtype != np.int64:
+            loads = loads.astype(np.int64)
+        new = loads + loads[partner]
+        new += odd_here
+        new >>= 1
+        sent = (loads - new)[ends_u]
         flows[edges] = sent
         return Step(new, moved=int(np.abs(sent).sum()), messages=2 * len(edges), flows=flows)
 
@@ -233,6 +274,7 @@ class RandomMatching(_MatchingBase):
         self._key = stream_key(rng)
         self._graph = graph
         self._draws = None  # the reference's draws, made at its first step
+        self._per_node = None  # the same, when its rounds are balanced per node (_balance_nodes)
         if self.options["kernel"] == "numba":
             self._out = np.empty(graph.n, dtype=np.int64)
             self._count = np.zeros(graph.n, dtype=np.int64)
@@ -241,6 +283,10 @@ class RandomMatching(_MatchingBase):
             self._p_default = 1.0 / (4 * graph.max_degree) if graph.m else None
 
     def step(self, t, graph, loads):
+        rounds = self._per_node
+        if rounds is not None and graph is self._graph:  # the reference, edge-coin rounds, odd token at random
+            edges, ends_u, partner, odd_here = rounds.nodes_at(t)
+            return self._balance_nodes(loads, partner, odd_here, edges, ends_u, np.zeros(graph.m, dtype=np.int64))
         p = self.options["p"] or None
         if self.options["kernel"] == "numpy" or graph is not self._graph or graph.m == 0:
             if graph is self._graph and graph.m:
@@ -272,6 +318,9 @@ class RandomMatching(_MatchingBase):
                             CounterDraws(_tag_key(self._key, _TAG_PICK), every_node, block),
                             CounterDraws(_tag_key(self._key, _TAG_COIN), np.arange(graph.m, dtype=np.uint64), block)))
         if self.options["drawing"] == "edge-coin":
+            if random:
+                self._per_node = self._draws  # (step() takes this path from now on)
+                return self.step(t, graph, loads)
             return self._balance(graph, loads, *self._draws.at(t))
         active, pick, coin = self._draws
         chooser, target = active_passive_pairs(graph, active.at(t), pick.at(t))
@@ -330,19 +379,52 @@ class BalancingCircuit(_MatchingBase):
             self._flows = np.zeros(graph.m, dtype=np.int64)
             self._written = -1  # the class whose flows are in self._flows
 
+    @staticmethod
+    def _class_nodes(graph, edges):
+        """A colour class for the reference: its edges and ends, each node's partner, the edge at each
+        matched node (0 elsewhere: its coin is not read), whether the node is the edge's v end, and a
+        flows buffer that only this class writes (so it is zero off the class)."""
+        ends_u, ends_v = graph.u[edges], graph.v[edges]
+        partner = np.arange(graph.n)
+        partner[ends_u], partner[ends_v] = ends_v, ends_u
+        edge_at = np.zeros(graph.n, dtype=np.int64)
+        edge_at[ends_u], edge_at[ends_v] = edges, edges
+        at_v = np.zeros(graph.n, dtype=np.bool_)
+        at_v[ends_v] = True
+        return edges, ends_u, ends_v, partner, edge_at, at_v, np.zeros(graph.m, dtype=np.int64)
+
+    def _odd_block(self, first: int) -> None:
+        """Whether each node takes its pair's odd token, for the block of rounds from ``first``.
+
+        A node takes it where its edge's coin is < 1/2 at a u end, >= 1/2 at a v end (the coins of
+        :meth:`_excess_to_u`, drawn for each node's own edge only: :meth:`CounterDraws.pairs`)."""
+        block, n = self._coin.block, self._graph.n
+        classes = [self._classes[c] for c in (np.arange(first, first + block) % self.period).tolist()]
+        edge_at = np.stack([cls[4] for cls in classes])
+        at_v = np.stack([cls[5] for cls in classes])
+        coins = self._coin.pairs(first, np.repeat(np.arange(block), n), edge_at.reshape(-1)).reshape(block, n)
+        self._odd = (coins < 0.5) ^ at_v
+        self._odd_first = first
+
     def step(self, t, graph, loads):
         if self.options["kernel"] == "numpy" or graph is not self._graph:
             if graph is not self._graph:
                 return self._step(t, graph, loads, self.colours == (t % self.period))
             if self._classes is None:
-                self._classes = [(e, graph.u[e], graph.v[e]) for e in
+                self._classes = [self._class_nodes(graph, e) for e in
                                  (np.flatnonzero(self.colours == c) for c in range(self.period))]
                 self._coin = CounterDraws(_tag_key(self._key, _TAG_COIN), np.arange(graph.m, dtype=np.uint64),
                                           _block_size(graph.m))
+                self._odd_first = None
             # Round t's matching is the colour class t mod period; the same coins as _excess_to_u's.
-            edges, ends_u, ends_v = self._classes[t % self.period]
-            up_to_u = self._coin.at(t)[edges] < 0.5 if self.options["excess"] == "random" else None
-            return self._balance(graph, loads, edges, ends_u, ends_v, up_to_u)
+            edges, ends_u, ends_v, partner, edge_at, at_v, flows = self._classes[t % self.period]
+            if self.options["excess"] == "random":
+                first = self._odd_first
+                if first is None or not first <= t < first + self._coin.block:
+                    self._odd_block(t)
+                    first = t
+                return self._balance_nodes(loads, partner, self._odd[t - first], edges, ends_u, flows)
+            return self._balance(graph, loads, edges, ends_u, ends_v, None)
         loads = np.ascontiguousarray(loads, dtype=np.int64)
         c = t % self.period
         lo, hi = int(self._class_start[c]), int(self._class_start[c + 1])

@@ -30,7 +30,8 @@ from ._common import edge_coefficients, matrix_param, slot_rows
 
 instrument_kernels(globals())  # runs report which kernel ran each step
 
-__all__ = ["Quasirandom", "error_dtype", "quasirandom_reference_step", "reciprocal_denominators"]
+__all__ = ["Quasirandom", "error_dtype", "quasirandom_reference_step", "RegularQuasirandomStep",
+           "reciprocal_denominators"]
 
 _TIES = ("down", "up")
 _GUARDS = ("on", "off")
@@ -72,22 +73,29 @@ def quasirandom_rounding(graph, order, q_slot, loads, err, ties_up: bool, guard:
     up = 2 * v + int(ties_up) > q_slot
     err[:] = v - up * q_slot
     sent = whole + up
-    held = 0
     total = order.sums(sent)
-    if guard:
-        for i in np.flatnonzero(total > loads):  # rare: the node holds fewer tokens than its rounding asks
-            a, b = graph.indptr[i], graph.indptr[i + 1]
-            while total[i] > loads[i]:
-                k = min((k for k in range(a, b) if sent[k] > 0), key=lambda k: (err[k] / q_slot[k], k))
-                sent[k] -= 1
-                raised = int(err[k]) + int(q_slot[k])
-                if raised > np.iinfo(err.dtype).max:  # as the kernels: refuse rather than wrap
-                    raise TokendistError(f"quasirandom: an accumulated error left the range of its {err.dtype} store; "
-                                         "the run cannot continue exactly")
-                err[k] = raised
-                total[i] -= 1
-                held += 1
+    held = take_back(graph, q_slot, loads, sent, err, total) if guard else 0
     return sent, total, held
+
+
+def take_back(graph, q_slot, loads, sent, err, total) -> int:
+    """The guard: where a node's rounding asks for more than it holds, take tokens back one at a
+    time from its edge with the most negative error (``sent``, ``err``, ``total`` updated in place);
+    returns the tokens held back."""
+    held = 0
+    for i in np.flatnonzero(total > loads):  # rare: the node holds fewer tokens than its rounding asks
+        a, b = graph.indptr[i], graph.indptr[i + 1]
+        while total[i] > loads[i]:
+            k = min((k for k in range(a, b) if sent[k] > 0), key=lambda k: (err[k] / q_slot[k], k))
+            sent[k] -= 1
+            raised = int(err[k]) + int(q_slot[k])
+            if raised > np.iinfo(err.dtype).max:  # as the kernels: refuse rather than wrap
+                raise TokendistError(f"quasirandom: an accumulated error left the range of its {err.dtype} store; "
+                                     "the run cannot continue exactly")
+            err[k] = raised
+            total[i] -= 1
+            held += 1
+    return held
 
 
 def quasirandom_reference_step(graph, q_slot, loads, err, ties_up: bool, guard: bool, order=None, q=None):
@@ -101,6 +109,59 @@ def quasirandom_reference_step(graph, q_slot, loads, err, ties_up: bool, guard: 
     sent, total, held = quasirandom_rounding(graph, order, q_slot, loads, err, ties_up, guard, q)
     # What arrives over a slot is what its reverse slot sent.
     return loads - total + order.sums(sent[order.reverse]), sent, held
+
+
+class RegularQuasirandomStep:
+    """:func:`quasirandom_reference_step` on a ``D``-regular graph whose slots all have ``q_slot = q``.
+
+    The reference step of a small run (a torus or a hypercube of a few hundred nodes), where the
+    cost is the number of numpy calls and their strides, not their arithmetic. The per-slot work
+    runs on ``(D, n)`` arrays, column ``i`` holding node ``i``'s ``D`` slots: ``x = a q + b`` is
+    divided once per node and broadcast along rows (by a shift and a mask when ``q`` is a power
+    of two), a node's sum is one reduction over contiguous rows (int64: exact in any order), and
+    ``2 (e + b) + tie > q`` is one comparison with ``floor((q - tie) / 2)`` (for integers,
+    ``2 v > k`` exactly when ``v > floor(k / 2)``). Every temporary is a buffer made once. The
+    same integers as the plain step (tests/protocols/test_small_run_references.py).
+    """
+
+    def __init__(self, graph, order, q_slot, q: int, ties_up: bool, err):
+        self.graph, self.q_slot, self.q, self.err = graph, q_slot, int(q), err
+        #: the errors as (D, n): a view of ``err`` (CSR slot order), updated in place
+        self.errT = err.reshape(order.n, order.degree).T
+        self.n, self.D = n, D = order.n, order.degree
+        self.threshold = (self.q - int(ties_up)) // 2
+        self.order = order
+        # Slot s = i D + k sits at k n + i of the (D, n) arrays: what arrives over slot s is what its
+        # reverse slot sent, read through this permutation of the (D, n) layout.
+        self.arrive_from = order.reverse_by_column
+        self._v, self._up = np.empty((D, n), dtype=np.int64), np.empty((D, n), dtype=np.int64)
+        self._sent = np.empty((D, n), dtype=np.int64)
+        self._whole, self._rest = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+
+    def step(self, loads, guard: bool):
+        """One step (``err`` updated in place): ``(loads, tokens sent, tokens held back)``."""
+        whole, rest, v, up, sent, errT = self._whole, self._rest, self._v, self._up, self._sent, self.errT
+        q = self.q
+        if q & (q - 1) == 0:  # q a power of two (tori, hypercubes of 2^k dimensions): the same floor
+            np.right_shift(loads, q.bit_length() - 1, out=whole)  # quotient and remainder (two's
+            np.bitwise_and(loads, q - 1, out=rest)  # complement), without an integer division
+        else:
+            np.divmod(loads, q, out=(whole, rest))  # floor division: x // q and x - (x // q) q
+        np.add(errT, rest, out=v)
+        np.greater(v, self.threshold, out=up)  # round up (0 or 1, int64: faster to multiply and add)
+        np.multiply(up, q, out=sent)  # (sent holds q up for a moment: a masked subtract costs 4x more)
+        np.subtract(v, sent, out=errT, casting="unsafe")  # (as err[:] = ...: error_dtype holds it)
+        np.add(up, whole, out=sent)
+        total = self.order.column_sums(sent)
+        new = loads - total
+        held = 0
+        if guard and new.min() < 0:  # rare: the guard's loop on the slots in CSR order
+            flat = sent.T.copy().reshape(-1)
+            held = take_back(self.graph, self.q_slot, loads, flat, self.err, total)
+            sent[...] = flat.reshape(self.n, self.D).T
+            new = loads - total
+        new += self.order.column_sums(sent.reshape(-1)[self.arrive_from].reshape(self.D, self.n))
+        return new, int(total.sum()), held
 
 
 @register_protocol
@@ -184,6 +245,8 @@ class Quasirandom(Protocol):
         self._guard = self.options["guard"] == "on"
         self.held_back = 0
         self._order = None  # the numpy step's RowOrder, made at its first step
+        self._regular = None  # and on a regular graph its RegularQuasirandomStep
+        self._messages = 2 * graph.m
         d = graph.degrees
         # Rows of D slots (torus, hypercube): the regular kernel, no row pointers read.
         self._degree = int(d[0]) if graph.n and d[0] > 0 and int(d.min()) == int(d.max()) and same else 0
@@ -198,10 +261,22 @@ class Quasirandom(Protocol):
 
     def step(self, t, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
+        regular = self._regular
+        if regular is not None and graph is self._graph and regular.err is self.err_units:  # (a small run on a
+            # torus or hypercube: fewer calls; err_units is the array the step was made with)
+            new, moved, held = regular.step(loads, self._guard)
+            self.held_back += held
+            if self._xi is not None:
+                self._track(graph, new)
+            return Step(new, moved=moved, messages=self._messages)
         if self.options["kernel"] == "numpy":
             if self._order is None or self._order.graph is not graph:
                 self._order = RowOrder(graph)
             q = int(self._q[0]) if self._q.size == 1 else None
+            if self._degree and graph is self._graph:
+                self._regular = RegularQuasirandomStep(graph, self._order, self._q_slot, q, self._ties_up,
+                                                       self.err_units)
+                return self.step(t, graph, loads)
             new, sent, held = quasirandom_reference_step(graph, self._q_slot, loads, self.err_units, self._ties_up,
                                                          self._guard, self._order, q)
             self.held_back += held

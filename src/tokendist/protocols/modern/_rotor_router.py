@@ -106,6 +106,7 @@ class RotorRouter(Protocol):
         self._ports = ports
         self._out = np.empty(graph.n, dtype=np.int64)
         self._ref = None  # the numpy step's per-slot constants (_slots)
+        self._regular = None  # and on a regular graph those of _regular_step
         # Offset stencil (tori, rings; regular, so every node has maxdeg ports): no index reads in its runs.
         st = graph.stencil
         self._stencil = (st.starts, st.ends, st.offsets) if st is not None and self._maxdeg > 0 else None
@@ -115,6 +116,8 @@ class RotorRouter(Protocol):
         lazy = bool(self.options["lazy"])
         if self.options["kernel"] == "numpy":
             order, L, L_slot, q, idle = self._slots(graph, lazy)
+            if self._regular is not None and graph is self._graph:
+                return self._regular_step(loads, order, *self._regular)
             rows = order.row
             rem = loads % L
             # Slot k of node i gets one of the rem extra tokens when its port q(k) is among the
@@ -143,7 +146,42 @@ class RotorRouter(Protocol):
             L = np.maximum(self._ports, 1)
             k = np.arange(graph.indptr[-1]) - graph.indptr[rows]  # each slot's position in its row
             self._ref = (order, L, L[rows], 2 * k if lazy else k, self._ports[rows] == 0)
+            if graph is self._graph and order.regular and order.degree > 0:
+                # A regular graph (torus, hypercube): every node has the same L ports and no idle slot.
+                D = order.degree
+                port = (2 if lazy else 1) * np.arange(D, dtype=np.int64)
+                self._regular = (int(L[0]), port[:, None], np.empty((D, graph.n), dtype=np.int64),
+                                 np.empty(graph.n, dtype=np.int64), np.empty(graph.n, dtype=np.int64),
+                                 2 * graph.m)
         return self._ref
+
+    def _regular_step(self, loads, order, L, port, c, whole, rem, messages):
+        """The numpy step on a regular graph, its slots laid out as ``(D, n)`` (RowOrder.reverse_by_column).
+
+        Row ``k`` holds every node's ``k``-th neighbour slot, whose port is ``port[k]`` (``2k`` lazy,
+        ``k`` otherwise) for all nodes, so the rule ``floor(x / L) + [(port - rotor) mod L < x mod L]``
+        is four broadcast calls and a node's sums are one reduction over contiguous rows: about half
+        the numpy calls of the general step, the same integers.
+        """
+        if L & (L - 1) == 0:  # L a power of two (tori, hypercubes of 2^k dimensions): shifts and masks,
+            # the same floor quotient and remainder (two's complement), without an integer division
+            shift = L.bit_length() - 1
+            np.right_shift(loads, shift, out=whole)
+            np.bitwise_and(loads, L - 1, out=rem)
+            np.subtract(port, self.rotor, out=c)
+            np.bitwise_and(c, L - 1, out=c)
+        else:
+            np.divmod(loads, L, out=(whole, rem))
+            np.subtract(port, self.rotor, out=c)
+            np.remainder(c, L, out=c)
+        np.less(c, rem, out=c)  # (0 or 1 in the int64 buffer)
+        c += whole
+        new = loads - order.column_sums(c)
+        new += order.column_sums(c.reshape(-1)[order.reverse_by_column].reshape(c.shape))
+        moved = int(c.sum())
+        rotor = self.rotor + rem
+        self.rotor = rotor & (L - 1) if L & (L - 1) == 0 else rotor % L
+        return Step(new, moved=moved, messages=messages)
 
     def state_key(self):
         return self.rotor.tobytes()

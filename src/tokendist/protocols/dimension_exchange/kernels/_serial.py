@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 __all__ = ["THRESHOLD2", "THRESHOLD1", "THRESHOLD1_PLUS", "LM_KEEP", "LM_MAX", "LM_SET", "colour_step_numba",
-           "colour_step_numpy", "naive_step"]
+           "colour_step_numpy", "NodeColourStep", "naive_step"]
 
 THRESHOLD2, THRESHOLD1, THRESHOLD1_PLUS = 0, 1, 2
 
@@ -135,6 +135,67 @@ def colour_step_numpy(loads, sched, t, rule, local_max, halted, m_run) -> tuple[
     flows = np.zeros(m_run, dtype=np.int64)
     flows[e] = s
     return new, flows, int(np.abs(s).sum())
+
+
+class NodeColourStep:
+    """:func:`colour_step_numpy` per node, with the per-colour constants made once per run.
+
+    The reference step of a small run (a few thousand steps on a few hundred nodes), where each
+    numpy call's overhead, not its arithmetic, is the cost. Node ``v``'s partner across the active
+    colour is ``p(v)`` (``v`` itself when unmatched, so that ``d = 0`` and nothing moves), and
+    with ``d(v) = load(v) - load(p(v))`` the token v sends (+1) or receives (-1) is
+
+    * THRESHOLD-1: ``sign(d)``;
+    * THRESHOLD-2: ``sign(d - sign(d))`` (0 for ``|d| <= 1``);
+    * THRESHOLD-1 PLUS: ``send(v) - send(p(v))`` with ``send(v) = [d(v) + q(v) >= 2]`` and
+      ``q(v) = [load(v) != localMax(v)]`` (``d >= 2``, or ``d = 1`` and ``load != localMax``),
+
+    and the new load is ``load - delta``: four to eight whole-array calls a step instead of the
+    per-edge gathers and scatters. The flows go to one int64 buffer per colour, nonzero only on
+    that colour's edges, so nothing is cleared between steps. Same loads, flows and ``moved`` as
+    :func:`colour_step_numpy` (tests/protocols/test_dimension_exchange_kernels.py).
+    """
+
+    def __init__(self, sched, n: int, m_run: int, dtype):
+        self.colours = []
+        for c in range(sched.chi):
+            lo, hi = int(sched.offsets[c]), int(sched.offsets[c + 1])
+            e = sched.eid[lo:hi].astype(np.intp)
+            a, b = sched.run_u[e].astype(np.intp), sched.run_v[e].astype(np.intp)
+            partner = np.arange(n, dtype=np.intp)
+            partner[a], partner[b] = b, a
+            self.colours.append((partner, a, e, np.zeros(m_run, dtype=np.int64), 2 * (hi - lo)))
+        self._out = (np.empty(n, dtype=dtype), np.empty(n, dtype=dtype))
+        self._d = np.empty(n, dtype=dtype)
+        self._sg = np.empty(n, dtype=dtype)
+        self._s = np.empty(0, dtype=np.int64)
+
+    def step(self, loads, c: int, rule: int, local_max=None, halted=None):
+        """Colour ``c`` under ``rule``: ``(new loads, flows on the run graph, moved, messages)``.
+
+        The new loads are one of two buffers used in turn (never ``loads`` itself).
+        """
+        partner, a, e, flows, messages = self.colours[c]
+        out = self._out[0] if self._out[0] is not loads else self._out[1]
+        d = self._d
+        np.take(loads, partner, out=d)
+        np.subtract(loads, d, out=d)  # d(v) = load(v) - load(p(v))
+        if rule == THRESHOLD1:
+            np.sign(d, out=d)
+        elif rule == THRESHOLD2:
+            sg = self._sg
+            np.sign(d, out=sg)
+            np.subtract(d, sg, out=d)
+            np.sign(d, out=d)
+        else:
+            d += loads != local_max
+            send = d >= 2
+            np.subtract(send, send[partner], out=d, dtype=d.dtype)
+        if halted is not None:
+            d[halted | halted[partner]] = 0
+        np.subtract(loads, d, out=out)
+        flows[e] = d[a]  # the signed flow u -> v of each active edge is what its end u sends
+        return out, flows, np.count_nonzero(d) >> 1, messages
 
 
 def naive_step(edges, colours, chi, colour, loads, rule, local_max=None, halted=None) -> list[int]:
