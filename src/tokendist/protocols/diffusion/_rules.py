@@ -57,7 +57,8 @@ ROUNDINGS = ("floor", "ceil", "random", "oriented")
 _FLOOR, _CEIL, _RANDOM, _ORIENTED = range(4)
 _COINS = ("pij", "fraction")
 _MASK64 = (1 << 64) - 1
-_INT64, _SPAN = np.dtype(np.int64), np.uint64(1 << 62)
+_INT64 = np.dtype(np.int64)
+_add_reduce, _min_reduce, _max_reduce = np.add.reduce, np.minimum.reduce, np.maximum.reduce
 
 def number(text: str) -> float:
     """A parameter value given as a decimal or a fraction (``0.5``, ``1/3``)."""
@@ -527,13 +528,13 @@ class _RoundedDiffusion(_DiffusionBase):
         if self._reference:
             slots = self._slot_rule(loads)
             if slots is not None and h is graph:  # the same rule per CSR slot, without scatters (SlotRounding)
-                new, outflow, flows = slots.step(t, loads)
+                new, outflow, flows = slots.step(t, loads, self._top)
                 # Without relayed edges every token moved leaves its sender once: the sum of the outflows.
-                out = Step(new, int(outflow.sum()), self._messages_static, flows, outflow)
-                low = int(new.min())
+                out = Step(new, int(_add_reduce(outflow)), self._messages_static, flows, outflow)
+                low = int(_min_reduce(new))  # (the ufuncs' reduce: .sum() and .min() go through Python wrappers)
             else:
                 if slots is not None:
-                    new, outflow, fh = slots.step(t, loads)
+                    new, outflow, fh = slots.step(t, loads, self._top)
                 else:
                     fh = self._flows_h(t, loads)
                     pos, neg = np.maximum(fh, 0), np.maximum(-fh, 0)
@@ -555,7 +556,8 @@ class _RoundedDiffusion(_DiffusionBase):
         return out
 
     def _slot_rule(self, loads):
-        """The slot form of the numpy step (:class:`SlotRounding`), when it applies to ``loads``."""
+        """The slot form of the numpy step (:class:`SlotRounding`), when it applies to ``loads``; then
+        ``self._top`` is the largest load when none is negative (else at least 2**63)."""
         slots = self._slots
         if slots is None:
             if not (loads.size and self.h.m):
@@ -566,7 +568,8 @@ class _RoundedDiffusion(_DiffusionBase):
             return None
         # The loads must span less than 2**62 (d and d num / den would leave int64): loads in
         # [0, 2**62) do (one maximum of their bits as unsigned numbers, where a negative load is huge).
-        if loads.view(np.uint64).max() >= _SPAN and int(loads.max()) - int(loads.min()) >= 1 << 62:
+        self._top = top = int(_max_reduce(loads.view(np.uint64)))
+        if top >= 1 << 62 and int(loads.max()) - int(loads.min()) >= 1 << 62:
             return None
         return slots
 

@@ -71,6 +71,9 @@ class SlotRounding:
         self.shift = int(self.den.flat[0]).bit_length() - 1 if self.unit and self.den.size == 1 else -1
         if self.shift >= 0 and 1 << self.shift != int(self.den.flat[0]):
             self.shift = -1
+        #: Loads in [0, narrow) make the sign of d its top ``shift`` bits (_unit_flows); 0: never.
+        self.narrow = 1 << (63 - self.shift) if self.shift > 0 else 0
+        self.sign_shift = np.uint64(64 - self.shift) if self.shift > 0 else None
         # The per-edge flows the Step reports: each edge's position in the row of its end u.
         at_u = row[slot] == h.u[self.edge]
         self.edge_slot = np.empty(m, dtype=np.int64)
@@ -102,17 +105,18 @@ class SlotRounding:
         out[self.nonempty] = np.add.reduceat(x, self.starts)
         return out
 
-    def step(self, t, loads):
-        """``(new loads, outflow, per-edge flows)`` of one step (loads spanning less than 2**62)."""
+    def step(self, t, loads, top: int = 1 << 63):
+        """``(new loads, outflow, per-edge flows)`` of one step (loads spanning less than 2**62; ``top``:
+        their largest when none is negative, else at least 2**63)."""
         # d = load[i] - load[j] per slot, written over the gathered neighbours' loads.
         near = loads.take(self.near)
         d = np.subtract(loads if self.regular else loads.take(self.row), near, out=near)
-        f = self.rounded(t, d)  # what the slot's row node sends over it (negative: receives)
+        f = self.rounded(t, d, top < self.narrow)  # what the slot's row node sends over it (negative: receives)
         if self.regular:
             return loads - _add_reduce(f, 0), _add_reduce(np.maximum(f, 0), 0), f.reshape(-1).take(self.edge_slot)
         return loads - self.row_sums(f), self.row_sums(np.maximum(f, 0)), f.take(self.edge_slot)
 
-    def _unit_flows(self, t, d):
+    def _unit_flows(self, t, d, narrow=False):
         """The signed rounded amounts when every ``P_ij = 1/den``, in place of ``d``.
 
         ``floor((d + c) / den)`` with a carry ``0 <= c < den``: for ``d >= 0`` the rule's own
@@ -128,8 +132,11 @@ class SlotRounding:
             d += self.carry
         else:
             top = self.top
-            flip = np.right_shift(d, 63)
-            flip &= top  # the carry when d < 0 for a rule that rounds |d| down
+            if narrow:  # den = 2^k and |d| < 2^(63 - k): d's top k bits are its sign's, den - 1 or 0
+                flip = np.right_shift(d.view(np.uint64), self.sign_shift).view(np.int64)
+            else:
+                flip = np.right_shift(d, 63)
+                flip &= top  # the carry when d < 0 for a rule that rounds |d| down
             if self.rounding == "ceil":
                 flip ^= top
             elif self.rounding == "random":
@@ -150,7 +157,7 @@ class SlotRounding:
             self.heads_first = first = t
         return self.heads_block[t - first]
 
-    def _flows(self, t, d):
+    def _flows(self, t, d, narrow=False):
         """The signed rounded amounts in general: ``floor(|d| num / den)``, its remainder, and the rule's
         rounding (Sec. 4's four rules), with the sign of ``d``."""
         ad = np.abs(d)
