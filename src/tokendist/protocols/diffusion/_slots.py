@@ -86,6 +86,9 @@ class SlotRounding:
             self.p_edge, self.top_edge = np.empty(m), np.empty(m, dtype=np.int64)
             self.p_edge[self.edge] = np.broadcast_to(self.p, self.near.shape).ravel()
             self.top_edge[self.edge] = np.broadcast_to(self.den - 1, self.near.shape).ravel()
+            if self.p.size == 1:  # (a number: the block's comparison and product run faster)
+                self.p_edge, self.top_edge = self.p.flat[0], self.top
+            self.edge_table = self.edge.reshape(self.near.shape)
             self.heads_first = None
         if rounding == "oriented":
             # Slot s of row i rounds up when its edge points from i to j and i sends (d > 0), or
@@ -148,14 +151,13 @@ class SlotRounding:
 
     def _head_carries(self, t):
         """Per slot, ``den - 1`` where the edge's coin of step ``t`` shows HEAD (``counter_uniform <
-        P_ij``: round up), else 0. Worked out for a block of steps at once (they do not depend on the
-        loads), from one draw per edge."""
+        P_ij``: round up), else 0. The coins do not depend on the loads: drawn and turned into each
+        edge's carry for a block of steps at once, one draw per edge."""
         first, coins = self.heads_first, self.coins
         if first is None or not first <= t < first + coins.block:
-            up = (coins.rows(t) < self.p_edge) * self.top_edge  # (block, m): each edge's carry
-            self.heads_block = np.take(up, self.edge, axis=1).reshape(coins.block, *self.near.shape)
+            self.heads_block = (coins.rows(t) < self.p_edge) * self.top_edge  # (block, m)
             self.heads_first = first = t
-        return self.heads_block[t - first]
+        return self.heads_block[t - first].take(self.edge_table)
 
     def _flows(self, t, d, narrow=False):
         """The signed rounded amounts in general: ``floor(|d| num / den)``, its remainder, and the rule's
