@@ -18,7 +18,8 @@ instrument_kernels(globals())  # runs report which kernel ran each step
 
 __all__ = ["RandomizedDiffusion", "slot_table"]
 
-_add_reduce = np.add.reduce
+_add_reduce, _max_reduce = np.add.reduce, np.maximum.reduce
+_NARROW = np.uint64(1 << 62)  # (loads below: x + S - 1 fits int64 for any S up to 2**62)
 _DENOMINATORS = ("max-degree+1", "2max-degree")
 
 
@@ -101,10 +102,12 @@ class _SlotRanks:
         self.first = None
 
     def at(self, t: int) -> np.ndarray:
-        """The ranks of step t, slot by slot: ``(slots, n)`` int64 (the transpose of slot_ranks')."""
+        """``slots - 1 - rank`` of step t's draws, slot by slot: ``(slots, n)`` int64 (the rank is
+        slot_ranks', transposed)."""
         if self.first is None or not self.first <= t < self.first + self.block:
             u = self.draws.rows(t).reshape(self.block, *self.shape)
             ranks = _ranks_along_first(u.transpose(1, 0, 2))  # (slots, block, n)
+            ranks = np.subtract(self.shape[0] - 1, ranks, dtype=ranks.dtype)
             self.ranks = np.ascontiguousarray(ranks.transpose(1, 0, 2), dtype=np.int64)
             self.first = t
         return self.ranks[t - self.first]
@@ -185,8 +188,8 @@ class RandomizedDiffusion(Protocol):
             return Step(new, moved=int(moved), messages=2 * graph.m)
         loads = np.asarray(loads, dtype=np.int64)
         n, S = graph.n, self.slots
-        q, r = np.divmod(loads, S)
         if graph is not self._graph:
+            q, r = np.divmod(loads, S)
             give = q[:, None] + excess_slots(self._key, t, n, S, r)
             to_other = self._table >= 0
             sent = np.where(to_other, give, 0)
@@ -203,16 +206,23 @@ class RandomizedDiffusion(Protocol):
             # to itself: the tokens moved are the sum of the first D rows.
             D = graph.max_degree
             self._neighbour_rows = D if bool(np.all(self._table[:, :D] >= 0) and np.all(self._table[:, D:] < 0)) else 0
-        # Every slot's share: q, plus one in the r slots of smallest draw (excess_slots, ranked a block
-        # ahead): rank - r < 0 there, and its sign bit (>> 63: -1, else 0) adds the token.
-        give = self._ranks.at(t) - r
-        give >>= 63
-        give = np.subtract(q, give, out=give)
+        # Every slot's share: q = x // S, plus one in the r = x mod S slots of smallest draw
+        # (excess_slots, ranked a block ahead), in one division: (x + S - 1 - rank) // S is q + 1
+        # where rank < r and q elsewhere (r + S - 1 - rank reaches S exactly when rank <= r - 1).
+        # The sum stays in int64 while no load is negative or within S of 2**63 (one maximum of the
+        # loads' bits as unsigned numbers, where a negative load is huge); else q and r apart.
+        above = self._ranks.at(t)  # S - 1 - rank
+        if _max_reduce(loads.view(np.uint64)) < _NARROW:
+            give = np.add(above, loads)
+            give = np.floor_divide(give, S, out=give)
+        else:
+            q, r = np.divmod(loads, S)
+            give = q + (above > S - 1 - r)  # (rank < r)
         # What arrives over each slot (slot_sources): the new load in exact integer sums.
         flat = give.reshape(-1)
         new = _add_reduce(flat.take(self._sources), 0)
         D = self._neighbour_rows
-        moved = int(give[:D].sum()) if D else int(flat @ self._to_neighbour)
+        moved = int(_add_reduce(give[:D], None)) if D else int(flat @ self._to_neighbour)
         return Step(new, moved, 2 * graph.m)
 
     # Per-node form: the node's load and its own counter-based coins.

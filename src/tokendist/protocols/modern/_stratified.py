@@ -26,7 +26,7 @@ __all__ = ["StratifiedDiffusion", "row_boundaries"]
 
 _ORDERS = ("self-first", "self-last")
 
-_add_reduce = np.add.reduce
+_add_reduce, _max_reduce = np.add.reduce, np.maximum.reduce  # (the ufuncs' own: .sum(), .max() wrap them in Python)
 
 #: Largest table of token mixes the reference keeps (entries: n times a power of two above the loads).
 _MIX_TABLE_LIMIT = 1 << 22
@@ -200,7 +200,7 @@ class StratifiedDiffusion(Protocol):
         outflow = below[-1] - below[0]  # (a row's slots add up to its last boundary minus its first)
         new = loads - outflow
         new += _add_reduce(sent.reshape(-1).take(rev), 0)  # what arrives over each slot, exact in int64
-        return new, int(outflow.sum())
+        return new, int(_add_reduce(outflow))
 
     def _token_mixes(self, top: int):
         """``(table, at)`` for :func:`_below` on the boundaries while no node holds more than ``top``
@@ -229,7 +229,7 @@ class StratifiedDiffusion(Protocol):
             self._table = self._boundary_table()
         # The token mixes in a table while the loads are small: k = floor(c x) <= x <= top (c <= 1 up
         # to a few ulps, which cannot lift floor(c x) above x below 2^50 tokens).
-        top = int(loads.view(np.uint64).max())  # (a negative load: huge, no table)
+        top = int(_max_reduce(loads.view(np.uint64)))  # (a negative load: huge, no table)
         if top >= self._mix_width:
             self._mixes = self._token_mixes(top) if top < _MIX_TABLE_LIMIT else None
         if top < self._mix_width and self._table is not None and self._mixes is not None:
