@@ -34,8 +34,9 @@ class MatchingBlocks:
         m = graph.m
         self.n, self.p = graph.n, p
         self.u, self.v = graph.u.astype(np.int64), graph.v.astype(np.int64)
-        # At most 2^17 coins in a block (as the step before drew them), 64 steps.
-        self.draws = CounterDraws(key, np.arange(m), block=max(1, min(64, (1 << 17) // max(m, 1))))
+        # At most 2^17 coins in a block (as the step before drew them) and 2^22 (step, node) counts, 64 steps.
+        block = max(1, min(64, (1 << 17) // max(m, 1), (1 << 22) // max(graph.n, 1)))
+        self.draws = CounterDraws(key, np.arange(m), block=block)
         self.first = None
 
     def at(self, t: int):
