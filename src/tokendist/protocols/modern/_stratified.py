@@ -173,7 +173,7 @@ class StratifiedDiffusion(Protocol):
             return None
         c = c.reshape(n, D + 1).T
         first, last = int(np.all(c[0] == 0.0)), D + 1 - int(np.all(c[D] == 1.0))
-        self._below_rows = np.zeros((D + 1, n), dtype=np.int64)  # (the rows outside inner stay 0)
+        self._below_rows = np.zeros((D + 1, n), dtype=np.int64)  # (a first row of zeros stays 0)
         # CSR slot s = i D + k is position k n + i of the (D, n) table.
         back = RowOrder(g).reverse.reshape(n, D)
         rev = ((back % D) * n + back // D).T.copy()
