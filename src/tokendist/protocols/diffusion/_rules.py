@@ -57,6 +57,8 @@ ROUNDINGS = ("floor", "ceil", "random", "oriented")
 _FLOOR, _CEIL, _RANDOM, _ORIENTED = range(4)
 _COINS = ("pij", "fraction")
 _MASK64 = (1 << 64) - 1
+_INT64 = np.dtype(np.int64)
+_add_reduce, _min_reduce, _max_reduce = np.add.reduce, np.minimum.reduce, np.maximum.reduce
 
 def number(text: str) -> float:
     """A parameter value given as a decimal or a fraction (``0.5``, ``1/3``)."""
@@ -429,6 +431,8 @@ class _RoundedDiffusion(_DiffusionBase):
         self._set_coefficients(g, self._coefficients(g) if g is graph else self._coefficients_h(g), per_slot=fast)
         self._mode = ROUNDINGS.index(self.rounding)
         self._slots = None  # the numpy step's per-slot tables, built at its first step
+        self._reference = not fast
+        self._messages_static = self._messages(graph)
         if fast:
             self._tables(g)
             self._out = np.empty(graph.n, dtype=np.int64)
@@ -521,21 +525,26 @@ class _RoundedDiffusion(_DiffusionBase):
             self.min_load = min(self.min_load, low)
             self.negative_steps += low < 0
             return out
-        if self.options["kernel"] == "numpy":
+        if self._reference:
             slots = self._slot_rule(loads)
-            if slots is not None:  # the same rule per CSR slot, without scatters (SlotRounding)
-                new, outflow, fh = slots.step(t, loads)
+            if slots is not None and h is graph:  # the same rule per CSR slot, without scatters (SlotRounding)
+                new, outflow, flows = slots.step(t, loads, self._top)
+                # Without relayed edges every token moved leaves its sender once: the sum of the outflows.
+                out = Step(new, int(_add_reduce(outflow)), self._messages_static, flows, outflow)
+                low = int(_min_reduce(new))  # (the ufuncs' reduce: .sum() and .min() go through Python wrappers)
             else:
-                fh = self._flows_h(t, loads)
-                pos, neg = np.maximum(fh, 0), np.maximum(-fh, 0)
-                # Integer sums (bincount adds in float64 and lost tokens past 2**53, issue 27).
-                outflow = _int_bincount(h.u, pos, h.n) + _int_bincount(h.v, neg, h.n)
-                new = loads - _int_bincount(h.u, fh, h.n) + _int_bincount(h.v, fh, h.n)
-            flows = self._real_flows(graph, fh)
-            # Without relayed edges every token moved leaves its sender once: the sum of the outflows.
-            moved = int(outflow.sum()) if flows is fh else int(np.abs(flows).sum())
-            out = Step(new, moved=moved, messages=self._messages(graph), flows=flows, outflow=outflow)
-            low = int(new.min()) if new.size else 0
+                if slots is not None:
+                    new, outflow, fh = slots.step(t, loads, self._top)
+                else:
+                    fh = self._flows_h(t, loads)
+                    pos, neg = np.maximum(fh, 0), np.maximum(-fh, 0)
+                    # Integer sums (bincount adds in float64 and lost tokens past 2**53, issue 27).
+                    outflow = _int_bincount(h.u, pos, h.n) + _int_bincount(h.v, neg, h.n)
+                    new = loads - _int_bincount(h.u, fh, h.n) + _int_bincount(h.v, fh, h.n)
+                flows = self._real_flows(graph, fh)
+                moved = int(outflow.sum()) if flows is fh else int(np.abs(flows).sum())
+                out = Step(new, moved=moved, messages=self._messages(graph), flows=flows, outflow=outflow)
+                low = int(new.min()) if new.size else 0
         else:
             new = self._out if self._out is not loads else np.empty_like(loads)
             moved, low = self._kernel(t, loads, new, self._outflow)
@@ -547,15 +556,22 @@ class _RoundedDiffusion(_DiffusionBase):
         return out
 
     def _slot_rule(self, loads):
-        """The slot form of the numpy step (:class:`SlotRounding`), when it applies to ``loads``."""
-        if loads.dtype != np.int64 or not loads.size or not self.h.m:
+        """The slot form of the numpy step (:class:`SlotRounding`), when it applies to ``loads``; then
+        ``self._top`` is the largest load when none is negative (else at least 2**63)."""
+        slots = self._slots
+        if slots is None:
+            if not (loads.size and self.h.m):
+                return None
+            self._slots = slots = SlotRounding(self.h, self.alpha, self.rounding, self.options.get("coin", "pij"),
+                                               self.orient, self._key)
+        if loads.dtype is not _INT64 and loads.dtype != _INT64:  # (is: the usual case, at no cost)
             return None
-        if int(loads.max()) - int(loads.min()) >= 1 << 62:  # (d and d num / den would leave int64)
+        # The loads must span less than 2**62 (d and d num / den would leave int64): loads in
+        # [0, 2**62) do (one maximum of their bits as unsigned numbers, where a negative load is huge).
+        self._top = top = int(_max_reduce(loads.view(np.uint64)))
+        if top >= 1 << 62 and int(loads.max()) - int(loads.min()) >= 1 << 62:
             return None
-        if self._slots is None:
-            self._slots = SlotRounding(self.h, self.alpha, self.rounding, self.options.get("coin", "pij"),
-                                        self.orient, self._key)
-        return self._slots
+        return slots
 
     def _kernel(self, t, loads, out, outflow):
         h = self.h

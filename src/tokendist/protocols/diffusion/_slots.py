@@ -17,18 +17,26 @@ from ._diffusivity import coefficient_ratios
 
 __all__ = ["SlotRounding"]
 
+_add_reduce = np.add.reduce
+
 
 class SlotRounding:
     """The numpy step of a rounded rule per CSR slot of H: :func:`._rules.rounded_flows` without scatters.
 
     The rule is :func:`._rules.rounded_flows`'s, read from each end of an edge: slot ``s`` of row ``i``
-    (neighbour ``j``) gets ``d = load[i] - load[j]`` and the rounded amount of ``P_ij |d|``, which
-    ``i`` sends when ``d > 0`` and receives when ``d < 0`` (each edge is computed at both ends, with
-    its own coin: the same amount). A row's slots then add up to what its node sends and receives,
-    so no ``np.add.at`` is needed; the sums are in int64 (exact). Everything that does not change
-    between steps (the slot's row, ``P_ij``, its fraction, the orientation, the coins' counters)
-    is laid out per slot once, at reset. Used while the loads span less than 2**62, so that ``d``
-    and the integer arithmetic below stay within int64; :func:`._rules.rounded_flows` serves the rest.
+    (neighbour ``j``) gets ``d = load[i] - load[j]`` and the signed rounded amount ``f`` of
+    ``P_ij d``: what ``i`` sends over the slot (``f < 0``: what it receives). Each edge is computed
+    at both ends, with its one coin: the same amount. A row's slots then add up to what its node
+    sends and receives, so no ``np.add.at`` is needed; the sums are in int64 (exact). Everything
+    that does not change between steps (the slot's row, ``P_ij``, its fraction, the orientation,
+    the coins' counters) is laid out per slot once, at construction. Used while the loads span less
+    than 2**62, so that ``d`` and the integer arithmetic below stay within int64;
+    :func:`._rules.rounded_flows` serves the rest.
+
+    On a D-regular graph the slots are a ``(D, n)`` table, column ``i`` the slots of row ``i`` in CSR
+    order: ``load[i]`` is then ``loads`` itself (broadcast), and a row's sum adds D rows of n
+    numbers (long inner loops; an ``(n, D)`` table runs numpy's loops n times over D numbers).
+    Elsewhere they are one array in CSR order, summed per row with ``np.add.reduceat``.
     """
 
     #: Steps of coins drawn at once, at most this many floats in a block (CounterDraws).
@@ -41,78 +49,120 @@ class SlotRounding:
         self.n, self.rounding = n, rounding
         self.regular = int(deg[0]) if n and int(deg.min()) == int(deg.max()) else 0
         row = np.repeat(np.arange(n), deg)
-        self.row, self.near = row, h.indices.astype(np.int64)
-        if self.regular:
-            self.near = self.near.reshape(n, self.regular)  # (loads[:, None] then stands for loads[row])
-        else:
+        # The slots' layout: position -> CSR slot (the (D, n) table read row by row, or CSR order).
+        slot = np.arange(2 * m).reshape(n, self.regular).T.ravel() if self.regular else np.arange(2 * m)
+        shape = (self.regular, n) if self.regular else (2 * m,)
+        self.near = h.indices.astype(np.int64)[slot].reshape(shape)
+        if not self.regular:
+            self.row = row
             self.starts = h.indptr[:-1][deg > 0].astype(np.int64)
             self.nonempty = deg > 0
-        ratio = coefficient_ratios(alpha)[edges] if m else np.zeros((0, 2), dtype=np.int64)
-        a = np.abs(alpha)[edges]
+        self.edge = edges[slot]  # the edge of every position (its coin's counter)
+        ratio = coefficient_ratios(alpha)[self.edge] if m else np.zeros((0, 2), dtype=np.int64)
+        a = np.abs(alpha)[self.edge]
         if m and bool(np.all(ratio == ratio[0])):  # one P for all edges (torus, hypercube, uniform:W)
             ratio, a = ratio[:1], a[:1]
-        self.num, self.den, self.p = ratio[:, 0], ratio[:, 1], a
+            shape = (1,) * len(shape)
+        self.num, self.den, self.p = (x.reshape(shape) for x in (ratio[:, 0], ratio[:, 1], a))
         self.unit = bool(np.all(self.num == 1))  # every P_ij = 1/den (the default matrix's 1/(2 max(d_i, d_j)))
+        #: den - 1: the carry that rounds up (_unit_flows); one number when there is one P_ij.
+        self.top = np.int64(self.den.flat[0] - 1) if self.den.size == 1 else self.den - 1
         # One P_ij = 1/2^k (a torus's 1/8): a shift, cheaper than integer division.
-        self.shift = int(self.den[0]).bit_length() - 1 if self.unit and self.den.size == 1 else -1
-        if self.shift >= 0 and 1 << self.shift != int(self.den[0]):
+        self.shift = int(self.den.flat[0]).bit_length() - 1 if self.unit and self.den.size == 1 else -1
+        if self.shift >= 0 and 1 << self.shift != int(self.den.flat[0]):
             self.shift = -1
-        if self.regular:
-            shape = (n, self.regular) if self.den.size > 1 else (1, 1)
-            self.num, self.den, self.p = (x.reshape(shape) for x in (self.num, self.den, self.p))
-            self.ones = np.ones(self.regular, dtype=np.int64)
-        # The per-edge flows the Step reports: each edge's slot in the row of its end u.
-        at_u = row == h.u[edges]
+        #: Loads in [0, narrow) make the sign of d its top ``shift`` bits (_unit_flows); 0: never.
+        self.narrow = 1 << (63 - self.shift) if self.shift > 0 else 0
+        self.sign_shift = np.uint64(64 - self.shift) if self.shift > 0 else None
+        # The per-edge flows the Step reports: each edge's position in the row of its end u.
+        at_u = row[slot] == h.u[self.edge]
         self.edge_slot = np.empty(m, dtype=np.int64)
-        self.edge_slot[edges[at_u]] = np.flatnonzero(at_u)
+        self.edge_slot[self.edge[at_u]] = np.flatnonzero(at_u)
         self.coins = None
+        self.coin_fraction = rounding == "random" and coin == "fraction"
         if rounding == "random":
-            self.coin_fraction = coin == "fraction"
-            self.coins = CounterDraws(key, edges, block=max(1, min(64, self.COIN_FLOATS // max(1, 2 * m))))
+            # One coin per edge and step, counter_uniform(key, t, e): both of its slots read it.
+            self.coins = CounterDraws(key, np.arange(m), block=max(1, min(64, self.COIN_FLOATS // max(1, m))))
+            self.p_edge, self.top_edge = np.empty(m), np.empty(m, dtype=np.int64)
+            self.p_edge[self.edge] = np.broadcast_to(self.p, self.near.shape).ravel()
+            self.top_edge[self.edge] = np.broadcast_to(self.den - 1, self.near.shape).ravel()
+            if self.p.size == 1:  # (a number: the block's comparison and product run faster)
+                self.p_edge, self.top_edge = self.p.flat[0], self.top
+            self.edge_table = self.edge.reshape(self.near.shape)
+            self.heads_first = None
         if rounding == "oriented":
             # Slot s of row i rounds up when its edge points from i to j and i sends (d > 0), or
             # from j to i and i receives: along[s] == (d > 0).
-            along = (orient[edges] > 0) == (row < h.indices)
-            self.along = along.reshape(self.near.shape)
+            self.along = ((orient[edges] > 0) == (row < h.indices))[slot].reshape(self.near.shape)
+            # The unit fractions' carry, one for both signs of d (see _unit_flows).
+            self.carry = (self.den - 1) * self.along
+
+        #: The rounding of one step: in place of d, the signed amounts (``_unit_flows`` or ``_flows``).
+        self.rounded = self._unit_flows if self.unit and not self.coin_fraction else self._flows
 
     def row_sums(self, x):
         """Per node, the sum of its slots' integers (int64, exact)."""
         if self.regular:
-            return x @ self.ones  # (an integer product: exact, and one call for the whole (n, D) table)
+            return _add_reduce(x, 0)
         out = np.zeros(self.n, dtype=np.int64)
         out[self.nonempty] = np.add.reduceat(x, self.starts)
         return out
 
-    def step(self, t, loads):
-        """``(new loads, outflow, per-edge flows)`` of one step (loads spanning less than 2**62)."""
+    def step(self, t, loads, top: int = 1 << 63):
+        """``(new loads, outflow, per-edge flows)`` of one step (loads spanning less than 2**62; ``top``:
+        their largest when none is negative, else at least 2**63)."""
+        # d = load[i] - load[j] per slot, written over the gathered neighbours' loads.
+        near = loads.take(self.near)
+        d = np.subtract(loads if self.regular else loads.take(self.row), near, out=near)
+        f = self.rounded(t, d, top < self.narrow)  # what the slot's row node sends over it (negative: receives)
         if self.regular:
-            d = loads[:, None] - loads[self.near]
+            return loads - _add_reduce(f, 0), _add_reduce(np.maximum(f, 0), 0), f.reshape(-1).take(self.edge_slot)
+        return loads - self.row_sums(f), self.row_sums(np.maximum(f, 0)), f.take(self.edge_slot)
+
+    def _unit_flows(self, t, d, narrow=False):
+        """The signed rounded amounts when every ``P_ij = 1/den``, in place of ``d``.
+
+        ``floor((d + c) / den)`` with a carry ``0 <= c < den``: for ``d >= 0`` the rule's own
+        ``floor((d + c) / den)`` (``c = den - 1`` rounds up, ``c = 0`` down), and for ``d < 0``
+        ``floor((d + den - 1 - c') / den) = -floor((|d| + c') / den)``, ``c'`` the carry ``|d|`` has:
+        so a slot carries ``c`` when ``d >= 0`` and ``den - 1 - c`` when ``d < 0``, that is
+        ``c ^ (den - 1)`` for ``c`` in ``{0, den - 1}`` (``d >> 63`` is -1 for ``d < 0``, else 0;
+        ``d = 0`` gives 0 whatever the carry). The orientation's carry flips with the sign of ``d``
+        by itself (``along`` is whether ``d > 0`` rounds up). A power-of-two den shifts (an
+        arithmetic shift floors).
+        """
+        if self.rounding == "oriented":
+            d += self.carry
         else:
-            d = loads[self.row] - loads[self.near]
+            top = self.top
+            if narrow:  # den = 2^k and |d| < 2^(63 - k): d's top k bits are its sign's, den - 1 or 0
+                flip = np.right_shift(d.view(np.uint64), self.sign_shift).view(np.int64)
+            else:
+                flip = np.right_shift(d, 63)
+                flip &= top  # the carry when d < 0 for a rule that rounds |d| down
+            if self.rounding == "ceil":
+                flip ^= top
+            elif self.rounding == "random":
+                flip ^= self._head_carries(t)
+            d += flip
+        if self.shift >= 0:
+            return np.right_shift(d, self.shift, out=d)
+        return np.floor_divide(d, self.den, out=d)
+
+    def _head_carries(self, t):
+        """Per slot, ``den - 1`` where the edge's coin of step ``t`` shows HEAD (``counter_uniform <
+        P_ij``: round up), else 0. The coins do not depend on the loads: drawn and turned into each
+        edge's carry for a block of steps at once, one draw per edge."""
+        first, coins = self.heads_first, self.coins
+        if first is None or not first <= t < first + coins.block:
+            self.heads_block = (coins.rows(t) < self.p_edge) * self.top_edge  # (block, m)
+            self.heads_first = first = t
+        return self.heads_block[t - first].take(self.edge_table)
+
+    def _flows(self, t, d, narrow=False):
+        """The signed rounded amounts in general: ``floor(|d| num / den)``, its remainder, and the rule's
+        rounding (Sec. 4's four rules), with the sign of ``d``."""
         ad = np.abs(d)
-        if self.unit and not (self.rounding == "random" and self.coin_fraction):
-            amount = self._unit_amounts(t, d, ad)
-        else:
-            amount = self._amounts(t, d, ad)
-        sent = amount * (d > 0)  # what the slot's row node sends; amount - sent it receives
-        gain = amount - 2 * sent  # received - sent on the slot
-        new = loads + self.row_sums(gain)
-        return new, self.row_sums(sent), -gain.reshape(-1)[self.edge_slot]
-
-    def _unit_amounts(self, t, d, ad):
-        """The rounded amounts when every ``P_ij = 1/den``: ``floor(ad / den)``, and the ceiling as
-        ``floor((ad + den - 1) / den)`` (no remainder needed); a power-of-two den shifts."""
-        if self.rounding == "floor":
-            x = ad
-        elif self.rounding == "ceil":
-            x = ad + (self.den - 1)
-        else:  # round up where the edge's coin shows HEAD (random), or along the orientation
-            up = self.coins.at(t).reshape(d.shape) < self.p if self.rounding == "random" else self.along == (d > 0)
-            x = ad + up * (self.den - 1)
-        return x >> self.shift if self.shift >= 0 else x // self.den
-
-    def _amounts(self, t, d, ad):
-        """The rounded amounts in general: ``floor(ad num / den)``, its remainder, and the rule's rounding."""
         if self.unit:
             fl = ad // self.den
             rem = ad - fl * self.den
@@ -121,13 +171,13 @@ class SlotRounding:
             a = ad // self.den
             fl, rem = np.divmod((ad - a * self.den) * self.num, self.den)
             fl += a * self.num
-        # Round up: which remainders become a whole token (Sec. 4's four rules).
-        if self.rounding == "floor":
-            return fl
-        up = rem != 0
-        if self.rounding == "random":
-            coins = self.coins.at(t).reshape(d.shape)
-            up &= coins < (rem / self.den if self.coin_fraction else self.p)
-        elif self.rounding == "oriented":
-            up &= self.along == (d > 0)
-        return fl + up
+        # Round up: which remainders become a whole token.
+        if self.rounding != "floor":
+            up = rem != 0
+            if self.rounding == "random":
+                coins = self.coins.at(t).take(self.edge).reshape(d.shape)
+                up &= coins < (rem / self.den if self.coin_fraction else self.p)
+            elif self.rounding == "oriented":
+                up &= self.along == (d > 0)
+            fl += up
+        return np.negative(fl, out=fl, where=d < 0)

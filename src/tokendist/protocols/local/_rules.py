@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 
-from ..._random import CounterDraws, counter_uniform, counter_uniform_scalar, stream_key
+from ..._random import counter_uniform, counter_uniform_scalar, stream_key
 from ...engine import MessageExecutor, Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from ...graphs._model import unsigned_view
@@ -31,6 +31,7 @@ from .kernels._serial import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, 
                                        multi_port_step_stencil, single_port_counter_step, single_port_geometric_step)
 from .kernels._stencil import single_port_stencil_step
 from . import _partitioned
+from ._matching_blocks import MatchingBlocks
 from .kernels._threaded import (EDGE_BLOCK, ds_step_nodes_par, multi_port_step_par,
                                         multi_port_step_regular_par, run_parallel, single_port_counter_step_par)
 from ...kernels._threads import THREADS_PARAM, check_threads, run_rows, use_threads
@@ -320,7 +321,7 @@ class SinglePort(Protocol):
         self._alloc_candidates(min(int(mp_ + 8 * np.sqrt(mp_)) + 2 * BLOCK, graph.m + BLOCK))
         self._ncand = 0
         self._geo_cache = (None, None)  # (t, candidate mask) for the per-node form
-        self._draws = None  # the numpy step's coins (CounterDraws), made at its first step
+        self._draws = None  # the numpy step's coins and matchings (MatchingBlocks), made at its first step
         self._words = self._per_block = None  # allocated by the first threads > 1 step
         # On a torus or ring, the serial per-edge coins take the stencil kernel
         # (_local_balancing_stencil: three streaming passes instead of one pass per candidate).
@@ -411,28 +412,31 @@ class SinglePort(Protocol):
 
     def _numpy_step(self, t, graph, loads) -> Step:
         """The reference step on the reset graph: :func:`single_port_flows`'s rule, worked on the
-        step's candidates only (about ``m p`` edges) instead of on every edge."""
+        step's candidates only (about ``m p`` edges) instead of on every edge; with per-edge coins,
+        on the matchings of a block of steps worked out at once (:class:`._matching_blocks.MatchingBlocks`)."""
         if self.options["coins"] == "geometric":
             cand = np.flatnonzero(geometric_candidates(graph.m, self.key, t, self.p))
+            a, b = graph.u[cand], graph.v[cand]
+            count = np.bincount(np.concatenate((a, b)), minlength=graph.n)
+            keep = (count[a] == 1) & (count[b] == 1)  # matched: no other candidate at either end
+            e, a, b = cand[keep], a[keep], b[keep]
         else:
-            if self._draws is None:  # counter_uniform(key, t, e) of every edge e, a block of steps at a time
-                block = max(1, min(64, (1 << 17) // max(graph.m, 1)))
-                self._draws = CounterDraws(self.key, np.arange(graph.m), block=block)
-            cand = np.flatnonzero(self._draws.at(t) < self.p)
-        a, b = graph.u[cand], graph.v[cand]
-        count = np.bincount(np.concatenate((a, b)), minlength=graph.n)
-        keep = (count[a] == 1) & (count[b] == 1)  # matched: no other candidate at either end
-        e, a, b = cand[keep], a[keep], b[keep]
+            if self._draws is None:  # the coins counter_uniform(key, t, e) and their matchings, a block at a time
+                self._draws = MatchingBlocks(graph, self.key, self.p)
+            e, a, b = self._draws.at(t)
         self._selected[e] += 1
-        diff = loads[a] - loads[b]
-        s = (diff >= self.threshold).astype(np.int64) - (diff <= -self.threshold).astype(np.int64)
+        diff = loads.take(a) - loads.take(b)
+        if self.threshold == 1:
+            s = np.sign(diff)  # (the rule below, for threshold 1: one call)
+        else:
+            s = (diff >= self.threshold).astype(np.int64) - (diff <= -self.threshold).astype(np.int64)
         flows = np.zeros(graph.m, dtype=np.int64)
         flows[e] = s
         new = loads.astype(np.int64)  # (a copy)
         # A matching: every node is on one matched edge at most, so plain (unbuffered) updates add right.
         new[a] -= s
         new[b] += s
-        return Step(new, moved=int(np.abs(s).sum()), messages=4 * graph.m, flows=flows)
+        return Step(new, moved=int(np.count_nonzero(s)), messages=4 * graph.m, flows=flows)  # (|s| <= 1)
 
     def _alloc_candidates(self, size):
         g = self._graph

@@ -18,6 +18,8 @@ instrument_kernels(globals())  # runs report which kernel ran each step
 
 __all__ = ["RandomizedDiffusion", "slot_table"]
 
+_add_reduce, _max_reduce = np.add.reduce, np.maximum.reduce
+_NARROW = np.uint64(1 << 62)  # (loads below: x + S - 1 fits int64 for any S up to 2**62)
 _DENOMINATORS = ("max-degree+1", "2max-degree")
 
 
@@ -52,19 +54,26 @@ def slot_sources(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def slot_ranks(u: np.ndarray) -> np.ndarray:
     """The rank of each slot's draw within its node: ``u`` is ``(..., slots)``; rank 0 is the smallest
     draw, ties by slot number (the order of a stable sort)."""
-    S = u.shape[-1]
+    return np.moveaxis(_ranks_along_first(np.moveaxis(u, -1, 0)), 0, -1)
+
+
+def _ranks_along_first(cols: np.ndarray) -> np.ndarray:
+    """:func:`slot_ranks` with the slots along the first axis: ``cols`` is ``(slots, ...)``."""
+    S = cols.shape[0]
     if S > 8:
-        return np.argsort(np.argsort(u, axis=-1, kind="stable"), axis=-1, kind="stable")
+        return np.argsort(np.argsort(cols, axis=0, kind="stable"), axis=0, kind="stable")
     # Few slots: compare every pair of slots over all nodes at once (S (S - 1) / 2 comparisons of
-    # whole columns), much cheaper than sorting many short rows; the same ranks.
-    cols = np.moveaxis(u, -1, 0)
-    rank = np.zeros(cols.shape, dtype=np.int8)
+    # whole columns), much cheaper than sorting many short rows; the same ranks. Slot j starts at
+    # the S - 1 - j later slots it would precede and loses one for each that comes before it.
+    rank = np.empty(cols.shape, dtype=np.int8)
+    for j in range(S):
+        rank[j] = S - 1 - j
     for s in range(1, S):
         for j in range(s):
-            j_first = cols[j] <= cols[s]  # j < s: on a tie, the lower slot comes first
+            j_first = (cols[j] <= cols[s]).view(np.int8)  # j < s: on a tie, the lower slot comes first
             rank[s] += j_first
-            rank[j] += ~j_first
-    return np.moveaxis(rank, 0, -1)
+            rank[j] -= j_first
+    return rank
 
 
 def excess_slots(key: int, t: int, n: int, slots: int, remainder: np.ndarray) -> np.ndarray:
@@ -81,20 +90,25 @@ class _SlotRanks:
     """:func:`slot_ranks` of the draws of :func:`excess_slots`, for a block of steps at a time.
 
     The ranks do not depend on the loads, so the reference computes them for ``block`` consecutive
-    steps at once (:class:`tokendist._random.CounterDraws`); steps may come in any order.
+    steps at once (:class:`tokendist._random.CounterDraws`); steps may come in any order. The draws
+    are drawn slot by slot (index ``i * slots + s`` at ``[s, i]``), the layout the step reads.
     """
 
     def __init__(self, key: int, n: int, slots: int):
-        self.shape = (n, slots)
+        self.shape = (slots, n)
         self.block = max(1, min(64, (1 << 16) // max(n * slots, 1)))  # (at most ~2^16 draws a block)
-        self.draws = CounterDraws(key, np.arange(n * slots, dtype=np.uint64), self.block)
+        index = np.arange(n, dtype=np.uint64) * np.uint64(slots) + np.arange(slots, dtype=np.uint64)[:, None]
+        self.draws = CounterDraws(key, index.ravel(), self.block)
         self.first = None
 
     def at(self, t: int) -> np.ndarray:
-        """The ranks of step t, slot by slot: ``(slots, n)`` int64 (the transpose of slot_ranks')."""
+        """``slots - 1 - rank`` of step t's draws, slot by slot: ``(slots, n)`` int64 (the rank is
+        slot_ranks', transposed)."""
         if self.first is None or not self.first <= t < self.first + self.block:
-            ranks = slot_ranks(self.draws.rows(t).reshape(self.block, *self.shape))
-            self.ranks = np.ascontiguousarray(np.swapaxes(ranks, 1, 2), dtype=np.int64)
+            u = self.draws.rows(t).reshape(self.block, *self.shape)
+            ranks = _ranks_along_first(u.transpose(1, 0, 2))  # (slots, block, n)
+            ranks = np.subtract(self.shape[0] - 1, ranks, dtype=ranks.dtype)
+            self.ranks = np.ascontiguousarray(ranks.transpose(1, 0, 2), dtype=np.int64)
             self.first = t
         return self.ranks[t - self.first]
 
@@ -174,8 +188,8 @@ class RandomizedDiffusion(Protocol):
             return Step(new, moved=int(moved), messages=2 * graph.m)
         loads = np.asarray(loads, dtype=np.int64)
         n, S = graph.n, self.slots
-        q, r = np.divmod(loads, S)
         if graph is not self._graph:
+            q, r = np.divmod(loads, S)
             give = q[:, None] + excess_slots(self._key, t, n, S, r)
             to_other = self._table >= 0
             sent = np.where(to_other, give, 0)
@@ -188,11 +202,28 @@ class RandomizedDiffusion(Protocol):
             # Slot by slot, (slots, n): share s of node i at s n + i (numpy sums long rows faster).
             self._sources = ((sources % S) * n + sources // S).T.copy()
             self._to_neighbour = (self._table >= 0).T.ravel().astype(np.int64)
-        # Every slot's share: q, plus one in the r slots of smallest draw (excess_slots, ranked a block ahead).
-        give = (self._ranks.at(t) < r) + q
+            # On a regular graph the first D slots of every node lead to its neighbours, the others
+            # to itself: the tokens moved are the sum of the first D rows.
+            D = graph.max_degree
+            self._neighbour_rows = D if bool(np.all(self._table[:, :D] >= 0) and np.all(self._table[:, D:] < 0)) else 0
+        # Every slot's share: q = x // S, plus one in the r = x mod S slots of smallest draw
+        # (excess_slots, ranked a block ahead), in one division: (x + S - 1 - rank) // S is q + 1
+        # where rank < r and q elsewhere (r + S - 1 - rank reaches S exactly when rank <= r - 1).
+        # The sum stays in int64 while no load is negative or within S of 2**63 (one maximum of the
+        # loads' bits as unsigned numbers, where a negative load is huge); else q and r apart.
+        above = self._ranks.at(t)  # S - 1 - rank
+        if _max_reduce(loads.view(np.uint64)) < _NARROW:
+            give = np.add(above, loads)
+            give = np.floor_divide(give, S, out=give)
+        else:
+            q, r = np.divmod(loads, S)
+            give = q + (above > S - 1 - r)  # (rank < r)
         # What arrives over each slot (slot_sources): the new load in exact integer sums.
-        new = give.ravel()[self._sources].sum(axis=0)
-        return Step(new, moved=int(give.ravel() @ self._to_neighbour), messages=2 * graph.m)
+        flat = give.reshape(-1)
+        new = _add_reduce(flat.take(self._sources), 0)
+        D = self._neighbour_rows
+        moved = int(_add_reduce(give[:D], None)) if D else int(flat @ self._to_neighbour)
+        return Step(new, moved, 2 * graph.m)
 
     # Per-node form: the node's load and its own counter-based coins.
     def publish(self, rnd, t, node, view):

@@ -16,6 +16,7 @@ from ..._random import counter_uniform, counter_uniform_mixed, counter_uniform_s
 from ...engine import Param, Protocol, Step, register_protocol
 from ...graphs._model import unsigned_view
 from ...kernels._report import instrument_kernels
+from ...kernels._rows import RowOrder
 from ._common import edge_coefficients, matrix_param
 from .kernels._stratified import stratified_step
 
@@ -24,6 +25,8 @@ instrument_kernels(globals())  # runs report which kernel ran each step
 __all__ = ["StratifiedDiffusion", "row_boundaries"]
 
 _ORDERS = ("self-first", "self-last")
+
+_add_reduce, _max_reduce = np.add.reduce, np.maximum.reduce  # (the ufuncs' own: .sum(), .max() wrap them in Python)
 
 #: Largest table of token mixes the reference keeps (entries: n times a power of two above the loads).
 _MIX_TABLE_LIMIT = 1 << 22
@@ -133,6 +136,7 @@ class StratifiedDiffusion(Protocol):
         self._indices = unsigned_view(graph.indices)  # (once: the step below runs for a few microseconds)
         self._bounds = None  # the reference's boundaries, made at its first step
         self._mixes, self._mix_width = None, 0  # and its table of token mixes (_token_mixes)
+        self._table = None  # on a regular graph, the boundaries as a table (_boundary_table)
 
     def _boundaries(self):
         """The reference's boundaries: ``(c, row, lo, hi)``, each (row, column) once.
@@ -145,6 +149,59 @@ class StratifiedDiffusion(Protocol):
         used, where = np.unique(np.concatenate([rows * S1 + col, rows * S1 + col + 1]), return_inverse=True)
         return self._c.ravel()[used], used // S1, where[:len(col)], where[len(col):]
 
+    def _boundary_table(self):
+        """On a regular graph: ``(c, inner, rev, exact)``, the boundaries as a ``(D + 1, n)`` table.
+
+        Row i uses D + 1 consecutive boundaries of its row of ``P`` (slot k: boundaries k and k + 1
+        of them), so column i of the table holds them in order and slot k of node i sends
+        ``below[k + 1, i] - below[k, i]`` tokens: the tokens sent as a ``(D, n)`` table (D rows of n
+        numbers: numpy's fast loops). A first row of zeros (``self-last``: the row starts at 0) and
+        a last row of ones (``self-first``: it ends at 1) need no draws (``below`` is 0 and the load):
+        ``c`` holds the ``inner`` rows only. ``rev``: for each slot of the ``(D, n)`` table, the
+        position of the slot that comes back (what node i receives over its slot k is
+        ``sent.flat[rev[k, i]]``). ``exact``: every boundary is at most 1.0, so that
+        ``floor(c x) <= x`` and the test ``k < x`` of :func:`_below` holds whenever its draw counts
+        (``k = x`` only where ``c x = x``, and then ``frac`` is 0). None off regular graphs.
+        """
+        g = self._graph
+        D, n = g.max_degree, g.n
+        if not n or not D or int(g.degrees.min()) != D:
+            return None
+        c, row, lo, hi = self._bounds
+        at = np.arange(n)[:, None] * (D + 1) + np.arange(D)  # slot k of row i: boundaries at, at + 1
+        if c.size != n * (D + 1) or not (np.array_equal(lo, at.ravel()) and np.array_equal(hi, at.ravel() + 1)):
+            return None
+        c = c.reshape(n, D + 1).T
+        first, last = int(np.all(c[0] == 0.0)), D + 1 - int(np.all(c[D] == 1.0))
+        self._below_rows = np.zeros((D + 1, n), dtype=np.int64)  # (a first row of zeros stays 0)
+        # CSR slot s = i D + k is position k n + i of the (D, n) table.
+        back = RowOrder(g).reverse.reshape(n, D)
+        rev = ((back % D) * n + back // D).T.copy()
+        return c[first:last].copy(), slice(first, last), rev, bool(c.max() <= 1.0)
+
+    def _table_step(self, t, loads):
+        """``(new loads, moved)`` on a regular graph while the token mixes are in a table (loads in
+        ``[0, _mix_width)``): :func:`_below` of every boundary in one table (:meth:`_boundary_table`)."""
+        c, inner, rev, exact = self._table
+        table, _ = self._mixes
+        B = c * loads  # (each column: its node's load)
+        k = np.floor(B)
+        frac = np.subtract(B, k, out=B)
+        k = k.astype(np.int64)
+        u = counter_uniform_mixed(self._key, t, table.take(k + self._at))
+        extra = u < frac
+        if not exact:
+            extra &= k < loads
+        below = self._below_rows
+        np.add(k, extra.astype(np.int64), out=below[inner])  # (two calls: bool + int64 in one is slower)
+        if inner.stop < below.shape[0]:  # a last row of ones: below = the load
+            below[-1] = loads
+        sent = below[1:] - below[:-1]
+        outflow = below[-1] - below[0]  # (a row's slots add up to its last boundary minus its first)
+        new = loads - outflow
+        new += _add_reduce(sent.reshape(-1).take(rev), 0)  # what arrives over each slot, exact in int64
+        return new, int(_add_reduce(outflow))
+
     def _token_mixes(self, top: int):
         """``(table, at)`` for :func:`_below` on the boundaries while no node holds more than ``top``
         tokens: ``mix_index(u << 32 | k)`` of every node u and k < K, K a power of two above ``top``
@@ -154,6 +211,7 @@ class StratifiedDiffusion(Protocol):
         if n * K > _MIX_TABLE_LIMIT:
             return None
         self._mix_width = K
+        self._at = np.arange(n) * K  # (the table step's offsets: node i's mixes from i K on)
         tokens = (np.arange(n, dtype=np.uint64)[:, None] << np.uint64(32)) | np.arange(K, dtype=np.uint64)
         return mix_index(tokens).ravel(), self._bounds[1] * K
 
@@ -168,12 +226,16 @@ class StratifiedDiffusion(Protocol):
         loads = np.asarray(loads, dtype=np.int64)
         if self._bounds is None:
             self._bounds = self._boundaries()
-        c, row, lo, hi = self._bounds
+            self._table = self._boundary_table()
         # The token mixes in a table while the loads are small: k = floor(c x) <= x <= top (c <= 1 up
         # to a few ulps, which cannot lift floor(c x) above x below 2^50 tokens).
-        top = int(loads.view(np.uint64).max())  # (a negative load: huge, no table)
+        top = int(_max_reduce(loads.view(np.uint64)))  # (a negative load: huge, no table)
         if top >= self._mix_width:
             self._mixes = self._token_mixes(top) if top < _MIX_TABLE_LIMIT else None
+        if top < self._mix_width and self._table is not None and self._mixes is not None:
+            new, moved = self._table_step(t, loads)
+            return Step(new, moved, 2 * graph.m)
+        c, row, lo, hi = self._bounds
         # _below(c[rows, col]) and _below(c[rows, col + 1]) of every slot, each boundary computed once.
         below = _below(c, loads[row], row, self._key, t, self._mixes if top < self._mix_width else None)
         sent = below[hi] - below[lo]
