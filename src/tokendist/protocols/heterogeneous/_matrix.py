@@ -175,17 +175,29 @@ class EdgeIndex:
 
 
 def regular_slot_tables(graph, rows):
-    """``(slot edges, low)`` of a regular graph as ``(D, 1, n)`` tables, slot k of every row in
-    ``table[k]``, else None (the tables of :func:`regular_flow_sums`).
+    """The slot table of :func:`regular_flow_sums` for a regular graph, else None.
 
-    ``rows`` is the graph's :class:`tokendist.kernels._rows.RowOrder`; ``low`` marks the slots
-    whose neighbour comes before the row (the edge flows into the row's node when positive).
+    ``rows`` is the graph's :class:`tokendist.kernels._rows.RowOrder`. Returns ``(table, values)``:
+    ``table`` of shape ``(D, 2, n)`` points into ``values``, room for ``[y, -y, 0]`` (``y`` the
+    per-edge flows). Column i lists row i's slots in CSR order: in ``[:, 0, i]`` its lower slots
+    (the slot's neighbour comes before i: the edge flows into i when positive) as ``-y``, what
+    leaves i over them; in ``[:, 1, i]`` its upper slots as ``y``; each group from the top and
+    followed by the zero.
     """
     if not rows.regular or graph.m == 0:
         return None
-    shape = (graph.n, rows.degree)
-    return (np.ascontiguousarray(graph.csr_edges.reshape(shape).T)[:, None, :],
-            np.ascontiguousarray(rows.lower.reshape(shape).T)[:, None, :])
+    n, d, m = graph.n, rows.degree, graph.m
+    edge = graph.csr_edges.reshape(n, d).astype(np.intp)
+    low = rows.lower.reshape(n, d)
+    first_up = np.argsort(~low, axis=1, kind="stable")  # per row: the lower slots, then the upper ones
+    grouped = np.take_along_axis(edge, first_up, axis=1)
+    lows = low.sum(axis=1)[:, None]
+    k = np.arange(d)[None, :]
+    table = np.empty((d, 2, n), dtype=np.intp)
+    table[:, 0, :] = np.where(k < lows, grouped + m, 2 * m).T
+    table[:, 1, :] = np.where(k < d - lows, np.take_along_axis(grouped, np.minimum(k + lows, d - 1), axis=1), 2 * m).T
+    values = np.zeros(2 * m + 1)
+    return table, values
 
 
 def regular_flow_sums(tables, y):
@@ -193,20 +205,23 @@ def regular_flow_sums(tables, y):
 
     Row i of the kernels sums the flows of its lower slots (flowing in), of its upper slots
     (flowing out), and what it sends (``max(y, 0)`` on upper slots, ``max(-y, 0)`` on lower
-    ones), each from 0.0 slot after slot in CSR order. Here the four sums come from one
-    ``(D, 4, n)`` table of terms added slot after slot (one addition per slot, not four): each
-    row's additions are the kernels', so the same bits. ``tables``: :func:`regular_slot_tables`.
+    ones), each from 0.0 slot after slot in CSR order. Here the terms come from the ``(D, 2, n)``
+    slot table (:func:`regular_slot_tables`) as the flow out of the row, ``-y`` on a lower slot,
+    and each sum adds them slot after slot: numpy reduces along an axis that is not the fastest in
+    memory one element after another, from ``initial`` (its pairwise summation is for the fastest
+    axis only), so each row's additions are the kernels' up to the sign (``-in`` is summed, and
+    rounding is symmetric), the same bits. The zeros after a row's slots leave a sum from 0.0
+    unchanged (such a sum is never -0.0).
     """
-    slots, low = tables
-    ys = y[slots]  # (D, 1, n): the flow of each slot's edge, positive from u to v
-    inn = np.where(low, ys, 0.0)
-    out = np.where(low, 0.0, ys)
-    # (A zero term, of either sign, leaves a sum from 0.0 unchanged: max(-inn, 0) on an upper slot.)
-    terms = np.concatenate((inn, out, np.maximum(out, 0.0), np.maximum(-inn, 0.0)), axis=1)
-    acc = terms[0] + 0.0
-    for k in range(1, terms.shape[0]):
-        acc += terms[k]
-    return acc[0] - acc[1], acc[2] + acc[3]
+    table, values = tables
+    m = y.shape[0]
+    values[:m] = y
+    np.negative(y, out=values[m:2 * m])
+    terms = values[table]  # (D, 2, n): what leaves each row over its lower slots, over its upper slots
+    minus_in, out = np.add.reduce(terms, axis=0, initial=0.0)
+    sent_low, sent_up = np.add.reduce(np.maximum(terms, 0.0), axis=0, initial=0.0)
+    # 0.0 - (-in) is in, zero included (a sum from 0.0 is +0.0, never -0.0)
+    return (0.0 - minus_in) - out, sent_up + sent_low
 
 
 def diffusion_matrix(graph, alpha: np.ndarray, s: np.ndarray) -> sp.csr_array:
