@@ -30,6 +30,16 @@ _PROCESSES = ("fos", "sos", "circuit", "random-matching")
 _GUARDS = ("on", "off")
 
 
+class _EdgeOrder(RowOrder):
+    """The reference step's view of a graph: :class:`RowOrder` (exact int64 sums per CSR slot) and
+    the edge ends as ``intp`` (numpy converts int32 indices on every gather and bincount)."""
+
+    def __init__(self, graph):
+        super().__init__(graph)
+        self.ends = np.stack((graph.u, graph.v)).astype(np.intp)
+        self.u, self.v = self.ends
+
+
 @register_protocol
 class FlowImitation(Protocol):
     """Flow imitation: every edge sends whole tokens so that its cumulative flow tracks a continuous process's.
@@ -111,7 +121,7 @@ class FlowImitation(Protocol):
             self.period = int(self._colours.max()) + 1 if graph.m else 1
         self.held_back = 0
         self.max_gap = 0.0
-        self._order = None  # the numpy step's RowOrder (exact int64 row sums), made at its first step
+        self._order = None  # the numpy step's _EdgeOrder (exact int64 row sums), made at its first step
 
     @property
     def D(self) -> np.ndarray:
@@ -166,9 +176,12 @@ class FlowImitation(Protocol):
 
     def _continuous_flow(self, t, graph) -> np.ndarray:
         proc = self.options["process"]
-        pot = self.xi / self._speeds
+        # (xi / 1.0 is xi, bit for bit: no division without speeds)
+        pot = self.xi if graph.speeds is None else self.xi / self._speeds
         if proc in ("fos", "sos"):
-            f = self._alpha * (pot[graph.u] - pot[graph.v])
+            ends = self._order.ends  # (u, v) as intp, gathered in one call
+            pot = pot[ends]
+            f = self._alpha * (pot[0] - pot[1])
             if proc == "sos" and t > 0:
                 beta = self.options["beta"]
                 f = (beta - 1.0) * self._prev + beta * f
@@ -185,21 +198,34 @@ class FlowImitation(Protocol):
             return self._compiled_step(t, graph, loads)
         self._sync_d()
         loads = np.asarray(loads, dtype=np.int64)
-        n = graph.n
+        n, m = graph.n, graph.m
+        order = self._order
+        if order is None or order.graph is not graph:
+            order = self._order = _EdgeOrder(graph)
         f = self._continuous_flow(t, graph)
-        self.xi = self.xi - np.bincount(graph.u, weights=f, minlength=n) + np.bincount(graph.v, weights=f, minlength=n)
+        self.xi = self.xi - np.bincount(order.u, f, n) + np.bincount(order.v, f, n)
         self.F += f
-        send = np.trunc(self.F).astype(np.int64) - self.D
-        if self._order is None or self._order.graph is not graph:
-            self._order = RowOrder(graph)
-        out = self._order.sent(send)  # per CSR slot, what the slot's node sends over it (negative: receives)
-        if self.options["guard"] == "on":
-            send, out = self._guarded(graph, loads, send, out)
-        self.D += send
-        new = loads - self._order.sums(out)  # int64 sums: exact
-        if graph.m:
-            self.max_gap = max(self.max_gap, float(np.abs(self.F - self.D).max()))
-        return Step(new, moved=int(np.abs(send).sum()), messages=2 * graph.m, flows=send)
+        whole = np.trunc(self.F).astype(np.int64)  # D(t) = trunc(F(t))
+        send = whole - self._D
+        size = np.abs(send)
+        biggest = int(size.max()) if m else 0
+        guard = self.options["guard"] == "on"
+        # A node sends at most degree * biggest tokens: when that is within the smallest load, nobody
+        # owes more than it holds (the guard then changes nothing, and the per-slot sums are not needed).
+        exact = biggest * order.degree < 2**53  # the float64 sums per node below are then exact integers
+        if m and guard and biggest * order.degree > int(loads.min()) or not exact:
+            out = order.sent(send)  # per CSR slot, what the slot's node sends over it (negative: receives)
+            if guard:
+                send, out = self._guarded(graph, loads, send, out)
+                size = np.abs(send)
+            self._D += send
+            new = loads - order.sums(out)  # int64 sums: exact
+        else:
+            self._D = whole  # (= D + send)
+            new = loads + (np.bincount(order.v, send, n) - np.bincount(order.u, send, n)).astype(np.int64)
+        if m:
+            self.max_gap = max(self.max_gap, float(np.abs(self.F - self._D).max()))
+        return Step(new, moved=int(size.sum()), messages=2 * m, flows=send)
 
     def _compiled_step(self, t, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
@@ -280,7 +306,8 @@ class FlowImitation(Protocol):
         return send, self._order.sent(send)
 
     def state_key(self):
-        return self.D.tobytes() + self.F.tobytes() + self.xi.tobytes()
+        # The bytes of D, F and xi in one copy (D's int64 bytes seen as float64: the same bytes).
+        return np.concatenate((self.D.view(np.float64), self.F, self.xi)).tobytes()
 
     def report(self):
         return {"process": self.options["process"], "held_back": self.held_back,
