@@ -36,6 +36,7 @@ class _EdgeOrder(RowOrder):
 
     def __init__(self, graph):
         super().__init__(graph)
+        self.m = graph.m
         self.ends = np.stack((graph.u, graph.v)).astype(np.intp)
         self.u, self.v = self.ends
 
@@ -107,11 +108,16 @@ class FlowImitation(Protocol):
         # One value when every P_ij is the same (tori, hypercubes, max-degree, uniform:W): 8 bytes
         # per edge less, and the same products (a scalar broadcast is the same multiplication).
         self._alpha = alpha[0] if alpha.size and bool(np.all(alpha == alpha[0])) else alpha
-        self.xi = np.asarray(loads, dtype=float).copy()  # the continuous process, run alongside
+        # D, F and xi side by side in one buffer, so that the state key is one copy (state_key).
+        m = graph.m
+        self._state = np.zeros(8 * (2 * m + graph.n), dtype=np.uint8)
         self._d_implicit = False  # True: D is stale and equals trunc(F) (the D property)
         self._d_implicit_ok = True  # D = trunc(F) on every edge: the stencil kernel may run
-        self.F = np.zeros(graph.m)                         # cumulative continuous flow u -> v
-        self.D = np.zeros(graph.m, dtype=np.int64)         # cumulative discrete flow u -> v (see D)
+        self.D = self._state[:8 * m].view(np.int64)           # cumulative discrete flow u -> v (see D)
+        self.F = self._state[8 * m:16 * m].view(np.float64)   # cumulative continuous flow u -> v
+        self.xi = self._state[16 * m:].view(np.float64)       # the continuous process, run alongside
+        self.xi[:] = loads
+        self._state_views = (self.D, self.F, self.xi)
         proc = self.options["process"]
         self._prev = np.zeros(graph.m) if proc == "sos" else None  # SOS: the previous step's flow
         self._key = stream_key(rng)
@@ -196,17 +202,20 @@ class FlowImitation(Protocol):
     def step(self, t, graph, loads):
         if self._compiled and graph is self._graph:
             return self._compiled_step(t, graph, loads)
-        self._sync_d()
+        if self._d_implicit:
+            self._sync_d()
         loads = np.asarray(loads, dtype=np.int64)
-        n, m = graph.n, graph.m
         order = self._order
         if order is None or order.graph is not graph:
             order = self._order = _EdgeOrder(graph)
+        n, m = order.n, order.m
         f = self._continuous_flow(t, graph)
-        self.xi = self.xi - np.bincount(order.u, f, n) + np.bincount(order.v, f, n)
+        xi = self.xi  # xi - div f, in place
+        np.subtract(xi, np.bincount(order.u, f, n), out=xi)
+        np.add(xi, np.bincount(order.v, f, n), out=xi)
         self.F += f
-        whole = np.trunc(self.F).astype(np.int64)  # D(t) = trunc(F(t))
-        send = whole - self._D
+        whole = np.trunc(self.F)  # D(t) of the rule
+        send = whole.astype(np.int64) - self._D
         size = np.abs(send)
         biggest = int(size.max()) if m else 0
         guard = self.options["guard"] == "on"
@@ -219,12 +228,14 @@ class FlowImitation(Protocol):
                 send, out = self._guarded(graph, loads, send, out)
                 size = np.abs(send)
             self._D += send
+            gap = self.F - self._D
             new = loads - order.sums(out)  # int64 sums: exact
         else:
-            self._D = whole  # (= D + send)
+            self._D += send  # = trunc(F): F - D is F - trunc(F)
+            gap = self.F - whole
             new = loads + (np.bincount(order.v, send, n) - np.bincount(order.u, send, n)).astype(np.int64)
         if m:
-            self.max_gap = max(self.max_gap, float(np.abs(self.F - self._D).max()))
+            self.max_gap = max(self.max_gap, float(np.abs(gap).max()))
         return Step(new, moved=int(size.sum()), messages=2 * m, flows=send)
 
     def _compiled_step(self, t, graph, loads):
@@ -306,8 +317,11 @@ class FlowImitation(Protocol):
         return send, self._order.sent(send)
 
     def state_key(self):
-        # The bytes of D, F and xi in one copy (D's int64 bytes seen as float64: the same bytes).
-        return np.concatenate((self.D.view(np.float64), self.F, self.xi)).tobytes()
+        # The bytes of D, F and xi: one copy of their buffer while they are its views (see reset).
+        d, views = self.D, self._state_views
+        if d is views[0] and self.F is views[1] and self.xi is views[2]:
+            return self._state.tobytes()
+        return d.tobytes() + self.F.tobytes() + self.xi.tobytes()
 
     def report(self):
         return {"process": self.options["process"], "held_back": self.held_back,
