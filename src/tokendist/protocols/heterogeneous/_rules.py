@@ -86,6 +86,9 @@ KERNEL_PARAM = Param("kernel", str, "numba", "numba (fused per-node CSR loop) or
                      "bincount, the reference)", ("numba", "numpy"))
 
 _EMPTY = np.zeros(0)
+#: float64 adds integers exactly while every partial sum stays below this: ``sos-iou``'s numpy step
+#: then takes its cheaper forms (the tests set it to 0 to compare them with the plain ones).
+_EXACT_SUMS = 2**53
 
 
 class HeterogeneousDiffusion(Protocol):
@@ -896,7 +899,7 @@ class SOSIOU(_SecondOrder):
         shorted = False
         # A node sends at most degree * biggest tokens: no more than the smallest load, nobody is short.
         # (Exact below 2**53: the float sums below are then the integers; NaN fails the test.)
-        if not (m and biggest * degree <= int(loads.min()) < 2**53):
+        if not (m and biggest * degree <= int(loads.min()) < _EXACT_SUMS):
             out = (np.bincount(graph.u, weights=np.maximum(send, 0), minlength=graph.n)
                    + np.bincount(graph.v, weights=np.maximum(-send, 0), minlength=graph.n))
             short = out > loads
@@ -924,16 +927,17 @@ class SOSIOU(_SecondOrder):
             self._shadow = self._index.apply_flows(self._shadow, yhat)
         iou_size = np.abs(new_iou)
         # Every edge paid in full, every IOU is owed - trunc(owed), a fraction: no whole unit owed.
-        units = float(np.floor(iou_size).sum()) if shorted or not math.isfinite(biggest) else 0.0
+        units = (float(np.floor(iou_size).sum()) if shorted or not (math.isfinite(biggest) and _EXACT_SUMS)
+                 else 0.0)
         self.iou_series.append(units)
         if new_iou.size:
             self.iou_max = max(self.iou_max, float(iou_size.max()))
         flows = send.astype(np.int64)
         # Integer sums in float64 are exact while every partial sum stays below 2**53.
-        moved = int(size.sum()) if biggest * m < 2**53 else int(np.abs(flows).sum())
+        moved = int(size.sum()) if biggest * m < _EXACT_SUMS else int(np.abs(flows).sum())
         if loads.dtype != np.int64:
             new = apply_flows(graph, loads, flows)
-        elif biggest * degree < 2**53:
+        elif biggest * degree < _EXACT_SUMS:
             new = loads + self._index.net(send).astype(np.int64)
         else:  # exact int64 sums per CSR slot
             if self._net is None or self._net.graph is not graph:
