@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["actual_ious", "sent_flows", "carry"]
+__all__ = ["actual_ious", "sent_flows", "carry", "StatePair"]
 
 
 def actual_ious(raw, owed_stored, has_exc, bits):
@@ -54,3 +54,29 @@ def carry(prev_keys, prev_vals, graph):
     kept = np.zeros(prev_keys.size, bool)
     kept[pos[found]] = True
     return out, float(np.abs(prev_vals[~kept]).sum())
+
+
+class StatePair:
+    """Two float64 buffers used in turn: a step writes its state into one while it reads last
+    step's from the other.
+
+    ``sos-iou``'s numpy step keeps ``[y | IOU | w']`` so, side by side, so that its state key (the
+    bytes the engine hashes every step to detect cycles) is one copy of :attr:`current`;
+    :attr:`views` are the arrays of that step, to tell whether the protocol's state is still them.
+    """
+
+    def __init__(self):
+        self.bufs = None
+        self.views = None
+
+    def next(self, size: int) -> np.ndarray:
+        """The buffer of ``size`` values to write this step's state into (the other holds last step's)."""
+        if self.bufs is None or self.bufs[0].shape[0] != size:
+            self.bufs = [np.empty(size), np.empty(size)]
+        self.bufs.reverse()
+        return self.bufs[0]
+
+    @property
+    def current(self) -> np.ndarray:
+        """The buffer the last step wrote."""
+        return self.bufs[0]

@@ -57,7 +57,7 @@ from .kernels._stencil_threaded import STENCIL_CHUNKS_PER_THREAD, sos_iou_stenci
 from .kernels._sos_cube_threaded import cube_chunk_bits, sos_iou_cube_par
 from ._node import fos_node_flows, node_publish, shadow_publish, sos_iou_node_sends, sos_node_flows
 from ._sos_readings import IDEAL_READINGS, fold_dropped_ious, shadow_update
-from ._edge_state import actual_ious as _actual_ious, carry as _carry, sent_flows as _sent_flows
+from ._edge_state import StatePair, actual_ious as _actual_ious, carry as _carry, sent_flows as _sent_flows
 from . import _partitioned
 from ._partitioned import partitioned_coefs as _partitioned_coefs
 from ._matrix import (SPEED_SCALES, EdgeIndex, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
@@ -86,9 +86,8 @@ KERNEL_PARAM = Param("kernel", str, "numba", "numba (fused per-node CSR loop) or
                      "bincount, the reference)", ("numba", "numpy"))
 
 _EMPTY = np.zeros(0)
-#: float64 adds integers exactly while every partial sum stays below this: ``sos-iou``'s numpy step
-#: then takes its cheaper forms (the tests set it to 0 to compare them with the plain ones).
-_EXACT_SUMS = 2**53
+#: float64 adds integers exactly while the partial sums stay below this: sos-iou's numpy step then
+_EXACT_SUMS = 2**53  # takes its cheaper forms (the tests set it to 0 to compare them with the plain ones)
 
 
 class HeterogeneousDiffusion(Protocol):
@@ -529,21 +528,27 @@ class _SecondOrder(HeterogeneousDiffusion):
         self.dropped += dropped
         return out if out is not values else values.copy()
 
-    def _sos_flow(self, graph, loads):
-        """``y^k = beta F(w^{k-1}) + (beta - 1) y^{k-1}`` (``y^1 = F(w^0)``): the flow form of eq. (4)."""
+    def _sos_flow(self, graph, loads, out=None):
+        """``y^k = beta F(w^{k-1}) + (beta - 1) y^{k-1}`` (``y^1 = F(w^0)``): the flow form of eq. (4).
+
+        ``out``: where to write ``y^k`` (default: a new array).
+        """
         if self._index is None or self._index.graph is not graph:
             self._index = EdgeIndex(graph, self._alpha(graph))
         # x = w / s (w itself when every speed is 1 and w is real: dividing by 1.0 changes no bit)
         f = self._index.fos_flows(loads if self._unit and loads.dtype == np.float64 else loads / self._s)
         if self._k == 0:
             y = f
+            if out is not None:
+                out[:] = f
+                y = out
         else:
             if graph is self._flow_graph:  # the same graph as last step: the same edges, nothing to map
                 prev = self._prev
             else:
                 prev, dropped = _carry(self._keys, self._prev, graph)
                 self.dropped += dropped
-            y = self.beta * f + (self.beta - 1.0) * prev
+            y = np.add(self.beta * f, (self.beta - 1.0) * prev, out=out)
         self._k += 1
         return y
 
@@ -703,6 +708,7 @@ class SOSIOU(_SecondOrder):
         #: ideal=shadow: the idealised real-valued SOS process's own loads w' (w'^0 = w^0).
         self._shadow = np.array(loads, dtype=np.float64) if self.options["ideal"] == "shadow" else None
         self._ref_graph = None  # the reference path's previous graph (ideal=shadow folds its dropped IOUs)
+        self._state = StatePair()  # the numpy step's state, [y | IOU | w'] side by side
         self.iou_returned = 0.0
         #: Which variant ran the last step: ``numba`` (the kernels) or ``numpy`` (the reference).
         self.path = None
@@ -880,12 +886,15 @@ class SOSIOU(_SecondOrder):
             return step
         self.path = "numpy"  # the reference
         same = graph is self._ref_graph  # the same graph as last step: no edge came or went
+        # This step's y, IOUs and shadow loads go side by side into one buffer (state_key: one copy).
+        m, n = graph.m, graph.n
+        state = self._state.next(2 * m + (n if ideal == "shadow" else 0))
         if ideal == "shadow":
             if self._ref_graph is not None and not same:
                 self.iou_returned += fold_dropped_ious(self._shadow, self._ref_graph, self._iou, graph)
-            yhat = self._sos_flow(graph, self._shadow)
+            yhat = self._sos_flow(graph, self._shadow, out=state[:m])
         else:  # driven and sent: the flow from the integer loads; _prev holds the momentum term
-            yhat = self._sos_flow(graph, loads)
+            yhat = self._sos_flow(graph, loads, out=state[:m])
         if same:
             iou = self._iou
         else:
@@ -893,7 +902,7 @@ class SOSIOU(_SecondOrder):
             self.dropped += dropped
         owed = yhat + iou
         send = np.trunc(owed)
-        m, degree = self._index.m, self._index.degree
+        degree = self._index.degree
         size = np.abs(send)
         biggest = size.max() if m else 0.0
         shorted = False
@@ -916,15 +925,17 @@ class SOSIOU(_SecondOrder):
                     send = np.where(pays, np.sign(send) * prop, send)
                     size = np.abs(send)
                     biggest = size.max()
-        new_iou = owed - send
+        new_iou = np.subtract(owed, send, out=state[m:2 * m])
         self._keys = graph.edge_keys
         self._ref_graph = graph
-        # ideal=sent: next step's momentum is the flow actually sent (eq. (5) on the real loads).
-        self._prev = send.astype(np.float64) if ideal == "sent" else yhat
+        if ideal == "sent":  # next step's momentum is the flow actually sent (eq. (5) on the real loads)
+            np.copyto(yhat, send)
+        self._prev = yhat
         self._flow_graph = graph
         self._iou = new_iou
         if ideal == "shadow":
-            self._shadow = self._index.apply_flows(self._shadow, yhat)
+            self._shadow = np.add(self._shadow, self._index.net(yhat), out=state[2 * m:])  # (apply_flows)
+        self._state.views = (self._prev, self._iou_raw, self._shadow)
         iou_size = np.abs(new_iou)
         # Every edge paid in full, every IOU is owed - trunc(owed), a fraction: no whole unit owed.
         units = (float(np.floor(iou_size).sum()) if shorted or not (math.isfinite(biggest) and _EXACT_SUMS)
@@ -964,9 +975,13 @@ class SOSIOU(_SecondOrder):
     def state_key(self):
         if self._prev is None:
             return b""
-        # The bytes of prev, then the IOUs, then the shadow loads (one copy instead of three and two joins).
+        # The bytes of prev, then the IOUs, then the shadow loads: the numpy step's buffer, which holds
+        # them side by side, else one copy instead of three and two joins.
+        views = self._state.views
+        if views is not None and self._prev is views[0] and self._iou_raw is views[1] and self._shadow is views[2]:
+            return self._state.current.tobytes()
         parts = (self._prev, self._iou) if self._shadow is None else (self._prev, self._iou, self._shadow)
-        if self.path == "numpy" or all(p.ndim == 1 and p.dtype == np.float64 for p in parts):  # (numpy: they are)
+        if all(p.ndim == 1 and p.dtype == np.float64 for p in parts):
             return np.concatenate(parts).tobytes()
         return b"".join(np.ascontiguousarray(p).tobytes() for p in parts)
 
