@@ -218,10 +218,10 @@ def regular_flow_sums(tables, y):
     values[:m] = y
     np.negative(y, out=values[m:2 * m])
     terms = values[table]  # (D, 2, n): what leaves each row over its lower slots, over its upper slots
-    minus_in, out = np.add.reduce(terms, axis=0, initial=0.0)
-    sent_low, sent_up = np.add.reduce(np.maximum(terms, 0.0), axis=0, initial=0.0)
+    acc = np.add.reduce(terms, axis=0, initial=0.0)  # (-in, out)
+    sends = np.add.reduce(np.maximum(terms, 0.0, out=terms), axis=0, initial=0.0)  # (sent low, sent up)
     # 0.0 - (-in) is in, zero included (a sum from 0.0 is +0.0, never -0.0)
-    return (0.0 - minus_in) - out, sent_up + sent_low
+    return (0.0 - acc[0]) - acc[1], sends[1] + sends[0]
 
 
 def diffusion_matrix(graph, alpha: np.ndarray, s: np.ndarray) -> sp.csr_array:
@@ -424,7 +424,8 @@ def diffusion_norm(graph, alpha: np.ndarray, s: np.ndarray, dense_limit: int = D
     """``mu_2``, ``mu_n`` and ``gamma = max(|mu_2|, |mu_n|)`` of ``M = I - L S^{-1}`` (Lemma 1).
 
     Dense ``eigvalsh`` of the symmetric similar matrix for ``n <= dense_limit`` (exact to round-off,
-    O(n^3); on one BLAS thread and remembered per input: :func:`_dense_extremes`); up to :data:`ARPACK_MAX_N`, ARPACK with the known eigenvalue 1 deflated
+    O(n^3); on one BLAS thread and remembered per input: :func:`_dense_extremes`); up to
+    :data:`ARPACK_MAX_N`, ARPACK with the known eigenvalue 1 deflated
     (:func:`_extremes_lanczos`, O(m) per iteration); above, one numba Lanczos run of at most
     :data:`FALLBACK_LANCZOS_STEPS` steps that stops when both extreme Ritz values have residuals
     below :data:`LANCZOS_TOL` (:func:`._heterogeneous_sos_gamma.lanczos_extremes`; ``method``

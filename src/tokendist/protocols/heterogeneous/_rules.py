@@ -237,8 +237,8 @@ class HeterogeneousDiffusion(Protocol):
     def _real_flow_step_regular(self, graph, loads, y) -> Step:
         """:meth:`_real_flow_step` on a regular graph, its sums from one table (:func:`regular_flow_sums`)."""
         change, sent = regular_flow_sums(self._row_tables, y)
-        new = np.asarray(loads, dtype=np.float64) + change
-        return Step(new, moved=sequential_sum(sent), messages=2 * graph.m, flows=y, outflow=sent)
+        new = np.asarray(loads, dtype=np.float64) + change  # moved: sequential_sum, without np.cumsum's wrapper
+        return Step(new, moved=float(np.add.accumulate(sent)[-1]), messages=2 * graph.m, flows=y, outflow=sent)
 
     def _x(self, loads):
         """``w / s`` for the kernels: ``loads`` itself when every speed is 1, else a reused buffer."""
