@@ -886,9 +886,8 @@ class SOSIOU(_SecondOrder):
             return step
         self.path = "numpy"  # the reference
         same = graph is self._ref_graph  # the same graph as last step: no edge came or went
-        # This step's y, IOUs and shadow loads go side by side into one buffer (state_key: one copy).
-        m, n = graph.m, graph.n
-        state = self._state.next(2 * m + (n if ideal == "shadow" else 0))
+        m = graph.m  # this step's y, IOUs and shadow loads go side by side into one buffer (state_key)
+        state = self._state.next(2 * m + (graph.n if ideal == "shadow" else 0))
         if ideal == "shadow":
             if self._ref_graph is not None and not same:
                 self.iou_returned += fold_dropped_ious(self._shadow, self._ref_graph, self._iou, graph)
@@ -906,8 +905,7 @@ class SOSIOU(_SecondOrder):
         size = np.abs(send)
         biggest = size.max() if m else 0.0
         shorted = False
-        # A node sends at most degree * biggest tokens: no more than the smallest load, nobody is short.
-        # (Exact below 2**53: the float sums below are then the integers; NaN fails the test.)
+        # At most degree * biggest tokens leave a node: within the smallest load (< 2**53), nobody is short.
         if not (m and biggest * degree <= int(loads.min()) < _EXACT_SUMS):
             out = (np.bincount(graph.u, weights=np.maximum(send, 0), minlength=graph.n)
                    + np.bincount(graph.v, weights=np.maximum(-send, 0), minlength=graph.n))
@@ -948,6 +946,8 @@ class SOSIOU(_SecondOrder):
         moved = int(size.sum()) if biggest * m < _EXACT_SUMS else int(np.abs(flows).sum())
         if loads.dtype != np.int64:
             new = apply_flows(graph, loads, flows)
+        elif not biggest and _EXACT_SUMS:  # nothing sent (most steps, once the run has settled)
+            new = loads.copy()
         elif biggest * degree < _EXACT_SUMS:
             new = loads + self._index.net(send).astype(np.int64)
         else:  # exact int64 sums per CSR slot

@@ -225,7 +225,10 @@ class FlowImitation(Protocol):
         # A node sends at most degree * biggest tokens: when that is within the smallest load, nobody
         # owes more than it holds (the guard then changes nothing, and the per-slot sums are not needed).
         exact = biggest * order.degree < _EXACT_SUMS  # the float64 sums per node below are then exact integers
-        if m and guard and biggest * order.degree > int(loads.min()) or not exact:
+        if not biggest and _EXACT_SUMS:  # nothing to send (most steps, once the process has settled)
+            gap = self.F - whole
+            new = loads.copy()
+        elif m and guard and biggest * order.degree > int(loads.min()) or not exact:
             out = order.sent(send)  # per CSR slot, what the slot's node sends over it (negative: receives)
             if guard:
                 send, out = self._guarded(graph, loads, send, out)
@@ -236,7 +239,8 @@ class FlowImitation(Protocol):
         else:
             self._D += send  # = trunc(F): F - D is F - trunc(F)
             gap = self.F - whole
-            new = loads + (np.bincount(order.v, send, n) - np.bincount(order.u, send, n)).astype(np.int64)
+            sendf = send.astype(np.float64)  # (bincount's weights are float64: converted once)
+            new = loads + (np.bincount(order.v, sendf, n) - np.bincount(order.u, sendf, n)).astype(np.int64)
         if m:
             self.max_gap = max(self.max_gap, float(np.abs(gap).max()))
         return Step(new, moved=int(size.sum()), messages=2 * m, flows=send)
