@@ -16,6 +16,10 @@ Every function here works on whole arrays; nothing builds a per-node object. The
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
+from contextlib import contextmanager
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -23,7 +27,7 @@ from ...errors import TokendistError
 
 __all__ = ["SPEED_SCALES", "scaled_speeds", "node_degrees", "edge_coefficients", "diagonal", "check_diagonal",
            "raise_on_negative_diagonal",
-           "fos_flows", "apply_flows", "regular_slot_tables", "regular_flow_sums", "diffusion_matrix",
+           "fos_flows", "apply_flows", "EdgeIndex", "regular_slot_tables", "regular_flow_sums", "diffusion_matrix",
            "spectrum", "diffusion_norm", "sos_beta",
            "DENSE_LIMIT", "LANCZOS_TOL"]
 
@@ -124,18 +128,76 @@ def apply_flows(graph, loads: np.ndarray, flows: np.ndarray) -> np.ndarray:
     return loads + delta
 
 
-def regular_slot_tables(graph, rows):
-    """``(slot edges, low)`` of a regular graph as ``(D, 1, n)`` tables, slot k of every row in
-    ``table[k]``, else None (the tables of :func:`regular_flow_sums`).
+class EdgeIndex:
+    """A graph's edge ends as ``intp`` index arrays, made once per graph for the numpy reference steps.
 
-    ``rows`` is the graph's :class:`tokendist.kernels._rows.RowOrder`; ``low`` marks the slots
-    whose neighbour comes before the row (the edge flows into the row's node when positive).
+    numpy converts a graph's int32 indices to ``intp`` on every gather and ``bincount`` (a gather of
+    512 values costs 2 us with them, 0.6 us with ``intp`` ones, on this machine): the references of
+    ``sos`` and ``sos-iou`` keep these. :meth:`fos_flows` and :meth:`apply_flows` are the module's
+    functions of the same names on real values: the same operations on the same values in the
+    same order, so the same bits.
+
+    Parameters
+    ----------
+    graph : Graph
+        The step's graph.
+    alpha : ndarray
+        Its coefficients ``c_e`` (:func:`edge_coefficients`).
+    """
+
+    def __init__(self, graph, alpha: np.ndarray):
+        self.graph = graph
+        self.n, self.m = graph.n, graph.m
+        #: Both ends of every edge, ``u`` then ``v``: ``x[ends]`` gathers both in one call.
+        self.ends = np.stack((graph.u, graph.v)).astype(np.intp)
+        self.u, self.v = self.ends
+        # One coefficient on every edge (a regular graph without capacities): a scalar makes the same products.
+        self.alpha = alpha[0] if alpha.size and bool(np.all(alpha == alpha[0])) else alpha
+        #: The largest degree (number of edges at a node).
+        self.degree = int(graph.degrees.max()) if graph.n else 0
+
+    def fos_flows(self, x: np.ndarray) -> np.ndarray:
+        """:func:`fos_flows` from ``x = w / s``: ``c_e (x_u - x_v)`` on every edge."""
+        xe = x[self.ends]
+        return self.alpha * (xe[0] - xe[1])
+
+    def net(self, flows: np.ndarray) -> np.ndarray:
+        """Per node, ``bincount(v, flows) - bincount(u, flows)``: what arrives minus what leaves (float64).
+
+        Integer-valued flows give the exact integers while every partial sum stays below ``2**53``
+        (at most the largest degree times the largest flow).
+        """
+        return np.bincount(self.v, flows, self.n) - np.bincount(self.u, flows, self.n)
+
+    def apply_flows(self, loads: np.ndarray, flows: np.ndarray) -> np.ndarray:
+        """:func:`apply_flows` of real-valued ``loads``: ``loads + (bincount(v, f) - bincount(u, f))``."""
+        return loads + self.net(flows)
+
+
+def regular_slot_tables(graph, rows):
+    """The slot table of :func:`regular_flow_sums` for a regular graph, else None.
+
+    ``rows`` is the graph's :class:`tokendist.kernels._rows.RowOrder`. Returns ``(table, values)``:
+    ``table`` of shape ``(D, 2, n)`` points into ``values``, room for ``[y, -y, 0]`` (``y`` the
+    per-edge flows). Column i lists row i's slots in CSR order: in ``[:, 0, i]`` its lower slots
+    (the slot's neighbour comes before i: the edge flows into i when positive) as ``-y``, what
+    leaves i over them; in ``[:, 1, i]`` its upper slots as ``y``; each group from the top and
+    followed by the zero.
     """
     if not rows.regular or graph.m == 0:
         return None
-    shape = (graph.n, rows.degree)
-    return (np.ascontiguousarray(graph.csr_edges.reshape(shape).T)[:, None, :],
-            np.ascontiguousarray(rows.lower.reshape(shape).T)[:, None, :])
+    n, d, m = graph.n, rows.degree, graph.m
+    edge = graph.csr_edges.reshape(n, d).astype(np.intp)
+    low = rows.lower.reshape(n, d)
+    first_up = np.argsort(~low, axis=1, kind="stable")  # per row: the lower slots, then the upper ones
+    grouped = np.take_along_axis(edge, first_up, axis=1)
+    lows = low.sum(axis=1)[:, None]
+    k = np.arange(d)[None, :]
+    table = np.empty((d, 2, n), dtype=np.intp)
+    table[:, 0, :] = np.where(k < lows, grouped + m, 2 * m).T
+    table[:, 1, :] = np.where(k < d - lows, np.take_along_axis(grouped, np.minimum(k + lows, d - 1), axis=1), 2 * m).T
+    values = np.zeros(2 * m + 1)
+    return table, values
 
 
 def regular_flow_sums(tables, y):
@@ -143,20 +205,23 @@ def regular_flow_sums(tables, y):
 
     Row i of the kernels sums the flows of its lower slots (flowing in), of its upper slots
     (flowing out), and what it sends (``max(y, 0)`` on upper slots, ``max(-y, 0)`` on lower
-    ones), each from 0.0 slot after slot in CSR order. Here the four sums come from one
-    ``(D, 4, n)`` table of terms added slot after slot (one addition per slot, not four): each
-    row's additions are the kernels', so the same bits. ``tables``: :func:`regular_slot_tables`.
+    ones), each from 0.0 slot after slot in CSR order. Here the terms come from the ``(D, 2, n)``
+    slot table (:func:`regular_slot_tables`) as the flow out of the row, ``-y`` on a lower slot,
+    and each sum adds them slot after slot: numpy reduces along an axis that is not the fastest in
+    memory one element after another, from ``initial`` (its pairwise summation is for the fastest
+    axis only), so each row's additions are the kernels' up to the sign (``-in`` is summed, and
+    rounding is symmetric), the same bits. The zeros after a row's slots leave a sum from 0.0
+    unchanged (such a sum is never -0.0).
     """
-    slots, low = tables
-    ys = y[slots]  # (D, 1, n): the flow of each slot's edge, positive from u to v
-    inn = np.where(low, ys, 0.0)
-    out = np.where(low, 0.0, ys)
-    # (A zero term, of either sign, leaves a sum from 0.0 unchanged: max(-inn, 0) on an upper slot.)
-    terms = np.concatenate((inn, out, np.maximum(out, 0.0), np.maximum(-inn, 0.0)), axis=1)
-    acc = terms[0] + 0.0
-    for k in range(1, terms.shape[0]):
-        acc += terms[k]
-    return acc[0] - acc[1], acc[2] + acc[3]
+    table, values = tables
+    m = y.shape[0]
+    values[:m] = y
+    np.negative(y, out=values[m:2 * m])
+    terms = values[table]  # (D, 2, n): what leaves each row over its lower slots, over its upper slots
+    acc = np.add.reduce(terms, axis=0, initial=0.0)  # (-in, out)
+    sends = np.add.reduce(np.maximum(terms, 0.0, out=terms), axis=0, initial=0.0)  # (sent low, sent up)
+    # 0.0 - (-in) is in, zero included (a sum from 0.0 is +0.0, never -0.0)
+    return (0.0 - acc[0]) - acc[1], sends[1] + sends[0]
 
 
 def diffusion_matrix(graph, alpha: np.ndarray, s: np.ndarray) -> sp.csr_array:
@@ -188,9 +253,79 @@ LANCZOS_TOL = 1e-10
 _NONE = np.zeros(0)
 
 
+# Each loaded OpenBLAS's openblas_set_num_threads_local (by library path; None: not there).
+_BLAS_LOCAL: dict = {}
+
+
+def _blas_thread_setters() -> list:
+    """``openblas_set_num_threads_local`` of every OpenBLAS this process has loaded (numpy's,
+    scipy's), found in ``/proc/self/maps``; none elsewhere (other systems, other BLAS)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
+    except OSError:
+        return []
+    setters = []
+    for path in sorted(paths):
+        if path not in _BLAS_LOCAL:
+            try:
+                fn = ctypes.CDLL(path).openblas_set_num_threads_local  # (OpenBLAS 0.3.27 and later)
+                fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_int]
+            except (OSError, AttributeError):
+                fn = None
+            _BLAS_LOCAL[path] = fn
+        if _BLAS_LOCAL[path] is not None:
+            setters.append(_BLAS_LOCAL[path])
+    return setters
+
+
+@contextmanager
+def _one_blas_thread():
+    """Run the block's BLAS calls on the calling thread alone (OpenBLAS's thread-local setting).
+
+    Why: the dense eigenvalues of a few hundred nodes take 2-6 ms on one thread, but 2 ms to half
+    a second with OpenBLAS's default threads when another process holds the second core (its
+    threads wait for each other at every blocked step; a ``tokendist compare`` runs two workers).
+    And the eigenvalues' last bits depend on the number of BLAS threads, so ``gamma``, SOS's
+    ``beta`` and every SOS run would depend on the machine's cores; on one thread they do not.
+    Elsewhere (another BLAS, no ``/proc``) the block runs as it is.
+    """
+    setters = _blas_thread_setters()
+    before = [fn(1) for fn in setters]
+    try:
+        yield
+    finally:
+        for fn, k in zip(setters, before):
+            fn(k)
+
+
 def _eigenvalues(a: sp.csr_array) -> np.ndarray:
-    """All eigenvalues of the symmetric ``a`` (dense ``eigvalsh``; only for n <= DENSE_LIMIT)."""
-    return np.linalg.eigvalsh(a.toarray())
+    """All eigenvalues of the symmetric ``a`` (dense ``eigvalsh`` on one BLAS thread; only for n <= DENSE_LIMIT)."""
+    with _one_blas_thread():
+        return np.linalg.eigvalsh(a.toarray())
+
+
+#: Dense ``(mu_2, mu_n)`` by the digest of the graph, coefficients and speeds: a run's protocol
+#: computes them at reset, and a small run resets twice (tokendist.kernels._choice), a compare
+#: resets ``sos`` and ``sos-iou`` on the same graph. The same input gives the same bits.
+_DENSE_NORMS: dict = {}
+_DENSE_NORMS_KEPT = 16
+
+
+def _dense_extremes(graph, alpha: np.ndarray, s: np.ndarray) -> tuple[float, float]:
+    """``(mu_2, mu_n)`` of M from all eigenvalues of ``S^-1/2 L S^-1/2`` (dense, one BLAS thread; cached)."""
+    digest = hashlib.sha256(np.int64(graph.n).tobytes())
+    for a in (graph.u, graph.v, alpha, s):
+        a = np.ascontiguousarray(a)
+        digest.update(str(a.dtype).encode() + np.int64(a.size).tobytes())
+        digest.update(a.data)
+    key = digest.digest()
+    if key not in _DENSE_NORMS:
+        lam = _eigenvalues(_symmetric(graph, alpha, s))
+        if len(_DENSE_NORMS) >= _DENSE_NORMS_KEPT:
+            _DENSE_NORMS.pop(next(iter(_DENSE_NORMS)))
+        _DENSE_NORMS[key] = (1.0 - lam[1], 1.0 - lam[-1])
+    return _DENSE_NORMS[key]
 
 
 def _extremes_lanczos(a: sp.csr_array, s: np.ndarray, *, tol: float = LANCZOS_TOL,
@@ -289,7 +424,8 @@ def diffusion_norm(graph, alpha: np.ndarray, s: np.ndarray, dense_limit: int = D
     """``mu_2``, ``mu_n`` and ``gamma = max(|mu_2|, |mu_n|)`` of ``M = I - L S^{-1}`` (Lemma 1).
 
     Dense ``eigvalsh`` of the symmetric similar matrix for ``n <= dense_limit`` (exact to round-off,
-    O(n^3)); up to :data:`ARPACK_MAX_N`, ARPACK with the known eigenvalue 1 deflated
+    O(n^3); on one BLAS thread and remembered per input: :func:`_dense_extremes`); up to
+    :data:`ARPACK_MAX_N`, ARPACK with the known eigenvalue 1 deflated
     (:func:`_extremes_lanczos`, O(m) per iteration); above, one numba Lanczos run of at most
     :data:`FALLBACK_LANCZOS_STEPS` steps that stops when both extreme Ritz values have residuals
     below :data:`LANCZOS_TOL` (:func:`._heterogeneous_sos_gamma.lanczos_extremes`; ``method``
@@ -298,8 +434,7 @@ def diffusion_norm(graph, alpha: np.ndarray, s: np.ndarray, dense_limit: int = D
     if graph.n == 1:
         return {"mu_2": 0.0, "mu_n": 0.0, "gamma": 0.0}
     if graph.n <= dense_limit:
-        lam = np.linalg.eigvalsh(_symmetric(graph, alpha, s).toarray())
-        mu2, mun = 1.0 - lam[1], 1.0 - lam[-1]
+        mu2, mun = _dense_extremes(graph, alpha, s)
         method = "dense"
     elif graph.n <= ARPACK_MAX_N:
         mu2, mun = _extremes_lanczos(_symmetric(graph, alpha, s), s)

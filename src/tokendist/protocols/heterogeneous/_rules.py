@@ -36,6 +36,8 @@ carried by node pair; an edge that disappears drops its state (counted in ``repo
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -55,9 +57,10 @@ from .kernels._stencil_threaded import STENCIL_CHUNKS_PER_THREAD, sos_iou_stenci
 from .kernels._sos_cube_threaded import cube_chunk_bits, sos_iou_cube_par
 from ._node import fos_node_flows, node_publish, shadow_publish, sos_iou_node_sends, sos_node_flows
 from ._sos_readings import IDEAL_READINGS, fold_dropped_ious, shadow_update
+from ._edge_state import StatePair, actual_ious as _actual_ious, carry as _carry, sent_flows as _sent_flows
 from . import _partitioned
 from ._partitioned import partitioned_coefs as _partitioned_coefs
-from ._matrix import (SPEED_SCALES, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
+from ._matrix import (SPEED_SCALES, EdgeIndex, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                       fos_flows, node_degrees, raise_on_negative_diagonal, regular_flow_sums, regular_slot_tables,
                       scaled_speeds, sos_beta)
 from ...kernels._report import instrument_kernels
@@ -83,6 +86,8 @@ KERNEL_PARAM = Param("kernel", str, "numba", "numba (fused per-node CSR loop) or
                      "bincount, the reference)", ("numba", "numpy"))
 
 _EMPTY = np.zeros(0)
+#: float64 adds integers exactly while the partial sums stay below this: sos-iou's numpy step then
+_EXACT_SUMS = 2**53  # takes its cheaper forms (the tests set it to 0 to compare them with the plain ones)
 
 
 class HeterogeneousDiffusion(Protocol):
@@ -232,8 +237,8 @@ class HeterogeneousDiffusion(Protocol):
     def _real_flow_step_regular(self, graph, loads, y) -> Step:
         """:meth:`_real_flow_step` on a regular graph, its sums from one table (:func:`regular_flow_sums`)."""
         change, sent = regular_flow_sums(self._row_tables, y)
-        new = np.asarray(loads, dtype=np.float64) + change
-        return Step(new, moved=sequential_sum(sent), messages=2 * graph.m, flows=y, outflow=sent)
+        new = np.asarray(loads, dtype=np.float64) + change  # moved: sequential_sum, without np.cumsum's wrapper
+        return Step(new, moved=float(np.add.accumulate(sent)[-1]), messages=2 * graph.m, flows=y, outflow=sent)
 
     def _x(self, loads):
         """``w / s`` for the kernels: ``loads`` itself when every speed is 1, else a reused buffer."""
@@ -286,49 +291,6 @@ class HeterogeneousDiffusion(Protocol):
     def _node_flows(self, node, view):
         """The FOS flow out of ``node`` to each neighbour where it is positive (one node's rule)."""
         return {j: y for j, y in fos_node_flows(self, node, view).items() if y > 0}
-
-
-def _actual_ious(raw, owed_stored, has_exc, bits):
-    """The IOUs of ``sos-iou``'s kernel state ``raw`` (the amounts owed where ``owed_stored``, see
-    ``SOSIOU._iou``), in the layout of ``raw`` (edge order or by dimension), as a new array."""
-    if not owed_stored:
-        return raw.copy()
-    iou = raw - np.trunc(raw)
-    if has_exc:
-        exc = np.unpackbits(bits, count=raw.size, bitorder="little").view(bool)
-        iou.reshape(-1)[exc] = raw.reshape(-1)[exc]
-    return iou
-
-
-def _sent_flows(y, iou_before, iou_after):
-    """The tokens sent on each edge, ``(y + IOU^{k-1}) - IOU^k``, from the kernels' state (ideal=sent).
-
-    Exact, so the numpy reference's integer ``sent`` bit for bit (up to the sign of a zero): the
-    amount owed ``o = y + IOU^{k-1}`` is the kernel's own sum, the IOU is ``o - sent`` with
-    ``sent`` an integer between 0 and ``trunc(o)``, a multiple of ``ulp(o)`` while ``|o| < 2^53``,
-    so ``o - sent`` and then ``o - (o - sent)`` are exact.
-    """
-    return (y + iou_before) - iou_after
-
-
-def _carry(prev_keys, prev_vals, graph):
-    """Per-edge state of the previous step's graph mapped onto ``graph`` (0 on new edges).
-
-    Returns the mapped values and the total absolute value dropped with edges that disappeared.
-    """
-    keys = graph.edge_keys
-    if prev_keys is None:
-        return np.zeros(graph.m), 0.0
-    if prev_keys.shape == keys.shape and np.array_equal(prev_keys, keys):
-        return prev_vals, 0.0
-    if prev_keys.size == 0:
-        return np.zeros(graph.m), 0.0
-    pos = np.minimum(np.searchsorted(prev_keys, keys), prev_keys.size - 1)
-    found = prev_keys[pos] == keys
-    out = np.where(found, prev_vals[pos], 0.0)
-    kept = np.zeros(prev_keys.size, bool)
-    kept[pos[found]] = True
-    return out, float(np.abs(prev_vals[~kept]).sum())
 
 
 @register_protocol
@@ -542,6 +504,7 @@ class _SecondOrder(HeterogeneousDiffusion):
         self._state_graph = None
         self.dropped = 0.0
         self._net = None  # sos-iou's numpy step: integer sends applied per CSR slot (RowOrder.net)
+        self._index = None  # the numpy steps' EdgeIndex of the graph of _sos_flow
 
     def _cube_dimension(self, graph, mode):
         """``d`` when the step runs a hypercube kernel (:mod:`._heterogeneous_sos_cube`), else None.
@@ -565,19 +528,27 @@ class _SecondOrder(HeterogeneousDiffusion):
         self.dropped += dropped
         return out if out is not values else values.copy()
 
-    def _sos_flow(self, graph, loads):
-        """``y^k = beta F(w^{k-1}) + (beta - 1) y^{k-1}`` (``y^1 = F(w^0)``): the flow form of eq. (4)."""
-        alpha = self._alpha(graph)
-        f = fos_flows(graph, alpha, self._s, loads)
+    def _sos_flow(self, graph, loads, out=None):
+        """``y^k = beta F(w^{k-1}) + (beta - 1) y^{k-1}`` (``y^1 = F(w^0)``): the flow form of eq. (4).
+
+        ``out``: where to write ``y^k`` (default: a new array).
+        """
+        if self._index is None or self._index.graph is not graph:
+            self._index = EdgeIndex(graph, self._alpha(graph))
+        # x = w / s (w itself when every speed is 1 and w is real: dividing by 1.0 changes no bit)
+        f = self._index.fos_flows(loads if self._unit and loads.dtype == np.float64 else loads / self._s)
         if self._k == 0:
             y = f
+            if out is not None:
+                out[:] = f
+                y = out
         else:
             if graph is self._flow_graph:  # the same graph as last step: the same edges, nothing to map
                 prev = self._prev
             else:
                 prev, dropped = _carry(self._keys, self._prev, graph)
                 self.dropped += dropped
-            y = self.beta * f + (self.beta - 1.0) * prev
+            y = np.add(self.beta * f, (self.beta - 1.0) * prev, out=out)
         self._k += 1
         return y
 
@@ -737,6 +708,7 @@ class SOSIOU(_SecondOrder):
         #: ideal=shadow: the idealised real-valued SOS process's own loads w' (w'^0 = w^0).
         self._shadow = np.array(loads, dtype=np.float64) if self.options["ideal"] == "shadow" else None
         self._ref_graph = None  # the reference path's previous graph (ideal=shadow folds its dropped IOUs)
+        self._state = StatePair()  # the numpy step's state, [y | IOU | w'] side by side
         self.iou_returned = 0.0
         #: Which variant ran the last step: ``numba`` (the kernels) or ``numpy`` (the reference).
         self.path = None
@@ -914,12 +886,14 @@ class SOSIOU(_SecondOrder):
             return step
         self.path = "numpy"  # the reference
         same = graph is self._ref_graph  # the same graph as last step: no edge came or went
+        m = graph.m  # this step's y, IOUs and shadow loads go side by side into one buffer (state_key)
+        state = self._state.next(2 * m + (graph.n if ideal == "shadow" else 0))
         if ideal == "shadow":
             if self._ref_graph is not None and not same:
                 self.iou_returned += fold_dropped_ious(self._shadow, self._ref_graph, self._iou, graph)
-            yhat = self._sos_flow(graph, self._shadow)
+            yhat = self._sos_flow(graph, self._shadow, out=state[:m])
         else:  # driven and sent: the flow from the integer loads; _prev holds the momentum term
-            yhat = self._sos_flow(graph, loads)
+            yhat = self._sos_flow(graph, loads, out=state[:m])
         if same:
             iou = self._iou
         else:
@@ -927,38 +901,60 @@ class SOSIOU(_SecondOrder):
             self.dropped += dropped
         owed = yhat + iou
         send = np.trunc(owed)
-        out = (np.bincount(graph.u, weights=np.maximum(send, 0), minlength=graph.n)
-               + np.bincount(graph.v, weights=np.maximum(-send, 0), minlength=graph.n))
-        short = out > loads
-        if short.any():
-            self.events += int(short.sum())
-            self.event_steps += 1
-            if self.options["overdraw"] == "iou":
-                # Pay each outgoing edge of a short node in proportion to what it is owed, rounded
-                # down: floor(|t| w / T), evaluated as (|t| w) / T (exact while |t| w < 2**53).
-                sender = np.where(send > 0, graph.u, graph.v)
-                pays = short[sender]
-                prop = np.floor((np.abs(send) * loads[sender]) / np.where(pays, out[sender], 1.0))
-                send = np.where(pays, np.sign(send) * prop, send)
-        new_iou = owed - send
+        degree = self._index.degree
+        size = np.abs(send)
+        biggest = size.max() if m else 0.0
+        shorted = False
+        # At most degree * biggest tokens leave a node: within the smallest load (< 2**53), nobody is short.
+        if not (m and biggest * degree <= int(loads.min()) < _EXACT_SUMS):
+            out = (np.bincount(graph.u, weights=np.maximum(send, 0), minlength=graph.n)
+                   + np.bincount(graph.v, weights=np.maximum(-send, 0), minlength=graph.n))
+            short = out > loads
+            if short.any():
+                shorted = True
+                self.events += int(short.sum())
+                self.event_steps += 1
+                if self.options["overdraw"] == "iou":
+                    # Pay each outgoing edge of a short node in proportion to what it is owed, rounded
+                    # down: floor(|t| w / T), evaluated as (|t| w) / T (exact while |t| w < 2**53).
+                    sender = np.where(send > 0, graph.u, graph.v)
+                    pays = short[sender]
+                    prop = np.floor((np.abs(send) * loads[sender]) / np.where(pays, out[sender], 1.0))
+                    send = np.where(pays, np.sign(send) * prop, send)
+                    size = np.abs(send)
+                    biggest = size.max()
+        new_iou = np.subtract(owed, send, out=state[m:2 * m])
         self._keys = graph.edge_keys
         self._ref_graph = graph
-        # ideal=sent: next step's momentum is the flow actually sent (eq. (5) on the real loads).
-        self._prev = send.astype(np.float64) if ideal == "sent" else yhat
+        if ideal == "sent":  # next step's momentum is the flow actually sent (eq. (5) on the real loads)
+            np.copyto(yhat, send)
+        self._prev = yhat
         self._flow_graph = graph
         self._iou = new_iou
         if ideal == "shadow":
-            self._shadow = apply_flows(graph, self._shadow, yhat)
-        size = np.abs(new_iou)
-        units = float(np.floor(size).sum())
+            self._shadow = np.add(self._shadow, self._index.net(yhat), out=state[2 * m:])  # (apply_flows)
+        self._state.views = (self._prev, self._iou_raw, self._shadow)
+        iou_size = np.abs(new_iou)
+        # Every edge paid in full, every IOU is owed - trunc(owed), a fraction: no whole unit owed.
+        units = (float(np.floor(iou_size).sum()) if shorted or not (math.isfinite(biggest) and _EXACT_SUMS)
+                 else 0.0)
         self.iou_series.append(units)
         if new_iou.size:
-            self.iou_max = max(self.iou_max, float(size.max()))
-        send = send.astype(np.int64)
-        if self._net is None or self._net.graph is not graph:
-            self._net = RowOrder(graph)
-        new = loads + self._net.net(send) if loads.dtype == np.int64 else apply_flows(graph, loads, send)
-        return Step(new, moved=int(np.abs(send).sum()), messages=2 * graph.m, flows=send, info={"iou_units": units})
+            self.iou_max = max(self.iou_max, float(iou_size.max()))
+        flows = send.astype(np.int64)
+        # Integer sums in float64 are exact while every partial sum stays below 2**53.
+        moved = int(size.sum()) if biggest * m < _EXACT_SUMS else int(np.abs(flows).sum())
+        if loads.dtype != np.int64:
+            new = apply_flows(graph, loads, flows)
+        elif not biggest and _EXACT_SUMS:  # nothing sent (most steps, once the run has settled)
+            new = loads.copy()
+        elif biggest * degree < _EXACT_SUMS:
+            new = loads + self._index.net(send).astype(np.int64)
+        else:  # exact int64 sums per CSR slot
+            if self._net is None or self._net.graph is not graph:
+                self._net = RowOrder(graph)
+            new = loads + self._net.net(flows)
+        return Step(new, moved=moved, messages=2 * m, flows=flows, info={"iou_units": units})
 
     def publish(self, rnd, t, node, view):
         if self.options["ideal"] == "shadow":
@@ -979,7 +975,11 @@ class SOSIOU(_SecondOrder):
     def state_key(self):
         if self._prev is None:
             return b""
-        # The bytes of prev, then the IOUs, then the shadow loads (one copy instead of three and two joins).
+        # The bytes of prev, then the IOUs, then the shadow loads: the numpy step's buffer, which holds
+        # them side by side, else one copy instead of three and two joins.
+        views = self._state.views
+        if views is not None and self._prev is views[0] and self._iou_raw is views[1] and self._shadow is views[2]:
+            return self._state.current.tobytes()
         parts = (self._prev, self._iou) if self._shadow is None else (self._prev, self._iou, self._shadow)
         if all(p.ndim == 1 and p.dtype == np.float64 for p in parts):
             return np.concatenate(parts).tobytes()
