@@ -16,12 +16,11 @@ Every function here works on whole arrays; nothing builds a per-node object. The
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
-from contextlib import contextmanager
 
 import numpy as np
 import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
 
 from ...errors import TokendistError
 
@@ -253,50 +252,16 @@ LANCZOS_TOL = 1e-10
 _NONE = np.zeros(0)
 
 
-# Each loaded OpenBLAS's openblas_set_num_threads_local (by library path; None: not there).
-_BLAS_LOCAL: dict = {}
-
-
-def _blas_thread_setters() -> list:
-    """``openblas_set_num_threads_local`` of every OpenBLAS this process has loaded (numpy's,
-    scipy's), found in ``/proc/self/maps``; none elsewhere (other systems, other BLAS)."""
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
-    except OSError:
-        return []
-    setters = []
-    for path in sorted(paths):
-        if path not in _BLAS_LOCAL:
-            try:
-                fn = ctypes.CDLL(path).openblas_set_num_threads_local  # (OpenBLAS 0.3.27 and later)
-                fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_int]
-            except (OSError, AttributeError):
-                fn = None
-            _BLAS_LOCAL[path] = fn
-        if _BLAS_LOCAL[path] is not None:
-            setters.append(_BLAS_LOCAL[path])
-    return setters
-
-
-@contextmanager
 def _one_blas_thread():
-    """Run the block's BLAS calls on the calling thread alone (OpenBLAS's thread-local setting).
+    """Run the block's BLAS calls on one thread (:func:`threadpoolctl.threadpool_limits`).
 
     Why: the dense eigenvalues of a few hundred nodes take 2-6 ms on one thread, but 2 ms to half
     a second with OpenBLAS's default threads when another process holds the second core (its
     threads wait for each other at every blocked step; a ``tokendist compare`` runs two workers).
     And the eigenvalues' last bits depend on the number of BLAS threads, so ``gamma``, SOS's
     ``beta`` and every SOS run would depend on the machine's cores; on one thread they do not.
-    Elsewhere (another BLAS, no ``/proc``) the block runs as it is.
     """
-    setters = _blas_thread_setters()
-    before = [fn(1) for fn in setters]
-    try:
-        yield
-    finally:
-        for fn, k in zip(setters, before):
-            fn(k)
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _eigenvalues(a: sp.csr_array) -> np.ndarray:
@@ -345,7 +310,7 @@ def _extremes_lanczos(a: sp.csr_array, s: np.ndarray, *, tol: float = LANCZOS_TO
     If every eigenvalue but 1 is negative the deflated operator reports 0 for ``mu_2``; ``gamma``
     is still right then, because ``|mu_n| >= |mu_2|``.
     """
-    from scipy.sparse.linalg import LinearOperator, eigsh
+    from scipy.sparse.linalg import LinearOperator
 
     n = a.shape[0]
     q = np.sqrt(s)
