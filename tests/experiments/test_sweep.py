@@ -4,6 +4,7 @@ report statistics, an external scheduler."""
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -373,3 +374,94 @@ def test_external_scheduler_gives_the_same_rows(sweep_file, two_worker_run, exte
     outcome = run_sweep(load_sweep(sweep_file), out, scheduler=external_cluster)
     assert (outcome.ran, outcome.failures) == (12, 0)
     assert _without_wall(_rows(out)) == _without_wall(_rows(two_worker_run[0]))
+
+
+# ------------------------------------------------------------------------------------------ start and stop
+
+def test_the_sweep_api_imports_dask_and_the_report_when_used():
+    # The main process imports distributed after it has started the fork server, and the report's
+    # scipy.stats while the workers start; a worker needs neither to run a task.
+    code = ("import sys, tokendist.cli, tokendist.experiments.sweep as s\n"
+            "late = ('dask', 'distributed', 'scipy.stats', 'tokendist.experiments.sweep._report')\n"
+            "print([m for m in late if m in sys.modules])\n"
+            "s.write_report\n"
+            "print([m for m in late if m in sys.modules])\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["[]", "['scipy.stats', 'tokendist.experiments.sweep._report']"]
+
+
+def _worker_state():
+    # Run in each worker (by reference: this module is importable there).
+    import signal as _signal
+
+    import numba
+
+    return {"fork server": "tokendist.experiments.sweep._forkserver" in sys.modules,
+            "sweep runner": "tokendist.experiments.sweep._run" in sys.modules,
+            "numba threads": numba.config.NUMBA_NUM_THREADS,
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            "SIGINT ignored": _signal.getsignal(_signal.SIGINT) == _signal.SIG_IGN,
+            "parent": os.getppid()}
+
+
+def test_local_workers_are_forked_warm_from_the_fork_server(client2):
+    states = list(client2.run(_worker_state).values())
+    assert len(states) == 2
+    for s in states:
+        assert s["fork server"] and s["sweep runner"], s  # imported before the first task, once
+        assert s["numba threads"] == 1 and s["OMP_NUM_THREADS"] == "1", s  # one core each
+        assert s["SIGINT ignored"], s  # Ctrl-C is the sweep's own process's to handle
+        assert s["parent"] != os.getpid()  # forked by the fork server, not spawned by this process
+    assert states[0]["parent"] == states[1]["parent"]
+
+
+def _group_gone(pgid, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+LONG_SWEEP = SWEEP.replace('graphs = ["torus:4x4", "ring:12"]', 'graphs = ["torus:12x12"]').replace(
+    "seeds = 3", "seeds = 300").replace("max_steps = 200", "max_steps = 3000")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["starting", "running"])
+def test_ctrl_c_in_a_terminal_exits_130_saves_rows_and_leaves_no_process(tmp_path, when):
+    """Ctrl-C reaches the whole process group (the command, the fork server, the workers): one line
+    on stderr, exit code 130, the finished rows saved, and every process gone."""
+    path = tmp_path / "long.toml"
+    path.write_text(LONG_SWEEP)
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "tokendist.cli", "sweep", str(path), "--out", str(out),
+                             "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+    try:
+        if when == "starting":
+            time.sleep(2.0)  # the command is importing, or its workers are starting
+        else:
+            deadline = time.monotonic() + 120
+            while not (out / "runs.parquet").exists() and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.1)
+            assert (out / "runs.parquet").exists(), "no rows saved within 2 minutes"
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and stderr.count("\n") == 1, stderr
+    if when == "running":
+        saved = len(_rows(out))
+        assert 0 < saved < 600
+        assert stderr.startswith(f"interrupted: {saved} task(s) finished and saved"), stderr
+    assert _group_gone(proc.pid, 20), "a process of the sweep outlived it"

@@ -122,9 +122,13 @@ class SweepCommand(Command):
                                     scheduler=args.scheduler, force=args.force, traces=args.traces,
                                     progress=update, while_starting=api.prepare_report)
         if outcome.interrupted:
-            print(f"interrupted: {outcome.ran} task(s) finished and saved in {args.out / 'runs.parquet'}; "
-                  f"run the same command again to finish the other {outcome.total - outcome.already_done - outcome.ran}",
-                  file=sys.stderr)
+            left = outcome.total - outcome.already_done - outcome.ran
+            if outcome.ran:
+                print(f"interrupted: {outcome.ran} task(s) finished and saved in {args.out / 'runs.parquet'}; "
+                      f"run the same command again to finish the other {left}", file=sys.stderr)
+            else:
+                print(f"interrupted before a task finished; run the same command again to run the {left} task(s)",
+                      file=sys.stderr)
             return 130
         report = api.write_report(args.out)
         if args.json:
