@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from tokendist.cli import main  # noqa: E402
 from tokendist.errors import TokendistError  # noqa: E402
-from tokendist.experiments.sweep import (Store, level_steps, load_sweep, run_sweep,  # noqa: E402
+from tokendist.experiments.sweep import (Store, biggest_first, level_steps, load_sweep, run_sweep,  # noqa: E402
                                          sweep_from_dict)
 from tokendist.experiments.sweep import _store  # noqa: E402
 
@@ -465,3 +466,21 @@ def test_ctrl_c_in_a_terminal_exits_130_saves_rows_and_leaves_no_process(tmp_pat
         assert 0 < saved < 600
         assert stderr.startswith(f"interrupted: {saved} task(s) finished and saved"), stderr
     assert _group_gone(proc.pid, 20), "a process of the sweep outlived it"
+
+
+def test_sweep_sizes_are_the_validated_graphs():
+    s = load_sweep(SRC.parent / "examples" / "sweeps" / "torus-scaling.toml")
+    assert s.sizes == {f"torus:{k}x{k}": (k * k, 2 * k * k) for k in (8, 16, 32)}
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "unknown"]), st.integers(0, 50)), max_size=30))
+def test_biggest_first_orders_by_estimated_cost_and_keeps_ties_in_order(specs):
+    sizes = {"a": (4, 4), "b": (16, 32), "c": (3, 5)}  # a and c cost alike per step
+    tasks = [SimpleNamespace(graph=g, max_steps=s, i=i) for i, (g, s) in enumerate(specs)]
+    got = biggest_first(tasks, sizes)
+    assert sorted(t.i for t in got) == list(range(len(tasks)))  # every task, once
+    cost = [sum(sizes.get(t.graph, (0, 0))) * t.max_steps for t in got]
+    assert cost == sorted(cost, reverse=True)
+    for x, y in zip(got, got[1:]):
+        if sum(sizes.get(x.graph, (0, 0))) * x.max_steps == sum(sizes.get(y.graph, (0, 0))) * y.max_steps:
+            assert x.i < y.i  # ties in the sweep's order

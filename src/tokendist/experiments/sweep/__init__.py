@@ -16,12 +16,12 @@ import importlib
 
 from ._spec import SWEEP_KEYS, Sweep, Task, level_name, load_sweep, sweep_from_dict
 from ._store import Store
-from ._run import (SweepOutcome, flatten_run_json, level_steps, open_client, run_sweep, run_task,
+from ._run import (SweepOutcome, biggest_first, flatten_run_json, level_steps, open_client, run_sweep, run_task,
                    start_fork_server)
 
 __all__ = ["SWEEP_KEYS", "Sweep", "Task", "level_name", "load_sweep", "sweep_from_dict", "Store", "SweepOutcome",
-           "flatten_run_json", "level_steps", "open_client", "run_sweep", "run_task", "start_fork_server", "Report",
-           "summarize", "wins", "describe", "write_report", "prepare_report"]
+           "biggest_first", "flatten_run_json", "level_steps", "open_client", "run_sweep", "run_task",
+           "start_fork_server", "Report", "summarize", "wins", "describe", "write_report", "prepare_report"]
 
 _REPORT_NAMES = {"Report", "summarize", "wins", "describe", "write_report"}
 

@@ -45,8 +45,8 @@ from ._spec import Sweep, Task, level_name
 from ._store import Store
 from . import _worker
 
-__all__ = ["run_sweep", "run_task", "open_client", "start_fork_server", "flatten_run_json", "level_steps",
-           "SweepOutcome"]
+__all__ = ["run_sweep", "run_task", "open_client", "start_fork_server", "biggest_first", "flatten_run_json",
+           "level_steps", "SweepOutcome"]
 
 #: The module the fork server imports as it starts (only the fork server: see :mod:`._forkserver`).
 FORK_SERVER_PRELOAD = f"{__package__}._forkserver"
@@ -256,7 +256,8 @@ def start_fork_server() -> bool:
         ``spawn``.
     """
     dask = _extra("dask")
-    if dask.config.get(_START_METHOD, default="spawn") != "spawn" or "forkserver" not in multiprocessing.get_all_start_methods():
+    if (dask.config.get(_START_METHOD, default="spawn") != "spawn"
+            or "forkserver" not in multiprocessing.get_all_start_methods()):
         return False
     # Only the first start of the fork server reads the list (and the environment): a fork server
     # already running is kept as it is.
@@ -329,6 +330,25 @@ def open_client(workers: int | None = None, scheduler: str | None = None, *, whi
                             thing.close(timeout=10)
     finally:
         quiet.setLevel(level)
+
+
+def biggest_first(tasks: list, sizes: dict) -> list:
+    """``tasks`` by decreasing estimated cost, ``(n + m) * max_steps`` (``sizes``: ``{graph: (n, m)}``),
+    ties and graphs of unknown size in their order (a task's cost is known only when it has run:
+    the steps a rule takes, its kernel's cost per edge; a bigger graph and more steps cost more).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as T
+    >>> ts = [T(graph="a", max_steps=10), T(graph="b", max_steps=10), T(graph="a", max_steps=50)]
+    >>> [(t.graph, t.max_steps) for t in biggest_first(ts, {"a": (4, 4), "b": (16, 32)})]
+    [('b', 10), ('a', 50), ('a', 10)]
+    """
+    def cost(task):
+        n, m = sizes.get(task.graph, (0, 0))
+        return -(n + m) * task.max_steps
+
+    return sorted(tasks, key=cost)
 
 
 @dataclass
@@ -410,6 +430,9 @@ def run_sweep(sweep: Sweep, out, *, workers: int | None = None, scheduler: str |
             client = stack.enter_context(open_client(workers, scheduler, while_starting=while_starting))
         elif while_starting is not None:
             while_starting()
+        # Dask starts a map's tasks in the order given: the biggest first, so that the workers do not
+        # end on a few big runs one after another while the others wait (the rows do not depend on it).
+        todo = biggest_first(todo, sweep.sizes)
         futures = client.map(run_task, todo, traces=traces, pure=False)
         by_key = {f.key: t for f, t in zip(futures, todo)}
         try:

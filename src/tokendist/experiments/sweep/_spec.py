@@ -134,6 +134,8 @@ class Sweep:
     until_discrepancy: float | None = None
     allow_infeasible: bool = False
     tasks: list = field(default_factory=list)
+    #: ``{graph spec: (n, m)}`` as validated (with the first seed): the runner starts big runs first.
+    sizes: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"name": self.name, "description": self.description, "graphs": self.graphs, "inits": self.inits,
@@ -291,11 +293,13 @@ def sweep_from_dict(data: dict, origin: str = "sweep") -> Sweep:
 
     # Every graph builds and every initial distribution fits it (checked with the first seed; a
     # random family's other seeds build graphs of the same size).
+    sizes = {}
     for i, spec in enumerate(graphs):
         try:
             g = make_graph(spec, seed=seeds[0])
         except TokendistError as exc:
             raise TokendistError(f"{origin}: sweep.graphs[{i}] = {spec!r}: {exc}") from None
+        sizes[spec] = (g.n, g.m)
         for j, init in enumerate(inits):
             try:
                 make_loads(init, g, seeds[0])
@@ -313,7 +317,8 @@ def sweep_from_dict(data: dict, origin: str = "sweep") -> Sweep:
             t = Task(key, name.strip(), spec, init, a, text, options, seed, max_steps, tuple(levels), until, allow)
             seen[key] = t
             tasks.append(t)
-    return Sweep(name.strip(), graphs, inits, algos, seeds, max_steps, levels, params, description, until, allow, tasks)
+    return Sweep(name.strip(), graphs, inits, algos, seeds, max_steps, levels, params, description, until, allow, tasks,
+                 sizes)
 
 
 def load_sweep(path) -> Sweep:
