@@ -10,7 +10,9 @@ each worker, and while the main process imports and validates.
 
 Only the fork server imports this module: the import has that side effect on purpose. The pass is
 loaded from the cache or not at all (``small=True``: on a cold cache the numpy form runs instead),
-so the fork server never compiles.
+so the fork server never compiles. It runs no parallel kernel either: a process forked from one
+that has started numba's GNU OpenMP threads dies when it runs a parallel kernel itself
+(:mod:`tokendist.kernels._choice`, "Who may race threads"), and the pass is serial.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ __all__: list[str] = []
 def _load_pass() -> None:
     graph = make_graph("ring:8")
     # int64 loads: the dtype of the integer initial distributions, the commonest pass signature.
-    summary_row(graph, np.zeros(graph.n, dtype=np.int64), small=True)
+    try:
+        summary_row(graph, np.zeros(graph.n, dtype=np.int64), small=True)
+    except Exception:  # noqa: BLE001  (a head start only: a worker whose pass is not loaded loads it
+        pass           # on its first task, where a real error is reported in the task's row)
 
 
 _load_pass()
