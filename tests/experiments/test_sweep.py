@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -316,6 +316,179 @@ def test_report_statistics_match_numpy_and_scipy(two_worker_run, capsys):
         assert Path(f).stat().st_size > 0
     assert {Path(f).name for f in report["files"]} >= {"report.json", "summary.parquet", "scaling-1.png", "scaling-1.svg",
                                                    "final-discrepancy.png", "wins.svg"}
+
+
+# ------------------------------------------------------------------------------------------ report figures
+# Rows made here, not by a sweep: several graph families (long specs for the layout), two inits,
+# levels some runs never reach, a failed run; no Dask cluster needed.
+
+def _synthetic_rows(seed=5):
+    rng = np.random.default_rng(seed)
+    rows = []
+    graphs = [("torus:4x4", 16), ("torus:8x8", 64), ("torus:16x16", 256), ("hypercube:4", 16), ("hypercube:8", 256),
+              ("random-regular:64,4", 64)]
+    for graph, n in graphs:
+        for init in ("random:0..100", "ramp:0..100"):
+            for algo, variant, rate in (("fos", "fos", 1.0), ("sos", "sos beta=1.5", 0.3), ("diffusion-random",
+                                                                                             "diffusion-random", 3.0)):
+                for seed_ in range(3):
+                    row = {"key": f"{graph}/{init}/{variant}/{seed_}", "graph": graph, "n": n, "init": init,
+                           "algo": algo, "variant": variant, "seed": seed_, "status": "ok", "reason": None}
+                    base = rate * n ** 0.8 * rng.uniform(0.7, 1.3)
+                    for lv, f in (("10", 1.0), ("1", 4.0)):
+                        reached = not (variant == "diffusion-random" and lv == "1" and seed_ != 0)
+                        row[f"steps_to_{lv}"] = int(base * f) + 1 if reached else None
+                        row[f"settled_{lv}"] = int(base * f * 1.1) + 1 if reached else None
+                    row["final_discrepancy"] = int(rng.integers(0, 5)) if variant == "diffusion-random" else 0
+                    rows.append(row)
+    failed = dict(rows[0], key="failed", seed=3, status="failed", reason="boom")
+    for k in failed:
+        if k.startswith(("steps_to_", "settled_", "final_")):
+            failed[k] = None
+    return rows + [failed]
+
+
+@pytest.fixture(scope="module")
+def synthetic_report():
+    from tokendist.experiments.sweep import _report
+
+    rows = _synthetic_rows()
+    return rows, _report.summarize(rows), _report.wins(rows), _report._levels(rows)
+
+
+def _figures(synthetic_report):
+    from tokendist.experiments.sweep import _plots
+
+    return dict(_plots.figures(*synthetic_report))
+
+
+@given(st.lists(st.integers(0, 10_000), min_size=2, max_size=40))
+def test_describe_interval_is_scipys_t_interval(values):
+    from tokendist.experiments.sweep import describe
+
+    d = describe(values)
+    a = np.asarray(values, dtype=float)
+    s = a.std(ddof=1)
+    # The same float as scipy.stats.t.ppf (report.json does not change with the cheaper import) ...
+    half = float(stats.t.ppf(0.975, a.size - 1)) * s / np.sqrt(a.size)
+    assert (d["ci_low"], d["ci_high"]) == (a.mean() - half, a.mean() + half)
+    # ... which is the 95% interval scipy gives.
+    if s > 0:
+        lo, hi = stats.t.interval(0.95, a.size - 1, loc=a.mean(), scale=stats.sem(a))
+        assert (d["ci_low"], d["ci_high"]) == (pytest.approx(lo), pytest.approx(hi))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(-2, 6), st.floats(0.05, 4))
+def test_plain_log_labels_are_matplotlibs_ticks_as_plain_numbers(low, decades):
+    """The same ticks labelled as by matplotlib's default log formatter, each label the tick's number."""
+    from matplotlib.figure import Figure
+
+    from tokendist.experiments.sweep._plots import PlainLogFormatter
+
+    labelled = []
+    for plain in (False, True):
+        fig = Figure(figsize=(4, 3))
+        ax = fig.subplots()
+        ax.plot([10 ** low, 10 ** (low + decades)], [1, 2])
+        ax.set_xscale("log")
+        if plain:
+            ax.xaxis.set_major_formatter(PlainLogFormatter())
+            ax.xaxis.set_minor_formatter(PlainLogFormatter())
+        fig.draw_without_rendering()
+        ticks = ax.xaxis.get_major_ticks() + ax.xaxis.get_minor_ticks()
+        got = {float(t.get_loc()): t.label1.get_text() for t in ticks if t.label1.get_visible() and t.label1.get_text()}
+        labelled.append(got)
+    default, plain = labelled
+    assert set(plain) == set(default) and plain
+    for loc, text in plain.items():
+        assert "$" not in text and float(text) == pytest.approx(loc, rel=1e-5)
+
+
+def test_report_figures_keep_their_content(synthetic_report):
+    rows, summary, table, levels = synthetic_report
+    figs = _figures(synthetic_report)
+    assert list(figs) == [f"scaling-{lv}" for lv in levels] + ["final-discrepancy", "wins"]
+    inits = list(dict.fromkeys(r["init"] for r in rows))
+    families = sorted({g["graph"].split(":")[0] for g in summary})
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    for lv in levels:
+        axes = figs[f"scaling-{lv}"].axes
+        assert [ax.get_title() for ax in axes] == [f"init {i}" for i in inits]
+        for ax in axes:
+            labels = [t.get_text() for t in ax.get_legend().get_texts()]
+            # One line per variant and family (each reaches L in some run), with the slope of
+            # log(steps) on log(n) where the family has two sizes or more.
+            sizes = {f: {g["n"] for g in summary if g["graph"].startswith(f + ":")} for f in families}
+            assert sorted(lab.split(", slope ")[0] for lab in labels) == sorted(
+                f"{v} ({f})" for v in variants for f in families)
+            for lab in labels:
+                fam = lab.split("(")[1].split(")")[0]
+                assert (", slope " in lab) == (len(sizes[fam]) > 1), lab
+            assert ax.get_xscale() == ax.get_yscale() == "log"
+            assert len(ax.collections) == len(labels)  # one 95% band per line
+    for ax in figs["final-discrepancy"].axes:
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == variants
+        assert [t.get_text() for t in ax.get_xticklabels()] == list(dict.fromkeys(r["graph"] for r in rows))
+    wins_axes = figs["wins"].axes
+    assert [ax.get_title() for ax in wins_axes] == [f"first to discrepancy <= {lv}" for lv in levels]
+    for ax, lv in zip(wins_axes, levels):
+        cells = [w for w in table if w["level"] == lv and w["seeds"]]
+        assert len(ax.texts) == sum(len(w["wins"]) for w in cells)
+
+
+def test_report_layout_once_is_the_layout_savefig_would_make(synthetic_report):
+    """Laid out once for both files: the positions the engine gives when savefig runs it itself."""
+    import io
+
+    from tokendist.experiments.sweep import _plots
+
+    once = _figures(synthetic_report)
+    for stem, fig in _plots.figures(*synthetic_report):
+        fig.savefig(io.BytesIO(), format="png", dpi=_plots.DPI)  # the engine on, as before
+        _plots.lay_out(once[stem])
+        for a, b in zip(once[stem].axes, fig.axes):
+            assert a.get_position().bounds == b.get_position().bounds, stem
+        assert once[stem].get_layout_engine() is None
+
+
+def test_report_text_is_inside_the_figure_and_panels_do_not_overlap(synthetic_report):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from tokendist.experiments.sweep import _plots
+
+    for stem, fig in _figures(synthetic_report).items():
+        _plots.lay_out(fig)
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        fig.draw(renderer)
+        frame = fig.bbox
+        texts = []
+        for ax in fig.axes:
+            for axis in (ax.xaxis, ax.yaxis):
+                lo, hi = sorted(axis.get_view_interval())
+                texts += [t.label1 for t in axis.get_major_ticks() + axis.get_minor_ticks()
+                          if lo <= t.get_loc() <= hi]  # the ticks drawn
+            texts += [ax.xaxis.label, ax.yaxis.label, ax.title] + (ax.get_legend().get_texts() if ax.get_legend() else [])
+        for t in texts:
+            if t.get_visible() and t.get_text():
+                box = t.get_window_extent(renderer)
+                assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1, (stem, t.get_text())
+                assert frame.y0 - 1 <= box.y0 and box.y1 <= frame.y1 + 1, (stem, t.get_text())
+        boxes = [ax.get_tightbbox(renderer) for ax in fig.axes]
+        for i in range(len(boxes) - 1):
+            assert boxes[i].x1 <= boxes[i + 1].x0 + 1, (stem, i)  # panels side by side, labels included
+
+
+def test_report_without_plots_imports_no_matplotlib(tmp_path):
+    """Statistics only: neither matplotlib nor scipy.stats (a second of imports between them)."""
+    _store.write_table(_store.to_table(_synthetic_rows()), tmp_path / "runs.parquet")
+    code = ("import sys; from tokendist.experiments.sweep import write_report; "
+            f"r = write_report({str(tmp_path)!r}, plots=False); "
+            "print(len(r.files), sorted(m for m in ('matplotlib', 'scipy.stats') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "[]"]
 
 
 # ------------------------------------------------------------------------------------------ external cluster
