@@ -491,6 +491,21 @@ def test_report_without_plots_imports_no_matplotlib(tmp_path):
     assert out.stdout.split() == ["2", "[]"]
 
 
+def test_report_needs_no_dask_and_a_sweep_without_it_is_a_one_line_error(tmp_path, sweep_file):
+    """dask is imported by the runner only: ``sweep report`` works without it, ``sweep FILE`` says what is missing."""
+    _store.write_table(_store.to_table(_synthetic_rows()), tmp_path / "runs.parquet")
+    block = "import sys; sys.modules['distributed'] = None; from tokendist.cli import main; "
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    report = subprocess.run([sys.executable, "-c", block + f"sys.exit(main(['sweep', 'report', {str(tmp_path)!r}, '--json']))"],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert report.returncode == 0, report.stderr
+    assert {Path(f).name for f in json.loads(report.stdout)["files"]} >= {"wins.png", "scaling-1.svg"}
+    run = subprocess.run([sys.executable, "-c", block + f"sys.exit(main(['sweep', {str(sweep_file)!r}, '--out', "
+                          f"{str(tmp_path / 'out')!r}]))"], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "tokendist[sweep]" in run.stderr
+
+
 # ------------------------------------------------------------------------------------------ external cluster
 
 def _free_port():

@@ -5,13 +5,37 @@
 and appends their rows to ``DIR/runs.parquet`` (:mod:`._store`); :func:`write_report` computes the
 per-group statistics and draws the plots (:mod:`._report`). Needs the ``sweep`` extra
 (``dask[distributed]`` and ``pyarrow``).
+
+The runner (:mod:`._run`, which imports dask.distributed: a third of a second) is imported on
+first use of one of its names, so ``tokendist sweep report DIR`` does not pay for it.
 """
 
+from importlib import import_module
+
+from ...errors import TokendistError
 from ._spec import SWEEP_KEYS, Sweep, Task, level_name, load_sweep, sweep_from_dict
 from ._store import Store
-from ._run import SweepOutcome, flatten_run_json, level_steps, open_client, run_sweep, run_task
 from ._report import Report, describe, summarize, wins, write_report
+
+_RUN_NAMES = ("SweepOutcome", "flatten_run_json", "level_steps", "open_client", "run_sweep", "run_task")
 
 __all__ = ["SWEEP_KEYS", "Sweep", "Task", "level_name", "load_sweep", "sweep_from_dict", "Store", "SweepOutcome",
            "flatten_run_json", "level_steps", "open_client", "run_sweep", "run_task", "Report", "summarize",
            "wins", "describe", "write_report"]
+
+
+def __getattr__(name):
+    # PEP 562: the names of ._run, imported when first asked for (dask is the sweep extra).
+    if name not in _RUN_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        run = import_module("._run", __name__)
+    except ImportError as exc:
+        raise TokendistError(f"running tasks on a Dask cluster needs dask[distributed] ({exc.name or exc} is "
+                             f"missing): pip install 'tokendist[sweep]'") from None
+    globals().update((n, getattr(run, n)) for n in _RUN_NAMES)  # later look-ups do not come here
+    return globals()[name]
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_RUN_NAMES))
