@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib import rc_context, rcParams
 from matplotlib.figure import Figure
-from matplotlib.ticker import Formatter, LogFormatter
+from matplotlib.ticker import Formatter, LogFormatter, LogLocator
 
 __all__ = ["DPI", "PlainLogFormatter", "figures", "lay_out", "save", "plot_all"]
 
@@ -52,8 +52,28 @@ class PlainLogFormatter(Formatter):
         return f"{x:g}" if self._which(x, pos) else ""
 
 
+class InViewLogLocator(LogLocator):
+    """matplotlib's log ticks (:class:`matplotlib.ticker.LogLocator`), less those outside the view.
+
+    The axis draws only the ticks in its view, but makes a tick object (five artists) for every
+    location its locator returns, and updates each on every draw: the minor ticks of whole decades
+    are about twice those in view.
+    """
+
+    def tick_values(self, vmin, vmax):
+        locs = super().tick_values(vmin, vmax)
+        lo, hi = sorted((vmin, vmax))
+        if lo <= 0:
+            return locs
+        # A little wider than the view: the axis itself decides, with its own tolerance.
+        keep = (np.log10(locs) >= np.log10(lo) - 1e-6) & (np.log10(locs) <= np.log10(hi) + 1e-6)
+        return locs[keep]
+
+
 def _plain_log_ticks(ax) -> None:
     for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(InViewLogLocator(10))
+        axis.set_minor_locator(InViewLogLocator(10, subs="auto"))
         axis.set_major_formatter(PlainLogFormatter())
         axis.set_minor_formatter(PlainLogFormatter())
 
