@@ -469,7 +469,8 @@ def test_report_text_is_inside_the_figure_and_panels_do_not_overlap(synthetic_re
                 lo, hi = sorted(axis.get_view_interval())
                 texts += [t.label1 for t in axis.get_major_ticks() + axis.get_minor_ticks()
                           if lo <= t.get_loc() <= hi]  # the ticks drawn
-            texts += [ax.xaxis.label, ax.yaxis.label, ax.title] + (ax.get_legend().get_texts() if ax.get_legend() else [])
+            texts += [ax.xaxis.label, ax.yaxis.label, ax.title]
+            texts += ax.get_legend().get_texts() if ax.get_legend() else []
         for t in texts:
             if t.get_visible() and t.get_text():
                 box = t.get_window_extent(renderer)
@@ -497,8 +498,8 @@ def test_report_needs_no_dask_and_a_sweep_without_it_is_a_one_line_error(tmp_pat
     _store.write_table(_store.to_table(_synthetic_rows()), tmp_path / "runs.parquet")
     block = "import sys; sys.modules['distributed'] = None; from tokendist.cli import main; "
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    report = subprocess.run([sys.executable, "-c", block + f"sys.exit(main(['sweep', 'report', {str(tmp_path)!r}, '--json']))"],
-                            capture_output=True, text=True, timeout=300, env=env)
+    report = subprocess.run([sys.executable, "-c", block + f"sys.exit(main(['sweep', 'report', {str(tmp_path)!r}, "
+                             "'--json']))"], capture_output=True, text=True, timeout=300, env=env)
     assert report.returncode == 0, report.stderr
     assert {Path(f).name for f in json.loads(report.stdout)["files"]} >= {"wins.png", "scaling-1.svg"}
     run = subprocess.run([sys.executable, "-c", block + f"sys.exit(main(['sweep', {str(sweep_file)!r}, '--out', "

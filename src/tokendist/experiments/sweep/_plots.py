@@ -10,6 +10,11 @@ Where the time goes, and what this module does about it (``tokendist sweep repor
   files with the positions it found;
 * matplotlib's log-axis labels are mathtext (10^3), expensive to lay out and draw;
   :class:`PlainLogFormatter` writes the same numbers on the same ticks as plain text ("1000");
+* an axis makes a tick object for every location its locator gives, in view or not;
+  :class:`InViewLogLocator` gives matplotlib's log ticks less those outside the view (the same
+  pixels, half the minor tick objects);
+* a title placed automatically measures the axes on every draw; the titles here are at y=1,
+  where that measurement would put them (no top tick labels or offset text are in their way);
 * :class:`matplotlib.figure.Figure`, not pyplot: no GUI backend to choose, no global figure list.
 """
 
@@ -23,7 +28,7 @@ from matplotlib import rc_context, rcParams
 from matplotlib.figure import Figure
 from matplotlib.ticker import Formatter, LogFormatter, LogLocator
 
-__all__ = ["DPI", "PlainLogFormatter", "figures", "lay_out", "save", "plot_all"]
+__all__ = ["DPI", "PlainLogFormatter", "InViewLogLocator", "figures", "lay_out", "save", "plot_all"]
 
 DPI = 120
 
