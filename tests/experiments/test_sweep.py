@@ -453,14 +453,24 @@ def test_report_layout_once_is_the_layout_savefig_would_make(synthetic_report):
         assert once[stem].get_layout_engine() is None
 
 
-def test_report_text_is_inside_the_figure_and_panels_do_not_overlap(synthetic_report):
+@pytest.mark.parametrize("fmt", ["png", "svg"])
+def test_report_text_is_inside_the_figure_and_panels_do_not_overlap(synthetic_report, fmt):
+    """In both files: laid out once at the PNG's dpi, the SVG's (unhinted, 72 dpi) text must fit too."""
+    import io
+
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.backends.backend_svg import RendererSVG
 
     from tokendist.experiments.sweep import _plots
 
     for stem, fig in _figures(synthetic_report).items():
         _plots.lay_out(fig)
-        renderer = FigureCanvasAgg(fig).get_renderer()
+        if fmt == "png":
+            fig.set_dpi(_plots.DPI)  # as savefig does
+            renderer = FigureCanvasAgg(fig).get_renderer()
+        else:
+            fig.set_dpi(72)  # as savefig does for an SVG
+            renderer = RendererSVG(*(fig.get_size_inches() * 72), io.StringIO())
         fig.draw(renderer)
         frame = fig.bbox
         texts = []
