@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -320,6 +320,206 @@ def test_report_statistics_match_numpy_and_scipy(two_worker_run, capsys):
                                                    "final-discrepancy.png", "wins.svg"}
 
 
+# ------------------------------------------------------------------------------------------ report figures
+# Rows made here, not by a sweep: several graph families (long specs for the layout), two inits,
+# levels some runs never reach, a failed run; no Dask cluster needed.
+
+def _synthetic_rows(seed=5):
+    rng = np.random.default_rng(seed)
+    rows = []
+    graphs = [("torus:4x4", 16), ("torus:8x8", 64), ("torus:16x16", 256), ("hypercube:4", 16), ("hypercube:8", 256),
+              ("random-regular:64,4", 64)]
+    for graph, n in graphs:
+        for init in ("random:0..100", "ramp:0..100"):
+            for algo, variant, rate in (("fos", "fos", 1.0), ("sos", "sos beta=1.5", 0.3), ("diffusion-random",
+                                                                                             "diffusion-random", 3.0)):
+                for seed_ in range(3):
+                    row = {"key": f"{graph}/{init}/{variant}/{seed_}", "graph": graph, "n": n, "init": init,
+                           "algo": algo, "variant": variant, "seed": seed_, "status": "ok", "reason": None}
+                    base = rate * n ** 0.8 * rng.uniform(0.7, 1.3)
+                    for lv, f in (("10", 1.0), ("1", 4.0)):
+                        reached = not (variant == "diffusion-random" and lv == "1" and seed_ != 0)
+                        row[f"steps_to_{lv}"] = int(base * f) + 1 if reached else None
+                        row[f"settled_{lv}"] = int(base * f * 1.1) + 1 if reached else None
+                    row["final_discrepancy"] = int(rng.integers(0, 5)) if variant == "diffusion-random" else 0
+                    rows.append(row)
+    failed = dict(rows[0], key="failed", seed=3, status="failed", reason="boom")
+    for k in failed:
+        if k.startswith(("steps_to_", "settled_", "final_")):
+            failed[k] = None
+    return rows + [failed]
+
+
+@pytest.fixture(scope="module")
+def synthetic_report():
+    from tokendist.experiments.sweep import _report
+
+    rows = _synthetic_rows()
+    return rows, _report.summarize(rows), _report.wins(rows), _report._levels(rows)
+
+
+def _figures(synthetic_report):
+    from tokendist.experiments.sweep import _plots
+
+    return dict(_plots.figures(*synthetic_report))
+
+
+@given(st.lists(st.integers(0, 10_000), min_size=2, max_size=40))
+def test_describe_interval_is_scipys_t_interval(values):
+    from tokendist.experiments.sweep import describe
+
+    d = describe(values)
+    a = np.asarray(values, dtype=float)
+    s = a.std(ddof=1)
+    # The same float as scipy.stats.t.ppf (report.json does not change with the cheaper import) ...
+    half = float(stats.t.ppf(0.975, a.size - 1)) * s / np.sqrt(a.size)
+    assert (d["ci_low"], d["ci_high"]) == (a.mean() - half, a.mean() + half)
+    # ... which is the 95% interval scipy gives.
+    if s > 0:
+        lo, hi = stats.t.interval(0.95, a.size - 1, loc=a.mean(), scale=stats.sem(a))
+        assert (d["ci_low"], d["ci_high"]) == (pytest.approx(lo), pytest.approx(hi))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(-2, 6), st.floats(0.05, 4))
+def test_log_axes_draw_matplotlibs_ticks_with_plain_labels(low, decades):
+    """The report's log axes: matplotlib's default ticks in view, labelled on the same ticks, each label its number."""
+    from matplotlib.figure import Figure
+
+    from tokendist.experiments.sweep import _plots
+
+    drawn = []
+    for plain in (False, True):
+        fig = Figure(figsize=(4, 3))
+        ax = fig.subplots()
+        ax.plot([10 ** low, 10 ** (low + decades)], [1, 2])
+        ax.set_xscale("log")
+        if plain:
+            _plots._plain_log_ticks(ax)
+        fig.draw_without_rendering()
+        lo, hi = np.log10(sorted(ax.xaxis.get_view_interval()))
+        ticks = ax.xaxis.get_major_ticks() + ax.xaxis.get_minor_ticks()
+        drawn.append({round(float(t.get_loc()), 9): t.label1.get_text() for t in ticks
+                      if lo - 1e-9 <= np.log10(t.get_loc()) <= hi + 1e-9})
+    default, plain = drawn
+    assert set(plain) == set(default)  # the same ticks ...
+    assert {k for k, v in plain.items() if v} == {k for k, v in default.items() if v}  # ... labelled alike
+    for loc, text in plain.items():
+        assert "$" not in text and (not text or float(text) == pytest.approx(loc, rel=1e-5))
+
+
+def test_report_figures_keep_their_content(synthetic_report):
+    rows, summary, table, levels = synthetic_report
+    figs = _figures(synthetic_report)
+    assert list(figs) == [f"scaling-{lv}" for lv in levels] + ["final-discrepancy", "wins"]
+    inits = list(dict.fromkeys(r["init"] for r in rows))
+    families = sorted({g["graph"].split(":")[0] for g in summary})
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    for lv in levels:
+        axes = figs[f"scaling-{lv}"].axes
+        assert [ax.get_title() for ax in axes] == [f"init {i}" for i in inits]
+        for ax in axes:
+            labels = [t.get_text() for t in ax.get_legend().get_texts()]
+            # One line per variant and family (each reaches L in some run), with the slope of
+            # log(steps) on log(n) where the family has two sizes or more.
+            sizes = {f: {g["n"] for g in summary if g["graph"].startswith(f + ":")} for f in families}
+            assert sorted(lab.split(", slope ")[0] for lab in labels) == sorted(
+                f"{v} ({f})" for v in variants for f in families)
+            for lab in labels:
+                fam = lab.split("(")[1].split(")")[0]
+                assert (", slope " in lab) == (len(sizes[fam]) > 1), lab
+            assert ax.get_xscale() == ax.get_yscale() == "log"
+            assert len(ax.collections) == len(labels)  # one 95% band per line
+    for ax in figs["final-discrepancy"].axes:
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == variants
+        assert [t.get_text() for t in ax.get_xticklabels()] == list(dict.fromkeys(r["graph"] for r in rows))
+    wins_axes = figs["wins"].axes
+    assert [ax.get_title() for ax in wins_axes] == [f"first to discrepancy <= {lv}" for lv in levels]
+    for ax, lv in zip(wins_axes, levels):
+        cells = [w for w in table if w["level"] == lv and w["seeds"]]
+        assert len(ax.texts) == sum(len(w["wins"]) for w in cells)
+
+
+def test_report_layout_once_is_the_layout_savefig_would_make(synthetic_report):
+    """Laid out once for both files: the positions the engine gives when savefig runs it itself."""
+    import io
+
+    from tokendist.experiments.sweep import _plots
+
+    once = _figures(synthetic_report)
+    for stem, fig in _plots.figures(*synthetic_report):
+        fig.savefig(io.BytesIO(), format="png", dpi=_plots.DPI)  # the engine on, as before
+        _plots.lay_out(once[stem])
+        for a, b in zip(once[stem].axes, fig.axes):
+            assert a.get_position().bounds == b.get_position().bounds, stem
+        assert once[stem].get_layout_engine() is None
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg"])
+def test_report_text_is_inside_the_figure_and_panels_do_not_overlap(synthetic_report, fmt):
+    """In both files: laid out once at the PNG's dpi, the SVG's (unhinted, 72 dpi) text must fit too."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.backends.backend_svg import RendererSVG
+
+    from tokendist.experiments.sweep import _plots
+
+    for stem, fig in _figures(synthetic_report).items():
+        _plots.lay_out(fig)
+        if fmt == "png":
+            fig.set_dpi(_plots.DPI)  # as savefig does
+            renderer = FigureCanvasAgg(fig).get_renderer()
+        else:
+            fig.set_dpi(72)  # as savefig does for an SVG
+            renderer = RendererSVG(*(fig.get_size_inches() * 72), io.StringIO())
+        fig.draw(renderer)
+        frame = fig.bbox
+        texts = []
+        for ax in fig.axes:
+            for axis in (ax.xaxis, ax.yaxis):
+                lo, hi = sorted(axis.get_view_interval())
+                texts += [t.label1 for t in axis.get_major_ticks() + axis.get_minor_ticks()
+                          if lo <= t.get_loc() <= hi]  # the ticks drawn
+            texts += [ax.xaxis.label, ax.yaxis.label, ax.title]
+            texts += ax.get_legend().get_texts() if ax.get_legend() else []
+        for t in texts:
+            if t.get_visible() and t.get_text():
+                box = t.get_window_extent(renderer)
+                assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1, (stem, t.get_text())
+                assert frame.y0 - 1 <= box.y0 and box.y1 <= frame.y1 + 1, (stem, t.get_text())
+        boxes = [ax.get_tightbbox(renderer) for ax in fig.axes]
+        for i in range(len(boxes) - 1):
+            assert boxes[i].x1 <= boxes[i + 1].x0 + 1, (stem, i)  # panels side by side, labels included
+
+
+def test_report_without_plots_imports_no_matplotlib(tmp_path):
+    """Statistics only: neither matplotlib nor scipy.stats (a second of imports between them)."""
+    _store.write_table(_store.to_table(_synthetic_rows()), tmp_path / "runs.parquet")
+    code = ("import sys; from tokendist.experiments.sweep import write_report; "
+            f"r = write_report({str(tmp_path)!r}, plots=False); "
+            "print(len(r.files), sorted(m for m in ('matplotlib', 'scipy.stats') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "[]"]
+
+
+def test_report_needs_no_dask_and_a_sweep_without_it_is_a_one_line_error(tmp_path, sweep_file):
+    """dask is imported by the runner only: ``sweep report`` works without it, ``sweep FILE`` says what is missing."""
+    _store.write_table(_store.to_table(_synthetic_rows()), tmp_path / "runs.parquet")
+    block = "import sys; sys.modules['distributed'] = None; from tokendist.cli import main; "
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    report = subprocess.run([sys.executable, "-c", block + f"sys.exit(main(['sweep', 'report', {str(tmp_path)!r}, "
+                             "'--json']))"], capture_output=True, text=True, timeout=300, env=env)
+    assert report.returncode == 0, report.stderr
+    assert {Path(f).name for f in json.loads(report.stdout)["files"]} >= {"wins.png", "scaling-1.svg"}
+    run = subprocess.run([sys.executable, "-c", block + f"sys.exit(main(['sweep', {str(sweep_file)!r}, '--out', "
+                          f"{str(tmp_path / 'out')!r}]))"], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "tokendist[sweep]" in run.stderr
+
+
 # ------------------------------------------------------------------------------------------ external cluster
 
 def _free_port():
@@ -379,18 +579,21 @@ def test_external_scheduler_gives_the_same_rows(sweep_file, two_worker_run, exte
 
 # ------------------------------------------------------------------------------------------ start and stop
 
-def test_the_sweep_api_imports_dask_and_the_report_when_used():
+def test_the_sweep_api_imports_dask_and_matplotlib_when_used():
     # The main process imports distributed after it has started the fork server, and the report's
-    # scipy.stats while the workers start; a worker needs neither to run a task.
+    # matplotlib while the workers start (prepare_report); a worker needs neither to run a task.
     code = ("import sys, tokendist.cli, tokendist.experiments.sweep as s\n"
-            "late = ('dask', 'distributed', 'scipy.stats', 'tokendist.experiments.sweep._report')\n"
+            "late = ('dask', 'distributed', 'matplotlib', 'tokendist.experiments.sweep._run')\n"
             "print([m for m in late if m in sys.modules])\n"
-            "s.write_report\n"
+            "s.run_sweep\n"
+            "print([m for m in late if m in sys.modules])\n"
+            "s.prepare_report()\n"
             "print([m for m in late if m in sys.modules])\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["[]", "['scipy.stats', 'tokendist.experiments.sweep._report']"]
+    assert out.stdout.splitlines() == ["[]", "['tokendist.experiments.sweep._run']",
+                                       "['matplotlib', 'tokendist.experiments.sweep._run']"]
 
 
 def _worker_state():

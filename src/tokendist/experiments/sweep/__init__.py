@@ -6,35 +6,47 @@ and appends their rows to ``DIR/runs.parquet`` (:mod:`._store`); :func:`write_re
 per-group statistics and draws the plots (:mod:`._report`). Needs the ``sweep`` extra
 (``dask[distributed]`` and ``pyarrow``).
 
-The report's names are loaded on first use (or by :func:`prepare_report`): its statistics import
-:mod:`scipy.stats` (0.8 s here), which the workers of a sweep never need, and which the main
-process can import while its workers start. Dask itself is imported when a cluster is used
-(:func:`open_client`).
+The runner (:mod:`._run`) is imported on first use of one of its names, so ``tokendist sweep
+report DIR`` does not pay for it; the runner itself imports dask.distributed (a third of a second)
+only when it uses a cluster, after it has started the fork server its workers come from.
+:func:`prepare_report` imports what the report draws with (matplotlib, half a second), e.g. while
+the workers start.
 """
 
-import importlib
+from importlib import import_module
 
+from ...errors import TokendistError
 from ._spec import SWEEP_KEYS, Sweep, Task, level_name, load_sweep, sweep_from_dict
 from ._store import Store
-from ._run import (SweepOutcome, biggest_first, flatten_run_json, level_steps, open_client, run_sweep, run_task,
-                   start_fork_server)
+from ._report import Report, describe, summarize, wins, write_report
+
+_RUN_NAMES = ("SweepOutcome", "biggest_first", "flatten_run_json", "level_steps", "open_client", "run_sweep",
+              "run_task", "start_fork_server")
 
 __all__ = ["SWEEP_KEYS", "Sweep", "Task", "level_name", "load_sweep", "sweep_from_dict", "Store", "SweepOutcome",
            "biggest_first", "flatten_run_json", "level_steps", "open_client", "run_sweep", "run_task",
            "start_fork_server", "Report", "summarize", "wins", "describe", "write_report", "prepare_report"]
 
-_REPORT_NAMES = {"Report", "summarize", "wins", "describe", "write_report"}
 
-
-def prepare_report():
-    """Import the report's module (:mod:`._report`) now, e.g. while the workers of a sweep start
-    (``run_sweep(..., while_starting=prepare_report)``); :func:`write_report` does it otherwise."""
-    return importlib.import_module("._report", __name__)
+def prepare_report() -> None:
+    """Import the modules :func:`write_report` draws with (:mod:`._plots`, matplotlib) now rather
+    than when it draws: ``run_sweep(..., while_starting=prepare_report)`` does it while the workers
+    start, when the main process has a core to spare."""
+    import_module("._plots", __name__)
 
 
 def __getattr__(name):
-    # PEP 562: ``sweep.write_report`` (and ``from ... import write_report``) import the report module
-    # then, not with the package.
-    if name in _REPORT_NAMES:
-        return getattr(prepare_report(), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # PEP 562: the names of ._run, imported when first asked for (dask is the sweep extra).
+    if name not in _RUN_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        run = import_module("._run", __name__)
+    except ImportError as exc:
+        raise TokendistError(f"running tasks on a Dask cluster needs dask[distributed] ({exc.name or exc} is "
+                             f"missing): pip install 'tokendist[sweep]'") from None
+    globals().update((n, getattr(run, n)) for n in _RUN_NAMES)  # later look-ups do not come here
+    return globals()[name]
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_RUN_NAMES))

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy import stats as _stats
+from scipy.special import stdtrit
 
 from ...errors import TokendistError
 from ._store import RUNS, read_rows, to_table, write_table
@@ -58,7 +58,9 @@ def describe(values) -> dict:
     out.update(mean=mean, median=float(np.median(a)))
     if k >= 2:
         s = float(a.std(ddof=1))
-        half = float(_stats.t.ppf(0.975, k - 1)) * s / math.sqrt(k)
+        # stdtrit(df, q) is the t quantile that scipy.stats.t.ppf(q, df) returns (the same float),
+        # without importing scipy.stats: half a second of every report.
+        half = float(stdtrit(k - 1, 0.975)) * s / math.sqrt(k)
         out.update(std=s, ci_low=mean - half, ci_high=mean + half)
     return out
 
@@ -169,139 +171,8 @@ def write_report(folder, *, plots: bool = True) -> Report:
     write_table(to_table(_long_rows(summary)), folder / "summary.parquet")
     report.files = [str(folder / "report.json"), str(folder / "summary.parquet")]
     if plots:
-        report.files += _plot_all(folder, rows, summary, table)
+        # matplotlib only when drawing (half a second of imports); _plots imports nothing from here.
+        from ._plots import plot_all
+
+        report.files += plot_all(folder, rows, summary, table, _levels(rows))
     return report
-
-
-# ---------------------------------------------------------------------------------------------- plots
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)  # files only; no display on a cluster node or in CI
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, folder: Path, stem: str) -> list[str]:
-    paths = []
-    for ext in ("png", "svg"):
-        p = folder / f"{stem}.{ext}"
-        fig.savefig(p, dpi=120)
-        paths.append(str(p))
-    return paths
-
-
-def _family(spec: str) -> str:
-    return spec.split(":", 1)[0]
-
-
-def _fit_slope(ns, ys) -> float | None:
-    pts = [(n, y) for n, y in zip(ns, ys) if n and y and n > 0 and y > 0]
-    if len({n for n, _ in pts}) < 2:
-        return None
-    x, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
-    return float(np.polyfit(x, y, 1)[0])
-
-
-def _ok_runs(groups, n) -> int:
-    """The number of successful runs of the group of size ``n`` among ``groups``."""
-    return next(g["ok"] for g in groups if g["n"] == n)
-
-
-def _plot_all(folder: Path, rows, summary, table) -> list[str]:
-    plt = _pyplot()
-    files = []
-    inits = list(dict.fromkeys(g["init"] for g in summary))
-    levels = _levels(rows)
-    families = {_family(g["graph"]) for g in summary}
-    for lv in levels:
-        fig, axes = plt.subplots(1, len(inits), figsize=(5.2 * len(inits), 4.2), squeeze=False,
-                                 constrained_layout=True)
-        for ax, init in zip(axes[0], inits):
-            lines: dict[tuple, list] = {}
-            for g in summary:
-                if g["init"] == init:
-                    lines.setdefault((g["variant"], _family(g["graph"])), []).append(g)
-            for (variant, fam), gs in lines.items():
-                pts = sorted((g["n"], g["metrics"][f"steps_to_{lv}"]) for g in gs
-                             if g["n"] and g["metrics"][f"steps_to_{lv}"]["mean"])
-                pts = [(n, d) for n, d in pts if d["mean"] > 0]
-                if not pts:
-                    continue
-                ns = [n for n, _ in pts]
-                mean = [d["mean"] for _, d in pts]
-                slope = _fit_slope(ns, mean)
-                label = variant if len(families) == 1 else f"{variant} ({fam})"
-                if slope is not None:
-                    label += f", slope {slope:.2f}"
-                (line,) = ax.plot(ns, mean, marker="o", label=label)
-                # A hollow marker: not every run reached the level, the mean is over those that did.
-                partial = [(n, m) for (n, d), m in zip(pts, mean) if d["count"] < _ok_runs(gs, n)]
-                if partial:
-                    ax.plot(*zip(*partial), "o", mfc="white", mec=line.get_color(), zorder=3)
-                lo = [max(d["ci_low"], 0.5) if d["ci_low"] is not None else m for (_, d), m in zip(pts, mean)]
-                hi = [d["ci_high"] if d["ci_high"] is not None else m for (_, d), m in zip(pts, mean)]
-                ax.fill_between(ns, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("n (nodes)")
-            ax.set_ylabel(f"steps to discrepancy <= {lv} (mean, 95% CI)")
-            ax.set_title(f"init {init}", fontsize=10)
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=8)
-        files += _save(fig, folder, f"scaling-{lv}")
-        plt.close(fig)
-
-    graphs = list(dict.fromkeys(g["graph"] for g in summary))
-    variants = list(dict.fromkeys(g["variant"] for g in summary))
-    fig, axes = plt.subplots(1, len(inits), figsize=(max(5.2, 0.5 * len(graphs) * len(variants) + 2) * len(inits), 4.2),
-                             squeeze=False, constrained_layout=True)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    width = 0.8 / max(1, len(variants))
-    for ax, init in zip(axes[0], inits):
-        for j, variant in enumerate(variants):
-            data, pos = [], []
-            for i, graph in enumerate(graphs):
-                vals = [r["final_discrepancy"] for r in rows if r["graph"] == graph and r["init"] == init
-                        and r["variant"] == variant and r["status"] == "ok" and r["final_discrepancy"] is not None]
-                if vals:
-                    data.append(vals)
-                    pos.append(i - 0.4 + width * (j + 0.5))
-            if data:
-                c = colours[j % len(colours)]
-                ax.boxplot(data, positions=pos, widths=width * 0.9, patch_artist=True,
-                           boxprops={"facecolor": c, "alpha": 0.5}, medianprops={"color": "black"},
-                           flierprops={"markersize": 3})
-                ax.plot([], [], color=c, linewidth=6, alpha=0.5, label=variant)
-        ax.set_xticks(range(len(graphs)), graphs, rotation=20, fontsize=8)
-        ax.set_ylabel("final discrepancy")
-        ax.set_title(f"init {init}", fontsize=10)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
-    files += _save(fig, folder, "final-discrepancy")
-    plt.close(fig)
-
-    if table:
-        cells = list(dict.fromkeys((w["graph"], w["init"]) for w in table))
-        fig, axes = plt.subplots(1, len(levels), figsize=(1.0 + 1.3 * len(variants) * len(levels) + 2.5,
-                                                          1.2 + 0.45 * len(cells)), squeeze=False,
-                                 constrained_layout=True)
-        for ax, lv in zip(axes[0], levels):
-            share = np.full((len(cells), len(variants)), np.nan)
-            for w in table:
-                if w["level"] != lv or not w["seeds"]:
-                    continue
-                i = cells.index((w["graph"], w["init"]))
-                for v, k in w["wins"].items():
-                    share[i, variants.index(v)] = k / w["seeds"]
-                    ax.text(variants.index(v), i, f"{k}/{w['seeds']}", ha="center", va="center", fontsize=7,
-                            color="white" if k > 0.6 * w["seeds"] else "black")
-            ax.imshow(share, vmin=0, vmax=1, cmap="Greens", aspect="auto")
-            ax.set_xticks(range(len(variants)), variants, rotation=30, ha="right", fontsize=8)
-            ax.set_yticks(range(len(cells)), [f"{g} | {i}" for g, i in cells], fontsize=7)
-            ax.set_title(f"first to discrepancy <= {lv}", fontsize=10)
-        files += _save(fig, folder, "wins")
-        plt.close(fig)
-    return files
