@@ -117,7 +117,7 @@ class SweepCommand(Command):
         workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
         where = f"scheduler {args.scheduler}" if args.scheduler else f"local cluster of {workers} worker(s)"
         with _progress(f"sweep {sweep.name}", not args.json) as update:
-            # The report's imports are done while the workers start, not after the runs.
+            # The report's plotting imports (matplotlib) while the workers start, not after the runs.
             outcome = api.run_sweep(sweep, args.out, workers=workers if not args.scheduler else None,
                                     scheduler=args.scheduler, force=args.force, traces=args.traces,
                                     progress=update, while_starting=api.prepare_report)

@@ -10,8 +10,8 @@ The local workers are forked from a multiprocessing fork server (:func:`start_fo
 has imported Dask and tokendist and loaded the engine's compiled pass once (:mod:`._forkserver`),
 instead of each worker being a fresh interpreter that imports them all and loads the pass on its
 first task; a forked worker also exits without tearing its interpreter down, so the cluster closes
-at once. On this 2-core machine that takes the start of a 2-worker cluster and its first tasks from
-3.5-5 s of wall time and 9 s of CPU to about 2.5 s and 5 s (docs/guide/sweeps.md, "Start-up").
+at once (0.3-0.4 s to 0.03 s here). Tasks start biggest first (:func:`biggest_first`). Measurements:
+docs/guide/sweeps.md, "Start-up and shutdown".
 
 A task's row is the ``tokendist run --json`` summary of the same graph, initial distribution,
 algorithm, parameters and seed, flattened into columns by :func:`flatten_run_json`, plus the task's
