@@ -687,3 +687,17 @@ def test_biggest_first_orders_by_estimated_cost_and_keeps_ties_in_order(specs):
     for x, y in zip(got, got[1:]):
         if sum(sizes.get(x.graph, (0, 0))) * x.max_steps == sum(sizes.get(y.graph, (0, 0))) * y.max_steps:
             assert x.i < y.i  # ties in the sweep's order
+
+
+def test_while_starting_is_called_once_before_the_tasks(sweep_file, client1, tmp_path):
+    calls = []
+
+    def progress(done, total, failures):
+        calls.append(("progress", done))
+
+    outcome = run_sweep(load_sweep(sweep_file), tmp_path, client=client1, progress=progress,
+                        while_starting=lambda: calls.append(("while_starting", None)))
+    assert outcome.ran == 12
+    assert [c for c in calls if c[0] == "while_starting"] == [("while_starting", None)]
+    first_done = calls.index(("progress", 1))
+    assert calls.index(("while_starting", None)) < first_done  # before the first finished task

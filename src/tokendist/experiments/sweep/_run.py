@@ -245,7 +245,8 @@ def start_fork_server() -> bool:
     as it starts: Dask, tokendist and the engine's compiled pass, once, in a process of its own, so
     it can be started early and load while the caller goes on (the caller's Ctrl-C does not reach
     it: it starts with SIGINT ignored, as do the workers forked from it). It runs until the calling
-    process exits.
+    process exits, with the code it loaded: in a long-lived process (a notebook), the workers of a
+    later cluster run the tokendist it imported, not one edited since.
 
     Returns
     -------
