@@ -701,3 +701,20 @@ def test_while_starting_is_called_once_before_the_tasks(sweep_file, client1, tmp
     assert [c for c in calls if c[0] == "while_starting"] == [("while_starting", None)]
     first_done = calls.index(("progress", 1))
     assert calls.index(("while_starting", None)) < first_done  # before the first finished task
+
+
+def test_ctrl_c_inside_a_write_counts_the_rows_written(sweep_file, client1, tmp_path, monkeypatch):
+    # Ctrl-C right after a batch is written, before it is counted: the outcome still says what the
+    # file holds (the interrupted command's message tells how many rows it saved).
+    add, hits = _store.Store.add, []
+
+    def add_then_interrupt(self, rows, order=None):
+        add(self, rows, order)
+        if rows and not hits:
+            hits.append(len(rows))
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_store.Store, "add", add_then_interrupt)
+    outcome = run_sweep(load_sweep(sweep_file), tmp_path, client=client1, batch_seconds=0)
+    assert outcome.interrupted and hits
+    assert outcome.ran == len(_rows(tmp_path)) >= hits[0]

@@ -418,11 +418,16 @@ def run_sweep(sweep: Sweep, out, *, workers: int | None = None, scheduler: str |
         outcome.files = [str(store.path)] if store.path.exists() else []
         return outcome
     pending: list[dict] = []
+    saved: dict[str, str] = {}  # the status of each row this call has written, by key
+    done = failed = 0
     last = time.monotonic()
 
     def flush():
         nonlocal last
         store.add(pending, order)
+        # The outcome counts the rows written: Ctrl-C can fall between any two statements, and a
+        # row written twice (pending not yet cleared) is counted once, by its key.
+        saved.update((r["key"], r["status"]) for r in pending)
         pending.clear()
         last = time.monotonic()
 
@@ -447,10 +452,10 @@ def run_sweep(sweep: Sweep, out, *, workers: int | None = None, scheduler: str |
                 if trace is not None:
                     store.add_trace(row["key"], trace)
                 pending.append(row)
-                outcome.ran += 1
-                outcome.failures += row["status"] != "ok"
+                done += 1
+                failed += row["status"] != "ok"
                 if progress is not None:
-                    progress(outcome.ran, len(todo), outcome.failures)
+                    progress(done, len(todo), failed)
                 if time.monotonic() - last >= batch_seconds:
                     flush()
         except KeyboardInterrupt:
@@ -459,6 +464,8 @@ def run_sweep(sweep: Sweep, out, *, workers: int | None = None, scheduler: str |
                 client.cancel(futures)
         finally:
             flush()
+    outcome.ran = len(saved)
+    outcome.failures = sum(status != "ok" for status in saved.values())
     outcome.seconds = time.perf_counter() - started
     outcome.files = [str(store.path)]
     return outcome
