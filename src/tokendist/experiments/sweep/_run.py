@@ -280,6 +280,21 @@ def _fork_server_env(dask) -> dict:
     return env
 
 
+class InterruptedSyncFilter(logging.Filter):
+    """Drops the one record distributed's ``sync`` leaves behind when Ctrl-C interrupts a wait.
+
+    On KeyboardInterrupt, ``distributed.utils.sync`` schedules a ``cancel`` callback on the client's
+    event loop; if the interrupted call had not started its coroutine yet, that callback reads a
+    variable not yet assigned, and tornado logs the NameError with its traceback ("Exception in
+    callback ... sync.<locals>.cancel"). The interrupt itself is handled (the rows saved, exit
+    130); the record would only put a traceback under the command's one line.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, NameError) and "sync.<locals>.cancel" in record.getMessage())
+
+
 @contextlib.contextmanager
 def open_client(workers: int | None = None, scheduler: str | None = None, *, while_starting=None):
     """A Dask client: to ``scheduler`` if given, else to a new local cluster of ``workers`` processes.
@@ -293,6 +308,8 @@ def open_client(workers: int | None = None, scheduler: str | None = None, *, whi
     quiet = logging.getLogger("distributed")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # shutdown chatter ("stream closed") is not the user's business
+    loop_log, interrupted_sync = logging.getLogger("tornado.application"), InterruptedSyncFilter()
+    loop_log.addFilter(interrupted_sync)
     try:
         if scheduler is not None:
             if while_starting is not None:
@@ -331,6 +348,7 @@ def open_client(workers: int | None = None, scheduler: str | None = None, *, whi
                             thing.close(timeout=10)
     finally:
         quiet.setLevel(level)
+        loop_log.removeFilter(interrupted_sync)
 
 
 def biggest_first(tasks: list, sizes: dict) -> list:
