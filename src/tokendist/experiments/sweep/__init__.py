@@ -15,7 +15,6 @@ the workers start.
 
 from importlib import import_module
 
-from ...errors import TokendistError
 from ._spec import SWEEP_KEYS, Sweep, Task, level_name, load_sweep, sweep_from_dict
 from ._store import Store
 from ._report import Report, describe, summarize, wins, write_report
@@ -39,11 +38,8 @@ def __getattr__(name):
     # PEP 562: the names of ._run, imported when first asked for (dask is the sweep extra).
     if name not in _RUN_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    try:
-        run = import_module("._run", __name__)
-    except ImportError as exc:
-        raise TokendistError(f"running tasks on a Dask cluster needs dask[distributed] ({exc.name or exc} is "
-                             f"missing): pip install 'tokendist[sweep]'") from None
+    # (._run imports dask itself only when it uses a cluster, with a one-line error if it is missing)
+    run = import_module("._run", __name__)
     globals().update((n, getattr(run, n)) for n in _RUN_NAMES)  # later look-ups do not come here
     return globals()[name]
 
