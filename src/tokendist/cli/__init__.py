@@ -1,5 +1,5 @@
 """The ``tokendist`` command line: a thin shell over the Python API."""
 
-from ._app import main
+from ._app import console, main
 
-__all__ = ["main"]
+__all__ = ["main", "console"]

@@ -1,5 +1,3 @@
-import sys
+from ._app import console
 
-from ._app import main
-
-sys.exit(main())
+console()

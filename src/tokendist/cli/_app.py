@@ -7,6 +7,7 @@ the Python API. A user error is one line on stderr and exit code 2, never a trac
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 import sys
 from typing import ClassVar
@@ -14,7 +15,7 @@ from typing import ClassVar
 from ..errors import TokendistError
 from ..kernels._choice import allow_auto_threads
 
-__all__ = ["Command", "COMMANDS", "command", "build_parser", "main", "UsageError"]
+__all__ = ["Command", "COMMANDS", "command", "build_parser", "main", "console", "UsageError"]
 
 
 class UsageError(TokendistError):
@@ -108,3 +109,22 @@ def main(argv=None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"error: {where}cannot write ({exc.strerror or exc})", file=sys.stderr)
         return 2
+
+
+def console() -> None:
+    """The ``tokendist`` program: :func:`main` on the command line, then the exit.
+
+    At exit the interpreter frees every object and, between the modules it clears, runs full
+    garbage collections over all of them: with numba, scipy and matplotlib loaded, some 200,000
+    objects, 0.2-0.4 s of every command's wall time on a 2-core machine. Frozen first
+    (:func:`gc.freeze`), they are freed by their reference counts alone, as the teardown does
+    anyway; only reference cycles are left to the operating system, which the interpreter does not
+    promise to finalize either. Every file a command writes is closed before it returns, and the
+    ``atexit`` handlers (MPI's finalize, logging's flush) run as before.
+    """
+    # The imports' objects live as long as the process: later full collections skip them too (and
+    # so do those of the worker processes forked from this one).
+    gc.freeze()
+    code = main()
+    gc.freeze()
+    sys.exit(code)
