@@ -44,8 +44,8 @@ def test_diffusion_random_parts(capsys):
 
 
 def test_conversion_count(capsys):
-    # The counts of the four conversions in the compiled stencil kernel; this commit's kernel has
-    # packed float -> int32 conversions (the point of the twelfth pass; AVX2 or newer assumed).
+    # The counts of the four conversions in the compiled stencil kernel; the kernel compiles to
+    # packed float -> int32 conversions where the CPU has them (AVX2 or newer).
     _load("conversion_count").main(["--graph", "torus:8x8"])
     out = capsys.readouterr().out.splitlines()
     assert out[1].split() == ["vcvttsd2si", "vcvtsi2sd", "vcvttpd2dq", "vcvtdq2pd"]
@@ -147,3 +147,11 @@ def test_kernel_crossover(capsys):
     _load("kernel_crossover").main(["--sides", "4", "--algos", "multi-port,fos", "--steps", "2", "--reps", "1"])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:2] == ["protocol", "n"] and len(lines) == 3
+
+
+def test_program_exit(capsys):
+    _load("program_exit").main(["--runs", "1", "--", "algos", "multi-port", "--json"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "tokendist algos multi-port --json"
+    assert [line.split()[0] for line in lines[1:]] == ["console", "main", "console"]
+    assert float(lines[-1].split()[-1]) > 0
