@@ -1,4 +1,4 @@
-"""Files read and written safely: bounded reads of regular files, atomic writes (issue 27).
+"""Files read and written safely: bounded reads of regular files, atomic writes.
 
 Every input file tokendist reads (graphs, loads, speeds, diffusivity matrices, scenarios) goes
 through :func:`read_bytes`: a regular file only (``/dev/zero`` or a named pipe as ``file:PATH``

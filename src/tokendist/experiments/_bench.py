@@ -227,7 +227,7 @@ def _transient_bytes(step) -> int:
     but not memory numba allocates inside a kernel; the resident-set high-water mark (reset by
     writing 5 to ``/proc/self/clear_refs``, Linux) sees everything the process touches but misses
     allocations served from memory the allocator kept from earlier steps. Both count per-step
-    temporaries, which the issue's "graph plus state" per edge must include to be honest.
+    temporaries, which an honest "graph plus state" figure per edge must include.
     """
     import tracemalloc
 

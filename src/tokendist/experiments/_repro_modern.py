@@ -471,8 +471,8 @@ def reproduce_pairwise(ctx) -> Reproduction:
                                "exactly 100: the last surplus token and the last deficit meet only when their two "
                                "nodes are drawn together (probability 2/(n(n-1)) a step), which alone takes about "
                                "n^2/2 steps in expectation; the ratio's growth at the point start is consistent with "
-                               "that. The claim is stated as the issue states it; the paper's own statement (which "
-                               "may bound a different quantity) could not be read here."])
+                               "that. The claim is checked as this reproduction states it; the paper's own statement "
+                               "(which may bound a different quantity) was not consulted."])
 
 
 def _distance_loads(g) -> np.ndarray:

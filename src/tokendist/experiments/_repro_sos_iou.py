@@ -1,4 +1,4 @@
-"""``sos-iou-readings``: the three readings of sos-iou's "idealized scheme" measured (issue 28).
+"""``sos-iou-readings``: the three readings of sos-iou's "idealized scheme" measured.
 
 Elsässer, Monien, Schamberger 2006, Sec. 3 and Theorem 1: the IOU of an edge is "the difference
 between the total flow moved along an edge in the idealized scheme and in the realistic
@@ -114,7 +114,7 @@ def _readings(ctx: ReproContext) -> Reproduction:
         "ideal=shadow: a real-valued SOS process on its own divisible loads runs alongside; every edge "
         "sends trunc(ideal flow + IOU). ideal=sent: the momentum term is the flow actually sent last step "
         "(eq. (5) of Theorem 1's proof). ideal=driven: the momentum term is the previous ideal flow, driven "
-        "by the integer loads (the reading before issue 28).",
+        "by the integer loads.",
         f"initial loads {INIT}, seed {ctx.seed}; every run goes the full {steps} steps (no cycle detection).",
         "Theorem 1's bound is an O(): shown with constant 1, assuming what the theorem assumes (IOUs bounded).",
     ]

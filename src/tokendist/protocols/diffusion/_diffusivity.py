@@ -52,8 +52,8 @@ def coefficient_ratios(alpha) -> np.ndarray:
 
     The rounded schemes of Sec. 4 send ``floor`` or ``ceil`` of ``P_ij (load[i] - load[j])``, a
     rational number; computed in float64 it is wrong once the product passes about 2**30 (a
-    tolerance that snapped near-integers sent ``ceil`` for ``floor`` at a difference of 2**31,
-    issue 27). The rule therefore reads each ``P_ij`` as the fraction of denominator at most
+    tolerance that snapped near-integers would send ``ceil`` for ``floor`` at a difference of
+    2**31). The rule therefore reads each ``P_ij`` as the fraction of denominator at most
     :data:`RATIO_DENOMINATOR_LIMIT` nearest to its float: exactly the fraction meant whenever
     one with denominator below 2**20 was meant (``1/(2 max(d_i, d_j))``, ``uniform:1/3``, a
     decimal such as 0.1: another fraction of denominator at most 2**30 lies at least 2**-50 away,

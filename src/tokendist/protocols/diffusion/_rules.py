@@ -127,8 +127,8 @@ def rounded_flows(u, v, alpha, loads, mode: str, *, coins=None, coin: str = "pij
 
     The numpy form of the kernel: ``x = P_uv |load[u] - load[v]|`` from the heavier end, with
     ``P_uv`` the exact fraction ``ratio`` (default: :func:`coefficient_ratios` of ``alpha``) and the
-    floor and remainder in integers, so exact for any int64 loads (float64 sums lost tokens past
-    2**53, issue 27); the rounding ``mode`` (one of :data:`ROUNDINGS`) picks the floor or the ceiling.
+    floor and remainder in integers, so exact for any int64 loads (float64 sums would lose tokens
+    past 2**53); the rounding ``mode`` (one of :data:`ROUNDINGS`) picks the floor or the ceiling.
     """
     loads = np.asarray(loads)
     if ratio is None:

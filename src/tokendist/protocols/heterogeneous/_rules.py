@@ -671,7 +671,7 @@ class SOSIOU(_SecondOrder):
     y^{k-1}`` of a real-valued SOS process on its own divisible loads ``w'`` (``w'^0 = w^0``,
     ``w'^k = w'^{k-1} - div y^k``), the paper's "idealized scheme"; ``sent`` ``y^k = beta F(w^{k-1})
     + (beta - 1) sent^{k-1}`` (eq. (5) on the real loads); ``driven`` ``y^k = beta F(w^{k-1}) +
-    (beta - 1) y^{k-1}`` (the reading before issue 28). ``F_e(w) = c_e (w_u/s_u - w_v/s_v)``;
+    (beta - 1) y^{k-1}`` (momentum on the previous ideal flow). ``F_e(w) = c_e (w_u/s_u - w_v/s_v)``;
     ``y^1 = F`` of the first step's loads. ``kernel=numba`` runs every reading on the kernels:
     ``shadow`` feeds them ``w' / s``, ``sent`` keeps the flow sent as their momentum state.
 
@@ -698,7 +698,7 @@ class SOSIOU(_SecondOrder):
         Param("ideal", str, "shadow", "which idealised SOS process the IOUs track (docs/guide/sos-iou-readings.md): "
               "shadow (real-valued SOS on its own divisible loads, run alongside: the paper's text), sent "
               "(momentum on the flow actually sent: eq. (5) of Theorem 1's proof) or driven (momentum on the "
-              "previous ideal flow, driven by the integer loads: the reading before issue 28)", IDEAL_READINGS),
+              "previous ideal flow, driven by the integer loads)", IDEAL_READINGS),
     )
 
     def reset(self, graph, loads, rng):

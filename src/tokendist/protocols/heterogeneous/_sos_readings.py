@@ -1,4 +1,4 @@
-"""Which idealised SOS process the IOUs of ``sos-iou`` track (issue 28; Elsässer, Monien, Schamberger 2006, Sec. 3).
+"""Which idealised SOS process the IOUs of ``sos-iou`` track (Elsässer, Monien, Schamberger 2006, Sec. 3).
 
 Section 3 defines the IOU of an edge as "the difference between the total flow moved along an
 edge in the idealized scheme and in the realistic algorithm", and Theorem 1's proof writes the
@@ -20,7 +20,7 @@ integer tokens that actually crossed the edge (signed, after any proportional pa
 * ``sent``: the momentum on the flow actually sent, driven by the integer loads:
   ``y_e^k = beta F_e(x^{k-1}) + (beta - 1) sent_e^{k-1}``; this is eq. (5) on the real loads with
   ``delta`` the change of the IOUs.
-* ``driven`` (the reading before issue 28): the momentum on the previous *ideal* flow, driven by
+* ``driven``: the momentum on the previous *ideal* flow, driven by
   the integer loads: ``y_e^k = beta F_e(x^{k-1}) + (beta - 1) y_e^{k-1}``.
 
 In all three the amount owed is ``o = y + IOU``, the sender transfers ``trunc(o)`` (a short node

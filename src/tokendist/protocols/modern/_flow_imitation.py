@@ -51,8 +51,8 @@ class FlowImitation(Protocol):
     Notes
     -----
     The rule (Akbari, Berenbrink, Sauerwald, "A simple approach for adapting continuous load balancing
-    processes to discrete settings", PODC 2012; stated as the issue states it, the paper's text could
-    not be read in this session): run the continuous process C from the same start; let ``F_e(t)``
+    processes to discrete settings", PODC 2012; as specified here; the paper's text was not
+    consulted): run the continuous process C from the same start; let ``F_e(t)``
     be C's cumulative flow over edge e after t steps and ``D_e(t)`` the discrete one. In step t every
     edge sends ``D_e(t) - D_e(t-1)`` tokens with ``D_e(t) = trunc(F_e(t))`` (rounded towards zero),
     hence ``|F_e - D_e| < 1`` and every discrete load is within ``deg(i)`` of the continuous load

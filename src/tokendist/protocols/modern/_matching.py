@@ -236,8 +236,8 @@ class RandomMatching(_MatchingBase):
     chosen by a fair coin. Claims: the discrepancy is a constant w.h.p. after the rounds the
     continuous process needs (Sauerwald, Sun: on regular graphs; the 2025 paper: discrepancy at most
     3 on arbitrary graphs). The papers draw the matching by a simple distributed procedure; two are
-    offered (``drawing``; the issue's statement of the papers, since the procedures' exact constants
-    could not be read here): ``edge-coin`` (default: candidate edges with probability ``1/(4 Delta)``,
+    offered (``drawing``; as specified here, since the procedures' exact constants were not
+    consulted): ``edge-coin`` (default: candidate edges with probability ``1/(4 Delta)``,
     kept when isolated) and ``active-passive``. ``excess=heavier`` keeps the odd token at the end
     that was heavier (deterministic rounding, for comparison). ``kernel=numba`` (default) draws the
     edge-coin matching and balances it in numba (:mod:`.kernels._matching`), the same draws, the

@@ -28,7 +28,7 @@ class PairwiseAveraging(Protocol):
     Notes
     -----
     The rule (Berenbrink, Friedetzky, Kaaser, Kling, "Tight & simple load balancing", IPDPS 2019,
-    arXiv:1808.05389; as the issue states it): in each step one pair {u, v} of nodes is drawn
+    arXiv:1808.05389; as specified here): in each step one pair {u, v} of nodes is drawn
     uniformly at random and the two loads become ``ceil((x_u + x_v)/2)`` and ``floor((x_u + x_v)/2)``.
     Claim: on the complete graph the discrepancy is at most 1 (perfect balance within one token)
     after ``O(n log n + n log Delta)`` interactions w.h.p., Delta the initial discrepancy. On another

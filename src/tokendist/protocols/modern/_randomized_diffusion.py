@@ -120,8 +120,8 @@ class RandomizedDiffusion(Protocol):
     Notes
     -----
     The rule (Berenbrink, Cooper, Friedetzky, Friedrich, Sauerwald, "Randomized diffusion for
-    indivisible loads", SODA 2011 / JCSS 81(1) 2015, abstract and the issue's statement; the body of
-    the paper could not be read in this session): every vertex distributes its tokens as evenly as
+    indivisible loads", SODA 2011 / JCSS 81(1) 2015, as the abstract states it; the body of
+    the paper was not consulted): every vertex distributes its tokens as evenly as
     possible among its neighbours and itself, ``floor(x_i / (d + 1))`` each; the ``x_i mod (d + 1)``
     excess tokens go to distinct slots (neighbours or itself) chosen uniformly at random without
     replacement. In expectation that is ``x P`` with ``P_ij = 1/(d + 1)``; loads are never negative

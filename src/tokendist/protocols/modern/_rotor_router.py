@@ -48,7 +48,7 @@ class RotorRouter(Protocol):
 
     Notes
     -----
-    The rule as the issue states it (Akbari, Berenbrink, SPAA 2013, "parallel rotor walks"; the
+    The rule as specified here (Akbari, Berenbrink, SPAA 2013, "parallel rotor walks"; the
     rotor-router model in Friedrich, Gairing, Sauerwald): node i has a cyclic list of ports, its
     d_i neighbours in increasing order (CSR order) and, in the lazy version (default), a self-loop
     after each neighbour (2 d_i ports: neighbour 0, self, neighbour 1, self, ...). Each step it deals

@@ -83,7 +83,7 @@ class StratifiedDiffusion(Protocol):
     Notes
     -----
     The rule (Shiraga, "Discrepancy analysis of a new randomized diffusion algorithm",
-    arXiv:1802.06532, Sec. 3; as the abstract and the issue state it): each vertex u with x_u tokens
+    arXiv:1802.06532, Sec. 3; as the abstract states it): each vertex u with x_u tokens
     numbers them k = 0 .. x_u - 1; token k draws ``U_k`` uniformly from ``[k/x_u, (k+1)/x_u)`` and
     goes to the vertex v whose interval ``[sum_{w < v} P_uw, sum_{w <= v} P_uw)`` of the row
     ``P(u, .)`` contains ``U_k`` (itself included). No vertex sends more than it holds, no history is
