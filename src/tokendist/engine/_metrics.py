@@ -8,15 +8,23 @@ network has weighted load equal to load).
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numba
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from ..graphs._model import unsigned_view
 from ..registry import Registry
 
 __all__ = ["METRICS", "SUMMARY_METRICS", "ideal_loads", "discrepancy", "local_discrepancy", "l1_error",
            "l2_error", "linf_error", "max_weighted_load", "potential", "measure", "summary", "normalised_speeds",
-           "sum_min", "target_reached"]
+           "sum_min", "target_reached", "exact_total", "errors", "at_most"]
+
+_INT64_MAX = 2**63 - 1
+_INT64_MIN = -2**63
 
 
 def normalised_speeds(graph) -> np.ndarray | None:
@@ -45,15 +53,130 @@ def local_discrepancy(graph, loads):
 
 
 
+def at_most(values, level):
+    """``values <= level``, exact for integer values against a real ``level``.
+
+    numpy compares an int64 with a float by rounding the int64 to float64 first: a discrepancy of
+    2**53 + 1 was "at most" 2.0**53, and 10**16 + 1 at most 1e16. An integer is at most a real L
+    exactly when it is at most floor(L), an integer comparison. ``values``: a number or an array.
+    """
+    kind = np.asarray(values).dtype.kind
+    if kind not in "iu" or isinstance(level, numbers.Integral) or not isinstance(level, numbers.Real):
+        return values <= level
+    level = float(level)
+    if math.isnan(level) or math.isinf(level):
+        return values <= level
+    level = min(max(math.floor(level), _INT64_MIN), _INT64_MAX)  # (beyond int64: every or no value)
+    if np.ndim(values) == 0:
+        return int(values) <= level
+    return values <= np.int64(level)
+
+
 def target_reached(graph, loads, until_discrepancy=None, until_local_discrepancy=None) -> bool:
     """Whether ``loads`` meet a run's stopping target: discrepancy, or local discrepancy, at most
     the given level (None: no such target). The one test of every single-process step loop."""
-    if until_discrepancy is not None and discrepancy(graph, loads) <= until_discrepancy:
+    if until_discrepancy is not None and at_most(discrepancy(graph, loads), until_discrepancy):
         return True
-    return until_local_discrepancy is not None and local_discrepancy(graph, loads) <= until_local_discrepancy
+    return until_local_discrepancy is not None and bool(at_most(local_discrepancy(graph, loads),
+                                                                until_local_discrepancy))
+
+def exact_total(loads: np.ndarray) -> int:
+    """The sum of int64 ``loads`` as a Python int (numpy's sum wraps around past 2**63)."""
+    if loads.size == 0:
+        return 0
+    lo, hi = int(loads.min()), int(loads.max())
+    if max(hi, -lo) * loads.size <= _INT64_MAX:
+        return int(loads.sum())
+    # High and low 32-bit halves summed apart: each sum fits int64 for fewer than 2**31 nodes.
+    return (int(np.sum(loads >> 32)) << 32) + int(np.sum(loads & 0xFFFFFFFF))
+
+
+def _exact_speed_sum(speeds) -> tuple[float, float]:
+    # sum(s) as an unevaluated pair hi + lo, hi correctly rounded (math.fsum adds exactly, then rounds
+    # once), lo the correctly rounded rest: the ideal W s_i / sum(s) of a total near 2**63 needs more
+    # than float64's 53 bits of the sum to be right to a token.
+    hi = math.fsum(speeds)
+    return hi, math.fsum([*speeds.tolist(), -hi])
+
+
+def _share_parts(graph, loads, total):
+    """The arguments of the error terms (see :func:`_summary_kernel`): ``(base, frac, wa, wb, sh, sl)``."""
+    if loads.dtype.kind == "f":
+        w = float(total)
+        base, frac, wa, wb = 0, w / graph.n, w, 0.0
+    else:
+        total = int(total)
+        base, rest = divmod(total, graph.n)  # floor(W / n): fits int64 for every int64 load vector
+        a = (total >> 32) << 32
+        frac, wa, wb = rest / graph.n, float(a), float(total - a)  # (a: at most 32 significant bits)
+    sh, sl = (1.0, 0.0) if graph.speeds is None else _exact_speed_sum(graph.speeds)
+    return base, frac, wa, wb, sh, sl
+
+
+def errors(graph, loads, total=None) -> np.ndarray:
+    """``loads - ideal_loads(graph, W)`` without losing the digits of a total beyond 2**53.
+
+    Subtracting the float64 ideal from a load near 2**62 loses up to 2**9 of its last tokens (every
+    error of ``[2**62 + 1, 2**62 - 1]`` came out 0). Integer loads here take ``W = q n + r``: the
+    error of node i is ``(w_i - q) - r / n``, an exact integer difference then one rounding; with
+    speeds, the ideal is evaluated in double-double arithmetic (about 100 bits) against the exactly
+    summed speeds. Real loads: the plain difference. ``total``: the sum of the loads, if known.
+    """
+    if total is None:
+        total = loads.sum() if loads.dtype.kind == "f" else exact_total(loads)
+    base, frac, wa, wb, sh, sl = _share_parts(graph, loads, total)
+    if graph.speeds is None:
+        if loads.dtype.kind == "f":
+            return loads - frac
+        d = loads - np.int64(base)
+        wrapped = ((loads < 0) & (base > 0) & (loads < base + _INT64_MIN)) | \
+            ((loads > 0) & (base < 0) & (loads > base + _INT64_MAX))
+        e = d.astype(np.float64) - frac
+        if wrapped.any():  # (only negative loads of an infeasible run reach here: |error| > 2**62)
+            e[wrapped] = loads[wrapped].astype(np.float64) - float(base) - frac
+        return e
+    return _hetero_errors_numpy(loads, wa, wb, graph.speeds, sh, sl)
+
+
+def _split_numpy(x):
+    c = 134217729.0 * x  # Dekker's split: 2**27 + 1
+    hi = c - (c - x)
+    return hi, x - hi
+
+
+def _two_prod_numpy(a, b):
+    p = a * b
+    ah, al = _split_numpy(a)
+    bh, bl = _split_numpy(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _two_sum_numpy(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _hetero_errors_numpy(loads, wa, wb, speeds, sh, sl):
+    # The elementwise operations of _hetero_error below, in the same order (the same floats).
+    p1, e1 = _two_prod_numpy(wa, speeds)
+    p2, e2 = _two_prod_numpy(wb, speeds)
+    ph, pl = _two_sum_numpy(p1, p2)
+    pl = pl + (e1 + e2)
+    q1 = ph / sh
+    t, te = _two_prod_numpy(q1, sh)
+    q2 = ((((ph - t) - te) + pl) - q1 * sl) / sh
+    if loads.dtype.kind == "f":
+        la, lb = loads, np.zeros_like(loads)
+    else:
+        a = (loads >> 32) << 32
+        la, lb = a.astype(np.float64), (loads - a).astype(np.float64)
+    d, de = _two_sum_numpy(la, -q1)
+    return d + ((de + lb) - q2)
+
 
 def _error(graph, loads):
-    return loads - ideal_loads(graph, loads.sum())
+    return errors(graph, loads)
 
 
 def l1_error(graph, loads) -> float:
@@ -98,14 +221,89 @@ def _plain(x):
     return x
 
 
+def _halves(w):
+    """``w`` as two float64 whose exact sum it is (an int64: its high and low 32 bits; a float: itself, 0)."""
+
+
+@overload(_halves, inline="always")
+def _halves_impl(w):
+    if isinstance(w, types.Integer):
+        def impl(w):
+            a = (w >> 32) << 32
+            return float(a), float(w - a)
+    else:
+        def impl(w):
+            return float(w), 0.0
+    return impl
+
+
+def _share_args(total, n):
+    """``(base, frac, wa, wb)`` of :func:`_share_parts` from a total inside a compiled function."""
+
+
+@overload(_share_args, inline="always")
+def _share_args_impl(total, n):
+    if isinstance(total, types.Integer):
+        def impl(total, n):
+            base = total // n  # floor division, as Python's
+            wa, wb = _halves(total)
+            return base, (total - base * n) / n, wa, wb
+    else:
+        def impl(total, n):
+            return 0, total / n, float(total), 0.0
+    return impl
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _two_prod(a, b):
+    p = a * b
+    c = 134217729.0 * a  # Dekker's split: 2**27 + 1
+    ah = c - (c - a)
+    c = 134217729.0 * b
+    bh = c - (c - b)
+    al, bl = a - ah, b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _hetero_error(w, s, wa, wb, sh, sl):
+    # w - W s / S in double-double (W = wa + wb exactly, S = sh + sl): :func:`errors`.
+    p1, e1 = _two_prod(wa, s)
+    p2, e2 = _two_prod(wb, s)
+    ph, pl = _two_sum(p1, p2)
+    pl = pl + (e1 + e2)
+    q1 = ph / sh
+    t, te = _two_prod(q1, sh)
+    q2 = ((((ph - t) - te) + pl) - q1 * sl) / sh
+    la, lb = _halves(w)
+    d, de = _two_sum(la, -q1)
+    return d + ((de + lb) - q2)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _homogeneous_error(w, base, frac):
+    # w - W / n with W = base n + frac n: an exact integer difference, then one rounding (errors()).
+    if (w < 0 and base > 0 and w < base + _INT64_MIN) or (w > 0 and base < 0 and w > base + _INT64_MAX):
+        return float(w) - float(base) - frac  # (would wrap: an infeasible run's load beyond -2**62)
+    return float(w - base) - frac
+
+
 @numba.njit(cache=True, nogil=True)
-def _summary_kernel(loads, u, v, ideal_share, speeds, speed_sum):
+def _summary_kernel(loads, u, v, base, frac, wa, wb, speeds, speed_sum, sh, sl):
     """All of :data:`SUMMARY_METRICS` in one pass over the nodes and one over the edges.
 
-    ``ideal_share`` is ``W / n`` when ``speeds`` is empty, else ``W``: the ideal load of node i is
-    then ``W * s_i / sum(s)``, evaluated in the same order of operations as :func:`ideal_loads`
-    (and the weighted load as :func:`max_weighted_load` does), so the per-node values are the same
-    floats; only the sums are accumulated in a different order than numpy's pairwise sums.
+    The error of node i is :func:`errors`'s, by the same operations (the same floats): with no
+    ``speeds``, ``(w_i - base) - frac`` where ``W / n = base + frac`` (``base`` 0 for real loads);
+    with speeds, ``w_i - W s_i / S`` in double-double, ``W = wa + wb`` and ``S = sh + sl``. The
+    weighted load is :func:`max_weighted_load`'s (speeds scaled by ``n / speed_sum``); only the sums
+    are accumulated in a different order than numpy's pairwise sums.
     """
     n = loads.shape[0]
     hetero = speeds.shape[0] > 0
@@ -120,8 +318,7 @@ def _summary_kernel(loads, u, v, ideal_share, speeds, speed_sum):
         w = loads[i]
         hi = max(hi, w)
         lo = min(lo, w)
-        ideal = ideal_share * speeds[i] / speed_sum if hetero else ideal_share
-        e = w - ideal
+        e = _hetero_error(w, speeds[i], wa, wb, sh, sl) if hetero else _homogeneous_error(w, base, frac)
         a = abs(e)
         l1 += a
         sq += e * e
@@ -200,15 +397,19 @@ def summary(graph, loads, total=None) -> dict:
     """
     if graph.n == 0 or loads.ndim != 1:
         return {name: _plain(METRICS.get(name)(graph, loads)) for name in SUMMARY_METRICS}
-    if total is None or loads.dtype.kind == "f":  # real loads: numpy's own (pairwise) sum, as always
+    if loads.dtype.kind == "f":  # real loads: numpy's own (pairwise) sum, as always
         total = loads.sum()
+    elif total is None:
+        total = exact_total(loads)
+    base, frac, wa, wb, sh, sl = _share_parts(graph, loads, total)
     if graph.speeds is None:
-        share, speeds, speed_sum = total / graph.n, np.empty(0), 1.0
+        speeds, speed_sum = np.empty(0), 1.0
     else:
-        share, speeds, speed_sum = float(total), graph.speeds, float(graph.speeds.sum())
+        speeds, speed_sum = graph.speeds, float(graph.speeds.sum())
     stencil = graph.stencil  # O(1) to rule out on most irregular graphs (dynamic runs' graphs)
     u, v = (graph.u, graph.v) if stencil is None else (_NO_EDGES, _NO_EDGES)
-    hi, lo, local, l1, sq, linf, wmax = _summary_kernel(loads, u, v, float(share), speeds, speed_sum)
+    hi, lo, local, l1, sq, linf, wmax = _summary_kernel(loads, u, v, np.int64(base), frac, wa, wb, speeds, speed_sum,
+                                                        sh, sl)
     if stencil is not None:
         local = _local_discrepancy_stencil(loads, graph.indptr, unsigned_view(graph.indices), stencil.starts,
                                            stencil.ends, stencil.upper)

@@ -33,15 +33,13 @@ import numpy as np
 from ..graphs._model import unsigned_view
 from ..kernels._choice import COMPILE_SECONDS, SMALL_RUN_ENV, reference_seconds
 from ..kernels._report import kernel_ready
-from ._metrics import _local_discrepancy_stencil, _summary_kernel
+from ._metrics import _exact_speed_sum, _hetero_errors_numpy, _local_discrepancy_stencil, _share_args, _summary_kernel
 
 __all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row"]
 
 #: Feasibility modes: from the sign of the new loads, from the per-node outflow, from per-edge flows;
 #: RECORD_ONLY checks nothing (a record of loads already checked).
 SIGN, OUTFLOW, FLOWS, RECORD_ONLY = 0, 1, 2, 3
-# Integer totals beyond this are divided by n in Python (correctly rounded), not in float64.
-_EXACT_FLOAT_INT = 2**53
 _NO_RUNS = np.zeros(0, dtype=np.int64)
 #: The numpy passes a process makes before it compiles the pass after all: a recorded step costs
 #: about 25 us on the numpy pass against 3 compiled (torus:16x16), and compiling one signature
@@ -52,17 +50,17 @@ _numpy_passes = [0]
 
 
 @numba.njit(cache=True, nogil=True)
-def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum,
+def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum, sh, sl,
                indptr, indices, starts, ends, upper, ext, met, k):
     """Sum, minimum and first infeasible node of a step; with ``record``, its metrics in column ``k``.
 
     ``sent`` is the outflow per node (``mode`` OUTFLOW) or the signed flow per edge ``(fu, fv)``
     (FLOWS; ``pos`` and ``neg`` are scratch of n float64); ``tol`` 0 compares exactly. ``share``
-    is the ideal share of real loads (numpy's pairwise sum over n); for integer loads it is taken
-    from the sum, as :func:`tokendist.engine._metrics.summary` does. Returns ``(sum, min, bad,
-    recorded)``: ``bad`` the lowest node that sent more than it held (-1: none); ``recorded``
-    False when the metrics were asked for but an integer total is too large for float64 to divide
-    exactly (the caller records them itself).
+    is the ideal share of real loads (numpy's pairwise sum over n, or that sum with ``speeds``); for
+    integer loads (NaN) the error terms are taken from the exact sum, as
+    :func:`tokendist.engine._metrics.summary` does (``sh + sl``: the exact sum of the speeds).
+    Returns ``(sum, min, bad, recorded)``: ``bad`` the lowest node that sent more than it held (-1:
+    none); ``recorded`` whether the metrics were written.
     """
     n = new.shape[0]
     total = new[0] - new[0]
@@ -104,11 +102,12 @@ def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous,
                 break
     if not record:
         return total, lo, bad, False
-    if np.isnan(share):  # integer loads: the share from the sum, as summary() takes it
-        if abs(total) >= 2**53:
-            return total, lo, bad, False
-        share = total / n if homogeneous else float(total)
-    hi, lo2, local, l1, sq, linf, wmax = _summary_kernel(new, fu[:0], fv[:0], share, speeds, speed_sum)
+    if np.isnan(share):  # integer loads: the error terms from the exact sum, as summary() takes them
+        base, frac, wa, wb = _share_args(total, n)
+    else:
+        base, frac, wa, wb = 0, share, share, 0.0
+    hi, lo2, local, l1, sq, linf, wmax = _summary_kernel(new, fu[:0], fv[:0], base, frac, wa, wb, speeds, speed_sum,
+                                                         sh, sl)
     local = _local_discrepancy_stencil(new, indptr, indices, starts, ends, upper)
     ext[0, k] = hi
     ext[1, k] = lo2
@@ -120,8 +119,8 @@ def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous,
     return total, lo, bad, True
 
 
-def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum,
-                     indptr, indices, starts, ends, upper, ext, met, k, *, u=None, v=None):
+def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum, sh,
+                     sl, indptr, indices, starts, ends, upper, ext, met, k, *, u=None, v=None):
     """:func:`_step_pass` in numpy calls, the same values (for small runs on a cold cache)."""
     n = new.shape[0]
     total = new.sum() if new.dtype.kind != "f" else np.cumsum(new)[-1]  # (index order, as the loop)
@@ -141,15 +140,17 @@ def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homoge
         bad = int(np.argmax(over))
     if not record:
         return total, lo, bad, False
-    if np.isnan(share):
-        if abs(int(total)) >= _EXACT_FLOAT_INT:
-            return total, lo, bad, False
-        share = int(total) / n if homogeneous else float(total)
+    if np.isnan(share):  # (total: the int64 sum, exact when the total fits int64, as the engine checks)
+        base, rest = divmod(int(total), n)
+        a = (int(total) >> 32) << 32
+        frac, wa, wb = rest / n, float(a), float(int(total) - a)
+    else:
+        base, frac, wa, wb = 0, share, share, 0.0
     if homogeneous:
-        e = new - share
+        e = (new - np.int64(base)).astype(np.float64) - frac  # (wraps only past -2**62: see errors())
         wmax = float(new.max())
     else:
-        e = new - share * speeds / speed_sum
+        e = _hetero_errors_numpy(new, wa, wb, speeds, sh, sl)
         wmax = float((new / (speeds * (n / speed_sum))).max())
     a = np.abs(e)
     ext[0, k], ext[1, k] = new.max(), lo
@@ -177,6 +178,7 @@ class StepPass:
         self.homogeneous = graph.speeds is None
         self.speeds, self.speed_sum = ((np.empty(0), 1.0) if self.homogeneous
                                        else (graph.speeds, float(graph.speeds.sum())))
+        self.sh, self.sl = (1.0, 0.0) if self.homogeneous else _exact_speed_sum(graph.speeds)
         stencil = graph.stencil
         self.graph = graph
         self.u, self.v = unsigned_view(graph.u), unsigned_view(graph.v)
@@ -197,8 +199,8 @@ class StepPass:
         # The arguments that stay the same from step to step, packed once (a step's Python is
         # most of what the engine costs on a small graph).
         self._edges, self._scratch = (self.u, self.v), (self.pos, self.neg)
-        self._graph_args = (self.speeds, self.speed_sum, self.indptr, self.indices, self.starts, self.ends,
-                            self.upper)
+        self._graph_args = (self.speeds, self.speed_sum, self.sh, self.sl, self.indptr, self.indices, self.starts,
+                            self.ends, self.upper)
         self._columns = (self.ext, self.met)
         self._fn, self._fn_types = None, (None, None)
 
@@ -215,9 +217,7 @@ class StepPass:
         if self.kind == "f":  # real loads: numpy's own (pairwise) sum, as summary() takes it
             s = loads.sum()
             return float(s / self.n if self.homogeneous else float(s))
-        if total is not None and abs(int(total)) >= _EXACT_FLOAT_INT:  # Python's correctly rounded division
-            return float(int(total) / self.n if self.homogeneous else float(total))
-        return np.nan  # the pass divides the integer sum it computes (exact below 2**53)
+        return np.nan  # the pass takes the error terms from the integer sum it computes (exact)
 
     def _run(self, new, old, mode, sent, tol, record, share):
         k = self.count

@@ -36,7 +36,7 @@ from ..kernels._report import REFERENCE, CompileAvoided, avoid_compiling
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
 from ._injection import stream_summary
-from ._metrics import SUMMARY_METRICS, measure, sum_min, target_reached
+from ._metrics import SUMMARY_METRICS, at_most, exact_total, measure, sum_min, target_reached
 from ._pass import FLOWS as _FLOWS
 from ._pass import OUTFLOW as _OUTFLOW
 from ._pass import SIGN as _SIGN
@@ -66,17 +66,6 @@ def register_backend(name: str, run: Callable) -> None:
 
 _INT64_MAX = 2**63 - 1
 _NO_NODES = np.zeros(0, dtype=np.int64)
-
-
-def exact_total(loads: np.ndarray) -> int:
-    """The sum of int64 ``loads`` as a Python int (numpy's sum wraps around past 2**63)."""
-    if loads.size == 0:
-        return 0
-    lo, hi = int(loads.min()), int(loads.max())
-    if max(hi, -lo) * loads.size <= _INT64_MAX:
-        return int(loads.sum())
-    # High and low 32-bit halves summed apart: each sum fits int64 for fewer than 2**31 nodes.
-    return (int(np.sum(loads >> 32)) << 32) + int(np.sum(loads & 0xFFFFFFFF))
 
 
 def _check_integer_range(protocol: Protocol, loads: np.ndarray) -> None:
@@ -139,7 +128,7 @@ class RunResult:
     def steps_to(self, metric: str, level: float) -> int | None:
         """First recorded step at which ``metric <= level`` (None if never)."""
         col = self.trace[metric]
-        hit = np.flatnonzero(col <= level)
+        hit = np.flatnonzero(at_most(col, level))  # (exact for an int64 column against a float level)
         return int(self.trace["step"][hit[0]]) if hit.size else None
 
     def to_json(self) -> dict:
@@ -177,6 +166,15 @@ def _plain(x):
     if isinstance(x, float) and x.is_integer() and abs(x) < 2**53:
         return int(x)
     return x
+
+
+def _column(values) -> np.ndarray:
+    # A trace column of Python ints past int64 (tokens moved over a long run of loads near 2**62):
+    # np.asarray made it float64, losing the last digits; it stays exact as Python ints.
+    col = np.asarray(values)
+    if col.dtype.kind == "f" and values and not any(isinstance(x, (float, np.floating)) for x in values):
+        return np.array(values, dtype=object)
+    return col
 
 
 def make_speeds(spec, graph, seed=None) -> np.ndarray:
@@ -638,7 +636,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
     if progress is not None:
         progress(t, max_steps)
     steps = t
-    trace_arrays = {k: np.asarray(v) for k, v in trace.items()}
+    trace_arrays = {k: _column(v) for k, v in trace.items()}
     initial = final = None
     if fast is not None:
         columns = fast.columns()
