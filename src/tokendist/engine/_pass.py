@@ -35,7 +35,7 @@ from ..kernels._choice import COMPILE_SECONDS, SMALL_RUN_ENV, reference_seconds
 from ..kernels._report import kernel_ready
 from ._metrics import _exact_speed_sum, _hetero_errors_numpy, _local_discrepancy_stencil, _share_args, _summary_kernel
 
-__all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row"]
+__all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row", "outflow_of"]
 
 #: Feasibility modes: from the sign of the new loads, from the per-node outflow, from per-edge flows;
 #: RECORD_ONLY checks nothing (a record of loads already checked).
@@ -82,17 +82,30 @@ def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous,
                     bad = i
                     break
     elif mode == 2:
-        pos[:] = 0.0
-        neg[:] = 0.0
+        pos[:] = 0
+        neg[:] = 0
         for e in range(sent.shape[0]):
             f = sent[e]
+            # (integer flows into int64 scratch: float64 sums lost the last tokens past 2**53; a sum
+            # that would wrap past 2**63 is more than any node holds and saturates)
             if f > 0:
-                pos[fu[e]] += f
+                a = pos[fu[e]]
+                s = a + f
+                pos[fu[e]] = s if s >= a else _INT64_MAX
             elif f < 0:
-                neg[fv[e]] += -f
+                a = neg[fv[e]]
+                s = a - f
+                neg[fv[e]] = s if s >= a else _INT64_MAX
         for i in range(n):
             out = pos[i] + neg[i]
-            if out > (old[i] + tol if tol != 0 else old[i]):
+            if out < pos[i]:  # (integers: a sum past 2**63 is more than any node holds)
+                bad = i
+                break
+            if tol != 0:
+                if out > old[i] + tol:
+                    bad = i
+                    break
+            elif out > old[i]:  # (not unified with the float branch: an exact integer comparison)
                 bad = i
                 break
     elif mode == 0 and lo < -tol:
@@ -129,11 +142,7 @@ def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homoge
     if mode == OUTFLOW:
         over = sent > (old + tol if tol != 0 else old)
     elif mode == FLOWS:
-        nz = np.flatnonzero(sent)
-        f = sent[nz]
-        out = (np.bincount(fu[nz], weights=np.maximum(f, 0), minlength=n)
-               + np.bincount(fv[nz], weights=np.maximum(-f, 0), minlength=n))
-        over = out > (old + tol if tol != 0 else old)
+        over = outflow_of(fu, fv, n, sent) > (old + tol if tol != 0 else old)
     else:
         over = new < -tol if mode == SIGN and lo < -tol else None
     if over is not None and over.any():
@@ -160,6 +169,30 @@ def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homoge
     met[2, k] = a.max()
     met[3, k] = wmax
     return total, lo, bad, True
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _node_sums(index, values, n):
+    # Per-node sums of per-edge values: bincount (float64) where that is exact, int64 beyond 2**53.
+    if values.dtype.kind == "f":
+        return np.bincount(index, weights=values, minlength=n)
+    top = int(values.max()) if values.size else 0  # (values >= 0 here)
+    if top * values.size < 2**53:
+        return np.bincount(index, weights=values, minlength=n).astype(np.int64)
+    out = np.zeros(n, dtype=object if top * values.size > _INT64_MAX else np.int64)  # (no wrap past 2**63)
+    np.add.at(out, index, values.astype(out.dtype))
+    return out
+
+
+def outflow_of(u, v, n, flows) -> np.ndarray:
+    """What each node sends for signed per-edge ``flows`` (``u -> v`` positive): exact for integer flows."""
+    nz = np.flatnonzero(flows)
+    f = flows[nz]
+    if f.dtype.kind != "f":
+        f = f.astype(np.int64)
+    return _node_sums(u[nz], np.maximum(f, 0), n) + _node_sums(v[nz], np.maximum(-f, 0), n)
 
 
 class StepPass:
@@ -193,6 +226,9 @@ class StepPass:
         self.count = 0
         self.pos = np.zeros(graph.n)
         self.neg = np.zeros(graph.n)
+        # Integer flows of an integer run are summed per node in int64 (exact): their own scratch.
+        self._int_scratch = None if self.kind == "f" else (np.zeros(graph.n, dtype=np.int64),
+                                                          np.zeros(graph.n, dtype=np.int64))
         # A small run on a cold cache: numpy calls rather than compiling the pass (per signature).
         self.small = small
         self._ready: dict = {}
@@ -227,7 +263,9 @@ class StepPass:
             sent = old
         elif self.small and sent.dtype.kind in "ib" and sent.dtype != np.int64:
             sent = sent.astype(np.int64)  # (a small copy: one compiled signature fewer, the same numbers)
-        args = (new, old, sent, *self._edges, mode, float(tol), *self._scratch, record, self.homogeneous, share,
+        scratch = (self._int_scratch if self._int_scratch is not None and sent.dtype.kind in "iub"
+                   else self._scratch)
+        args = (new, old, sent, *self._edges, mode, float(tol), *scratch, record, self.homogeneous, share,
                 *self._graph_args, *self._columns, k)
         fn = self._fn
         types = (new.dtype, sent.dtype)
