@@ -21,6 +21,7 @@ from hypothesis import given, settings, strategies as st
 from tokendist.analysis._offline import offline_optimum
 from tokendist.analysis._tree_transport import min_exchanges, transport_cost
 from tokendist.engine import PROTOCOLS, EdgeFailures, make_protocol, simulate
+from tokendist.engine._injection import parse_injection
 from tokendist.engine._metrics import at_most, errors, measure, summary, target_reached
 from tokendist.engine._pass import FLOWS, StepPass, _step_pass, _step_pass_numpy
 from tokendist.engine._simulate import _outflow
@@ -321,3 +322,12 @@ def test_every_integer_protocol_is_exact_or_refuses(algo, spec):
         assert_metrics(r.final, r.graph, r.loads, name)
         assert r.trace["discrepancy"][-1] == r.final["discrepancy"] or r.trace["step"][-1] != r.steps
         assert r.trace["tokens_moved"].dtype.kind != "f" and int(r.trace["tokens_moved"][-1]) == r.tokens_moved
+
+
+def test_injection_past_int64_is_refused_in_one_line():
+    # The network's total wrapped: a run reported -2**63 + 4192 tokens and a negative backlog.
+    loads = np.array([M - 800] + [0] * 7)
+    with pytest.raises(TokendistError, match="more than int64 holds"):
+        simulate("ring:8", "diffusion-floor", loads, max_steps=5, injection=parse_injection("rate=1000"), seed=1)
+    r = simulate("ring:8", "diffusion-floor", loads, max_steps=5, injection=parse_injection("rate=100"), seed=1)
+    assert r.tokens == M - 800 + 500 and sum(int(x) for x in r.loads) == r.tokens

@@ -465,7 +465,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
         # Its own sub-stream: arrivals independent of edge failures drawn from "dynamics".
         injection.reset(graph, stream(seed, "injection"))
 
-    total = loads.sum()
+    total = loads.sum() if loads.dtype.kind == "f" else exact_total(loads)  # (a Python int: no wrap below)
     tol = 1e-9 * (abs(float(total)) + graph.n) if protocol.divisible else 0
     # A protocol exact only below a limit was checked on the initial loads; a load can still grow
     # past it during the run (sos-iou overshoots: 6 leaves of 2**53 - 1 on star:6 put 2**53 + 9e14 on
@@ -600,7 +600,13 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
                 infeasible += 1
             if injection is not None:
                 new, added, removed = injection.apply(t, new)
-                total = total + added - removed
+                if divisible:
+                    total = total + added - removed
+                else:  # Python ints: int64 wrapped, and the run reported -2**63 + 4192 tokens
+                    total = int(total) + int(added) - int(removed)
+                    if not -_INT64_MAX <= total <= _INT64_MAX:
+                        raise TokendistError(f"the injection brings the tokens to {total} at step {t}, more than "
+                                             f"int64 holds (2**63 - 1 = {_INT64_MAX})")
                 new_sum = new.sum()
             in_transit = out.in_transit
             held = new_sum + in_transit
