@@ -110,6 +110,28 @@ def test_every_metric_form_equals_the_fraction_reference(spec, speeds, top, seed
     assert abs(float(np.abs(e).sum()) - float(want["l1_error"])) <= 1e-12 * float(want["l1_error"]) + 1e-9
 
 
+@pytest.mark.parametrize("total", [2**53 + 7, 2**62 + 3, M])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_errors_near_balance_with_speeds_are_exact(total, seed):
+    # Each load within one token of its ideal W s_i / S: the error terms are smaller than a token, so
+    # only an ideal right to far below a token gives them (float64 was 2**9 off; a double-double sum
+    # that added the load's low half last, 2**-20).
+    rng = np.random.default_rng(seed)
+    graph = make_graph("torus:4x4").with_speeds(rng.uniform(1.0, 4.0, 16))
+    s = [Fraction(float(x)) for x in graph.speeds]
+    ideal = [total * x / sum(s) for x in s]
+    loads = np.array([math.floor(i) for i in ideal], dtype=np.int64)
+    loads[: total - sum(int(x) for x in loads)] += 1
+    want = [float(int(w) - i) for w, i in zip(loads, ideal)]
+    assert np.abs(errors(graph, loads) - want).max() <= 1e-12
+    assert_metrics(summary(graph, loads), graph, loads)
+    for fn in (_step_pass, _step_pass_numpy):
+        rec = StepPass(graph, loads.dtype, 2, small=False)
+        rec._ready[(loads.dtype.num, loads.dtype.num)] = fn
+        rec.add(loads)
+        assert abs(rec.columns()["linf_error"][0] - max(abs(x) for x in want)) <= 1e-12
+
+
 def test_pass_forms_agree_bit_for_bit_at_large_loads():
     rng = np.random.default_rng(3)
     for graph in (make_graph("torus:4x4"), make_graph("torus:4x4").with_speeds(rng.uniform(1, 3, 16))):

@@ -172,7 +172,8 @@ def _hetero_errors_numpy(loads, wa, wb, speeds, sh, sl):
         a = (loads >> 32) << 32
         la, lb = a.astype(np.float64), (loads - a).astype(np.float64)
     d, de = _two_sum_numpy(la, -q1)
-    return d + ((de + lb) - q2)
+    d, de2 = _two_sum_numpy(d, lb)  # (la - q1 is near -lb: adding lb apart kept only 2**-20 of a token)
+    return d + ((de + de2) - q2)
 
 
 def _error(graph, loads):
@@ -284,7 +285,8 @@ def _hetero_error(w, s, wa, wb, sh, sl):
     q2 = ((((ph - t) - te) + pl) - q1 * sl) / sh
     la, lb = _halves(w)
     d, de = _two_sum(la, -q1)
-    return d + ((de + lb) - q2)
+    d, de2 = _two_sum(d, lb)  # (la - q1 is near -lb: adding lb apart kept only 2**-20 of a token)
+    return d + ((de + de2) - q2)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
