@@ -99,8 +99,26 @@ def _exact_speed_sum(speeds) -> tuple[float, float]:
     return hi, math.fsum([*speeds.tolist(), -hi])
 
 
+_NO_RATIOS = np.empty(0)
+
+
+def _speed_ratios(speeds) -> tuple[np.ndarray, np.ndarray]:
+    """``s_i / sum(s)`` of every node as an unevaluated pair ``rh + rl`` (about 100 bits; the sum exact).
+
+    None (no speeds): two empty arrays. Computed once per graph by the engine's pass.
+    """
+    if speeds is None:
+        return _NO_RATIOS, _NO_RATIOS
+    sh, sl = _exact_speed_sum(speeds)
+    s = np.asarray(speeds, dtype=np.float64)
+    q1 = s / sh
+    t, te = _two_prod_numpy(q1, sh)
+    q2 = (((s - t) - te) - q1 * sl) / sh  # (s - t: exact, t is within an ulp of s)
+    return _two_sum_numpy(q1, q2)
+
+
 def _share_parts(graph, loads, total):
-    """The arguments of the error terms (see :func:`_summary_kernel`): ``(base, frac, wa, wb, sh, sl)``."""
+    """The arguments of the error terms (see :func:`_summary_kernel`): ``(base, frac, wa, wb, rh, rl)``."""
     if loads.dtype.kind == "f":
         w = float(total)
         base, frac, wa, wb = 0, w / graph.n, w, 0.0
@@ -109,8 +127,7 @@ def _share_parts(graph, loads, total):
         base, rest = divmod(total, graph.n)  # floor(W / n): fits int64 for every int64 load vector
         a = (total >> 32) << 32
         frac, wa, wb = rest / graph.n, float(a), float(total - a)  # (a: at most 32 significant bits)
-    sh, sl = (1.0, 0.0) if graph.speeds is None else _exact_speed_sum(graph.speeds)
-    return base, frac, wa, wb, sh, sl
+    return (base, frac, wa, wb, *_speed_ratios(graph.speeds))
 
 
 def errors(graph, loads, total=None) -> np.ndarray:
@@ -124,7 +141,7 @@ def errors(graph, loads, total=None) -> np.ndarray:
     """
     if total is None:
         total = loads.sum() if loads.dtype.kind == "f" else exact_total(loads)
-    base, frac, wa, wb, sh, sl = _share_parts(graph, loads, total)
+    base, frac, wa, wb, rh, rl = _share_parts(graph, loads, total)
     if graph.speeds is None:
         if loads.dtype.kind == "f":
             return loads - frac
@@ -135,7 +152,7 @@ def errors(graph, loads, total=None) -> np.ndarray:
         if wrapped.any():  # (only negative loads of an infeasible run reach here: |error| > 2**62)
             e[wrapped] = loads[wrapped].astype(np.float64) - float(base) - frac
         return e
-    return _hetero_errors_numpy(loads, wa, wb, graph.speeds, sh, sl)
+    return _hetero_errors_numpy(loads, wa, wb, rh, rl)
 
 
 def _split_numpy(x):
@@ -157,23 +174,25 @@ def _two_sum_numpy(a, b):
     return s, (a - (s - bb)) + (b - bb)
 
 
-def _hetero_errors_numpy(loads, wa, wb, speeds, sh, sl):
+def _hetero_errors_numpy(loads, wa, wb, rh, rl):
     # The elementwise operations of _hetero_error below, in the same order (the same floats).
-    p1, e1 = _two_prod_numpy(wa, speeds)
-    p2, e2 = _two_prod_numpy(wb, speeds)
+    wah, wal = _split_numpy(wa)
+    wbh, wbl = _split_numpy(wb)
+    rhh, rhl = _split_numpy(rh)
+    p1 = wa * rh
+    e1 = ((wah * rhh - p1) + wah * rhl + wal * rhh) + wal * rhl
+    p2 = wb * rh
+    e2 = ((wbh * rhh - p2) + wbh * rhl + wbl * rhh) + wbl * rhl
     ph, pl = _two_sum_numpy(p1, p2)
-    pl = pl + (e1 + e2)
-    q1 = ph / sh
-    t, te = _two_prod_numpy(q1, sh)
-    q2 = ((((ph - t) - te) + pl) - q1 * sl) / sh
+    pl = pl + (e1 + e2) + (wa + wb) * rl
     if loads.dtype.kind == "f":
         la, lb = loads, np.zeros_like(loads)
     else:
         a = (loads >> 32) << 32
         la, lb = a.astype(np.float64), (loads - a).astype(np.float64)
-    d, de = _two_sum_numpy(la, -q1)
-    d, de2 = _two_sum_numpy(d, lb)  # (la - q1 is near -lb: adding lb apart kept only 2**-20 of a token)
-    return d + ((de + de2) - q2)
+    d, de = _two_sum_numpy(la, -ph)
+    d, de2 = _two_sum_numpy(d, lb)  # (la - ph is near -lb: adding lb apart kept only 2**-20 of a token)
+    return d + ((de + de2) - pl)
 
 
 def _error(graph, loads):
@@ -263,47 +282,54 @@ def _two_sum(a, b):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _two_prod(a, b):
-    p = a * b
-    c = 134217729.0 * a  # Dekker's split: 2**27 + 1
-    ah = c - (c - a)
-    c = 134217729.0 * b
-    bh = c - (c - b)
-    al, bl = a - ah, b - bh
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+def _split(x):
+    c = 134217729.0 * x  # Dekker's split: 2**27 + 1
+    hi = c - (c - x)
+    return hi, x - hi
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _hetero_error(w, s, wa, wb, sh, sl):
-    # w - W s / S in double-double (W = wa + wb exactly, S = sh + sl): :func:`errors`.
-    p1, e1 = _two_prod(wa, s)
-    p2, e2 = _two_prod(wb, s)
+def _hetero_error(w, rh, rl, wa, wah, wal, wb, wbh, wbl):
+    # w - W (rh + rl) in double-double, W = wa + wb exactly (wah + wal, wbh + wbl: their splits),
+    # rh + rl = s_i / sum(s) (:func:`_speed_ratios`): :func:`errors`. No division in the loop.
+    rhh, rhl = _split(rh)
+    p1 = wa * rh
+    e1 = ((wah * rhh - p1) + wah * rhl + wal * rhh) + wal * rhl
+    p2 = wb * rh
+    e2 = ((wbh * rhh - p2) + wbh * rhl + wbl * rhh) + wbl * rhl
     ph, pl = _two_sum(p1, p2)
-    pl = pl + (e1 + e2)
-    q1 = ph / sh
-    t, te = _two_prod(q1, sh)
-    q2 = ((((ph - t) - te) + pl) - q1 * sl) / sh
+    pl = pl + (e1 + e2) + (wa + wb) * rl
     la, lb = _halves(w)
-    d, de = _two_sum(la, -q1)
-    d, de2 = _two_sum(d, lb)  # (la - q1 is near -lb: adding lb apart kept only 2**-20 of a token)
-    return d + ((de + de2) - q2)
+    d, de = _two_sum(la, -ph)
+    d, de2 = _two_sum(d, lb)  # (la - ph is near -lb: adding lb apart kept only 2**-20 of a token)
+    return d + ((de + de2) - pl)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
 def _homogeneous_error(w, base, frac):
-    # w - W / n with W = base n + frac n: an exact integer difference, then one rounding (errors()).
-    if (w < 0 and base > 0 and w < base + _INT64_MIN) or (w > 0 and base < 0 and w > base + _INT64_MAX):
-        return float(w) - float(base) - frac  # (would wrap: an infeasible run's load beyond -2**62)
-    return float(w - base) - frac
+    """w - W / n with W = base n + frac n: an exact integer difference, then one rounding (errors())."""
+
+
+@overload(_homogeneous_error, inline="always")
+def _homogeneous_error_impl(w, base, frac):
+    if isinstance(w, types.Integer):
+        def impl(w, base, frac):
+            d = w - base
+            if ((w ^ base) & (w ^ d)) < 0:  # (wrapped: an infeasible run's load beyond -2**62)
+                return float(w) - float(base) - frac
+            return float(d) - frac
+    else:
+        def impl(w, base, frac):  # real loads: base is 0, frac the share W / n
+            return w - frac
+    return impl
 
 
 @numba.njit(cache=True, nogil=True)
-def _summary_kernel(loads, u, v, base, frac, wa, wb, speeds, speed_sum, sh, sl):
+def _summary_kernel(loads, u, v, base, frac, wa, wb, speeds, speed_sum, rh, rl):
     """All of :data:`SUMMARY_METRICS` in one pass over the nodes and one over the edges.
 
     The error of node i is :func:`errors`'s, by the same operations (the same floats): with no
     ``speeds``, ``(w_i - base) - frac`` where ``W / n = base + frac`` (``base`` 0 for real loads);
-    with speeds, ``w_i - W s_i / S`` in double-double, ``W = wa + wb`` and ``S = sh + sl``. The
+    with speeds, ``w_i - W s_i / S`` in double-double, ``W = wa + wb`` and ``s_i / S = rh_i + rl_i``. The
     weighted load is :func:`max_weighted_load`'s (speeds scaled by ``n / speed_sum``); only the sums
     are accumulated in a different order than numpy's pairwise sums.
     """
@@ -316,16 +342,30 @@ def _summary_kernel(loads, u, v, base, frac, wa, wb, speeds, speed_sum, sh, sl):
     sq = 0.0
     linf = 0.0
     wmax = -np.inf
-    for i in range(n):
-        w = loads[i]
-        hi = max(hi, w)
-        lo = min(lo, w)
-        e = _hetero_error(w, speeds[i], wa, wb, sh, sl) if hetero else _homogeneous_error(w, base, frac)
-        a = abs(e)
-        l1 += a
-        sq += e * e
-        linf = max(linf, a)
-        wmax = max(wmax, w / (speeds[i] * scale) if hetero else float(w))
+    wah, wal = _split(wa)
+    wbh, wbl = _split(wb)
+    if hetero:  # (two loops, not a test per node)
+        for i in range(n):
+            w = loads[i]
+            hi = max(hi, w)
+            lo = min(lo, w)
+            e = _hetero_error(w, rh[i], rl[i], wa, wah, wal, wb, wbh, wbl)
+            a = abs(e)
+            l1 += a
+            sq += e * e
+            linf = max(linf, a)
+            wmax = max(wmax, w / (speeds[i] * scale))
+    else:
+        for i in range(n):
+            w = loads[i]
+            hi = max(hi, w)
+            lo = min(lo, w)
+            e = _homogeneous_error(w, base, frac)
+            a = abs(e)
+            l1 += a
+            sq += e * e
+            linf = max(linf, a)
+            wmax = max(wmax, float(w))
     local = loads[0] - loads[0]
     for k in range(u.shape[0]):  # empty when the caller takes the stencil path below
         local = max(local, abs(loads[u[k]] - loads[v[k]]))
@@ -403,7 +443,7 @@ def summary(graph, loads, total=None) -> dict:
         total = loads.sum()
     elif total is None:
         total = exact_total(loads)
-    base, frac, wa, wb, sh, sl = _share_parts(graph, loads, total)
+    base, frac, wa, wb, rh, rl = _share_parts(graph, loads, total)
     if graph.speeds is None:
         speeds, speed_sum = np.empty(0), 1.0
     else:
@@ -411,7 +451,7 @@ def summary(graph, loads, total=None) -> dict:
     stencil = graph.stencil  # O(1) to rule out on most irregular graphs (dynamic runs' graphs)
     u, v = (graph.u, graph.v) if stencil is None else (_NO_EDGES, _NO_EDGES)
     hi, lo, local, l1, sq, linf, wmax = _summary_kernel(loads, u, v, np.int64(base), frac, wa, wb, speeds, speed_sum,
-                                                        sh, sl)
+                                                        rh, rl)
     if stencil is not None:
         local = _local_discrepancy_stencil(loads, graph.indptr, unsigned_view(graph.indices), stencil.starts,
                                            stencil.ends, stencil.upper)

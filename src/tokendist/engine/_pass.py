@@ -33,7 +33,7 @@ import numpy as np
 from ..graphs._model import unsigned_view
 from ..kernels._choice import COMPILE_SECONDS, SMALL_RUN_ENV, reference_seconds
 from ..kernels._report import kernel_ready
-from ._metrics import _exact_speed_sum, _hetero_errors_numpy, _local_discrepancy_stencil, _share_args, _summary_kernel
+from ._metrics import _hetero_errors_numpy, _local_discrepancy_stencil, _share_args, _speed_ratios, _summary_kernel
 
 __all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row", "outflow_of"]
 
@@ -50,7 +50,7 @@ _numpy_passes = [0]
 
 
 @numba.njit(cache=True, nogil=True)
-def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum, sh, sl,
+def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum, rh, rl,
                indptr, indices, starts, ends, upper, ext, met, k):
     """Sum, minimum and first infeasible node of a step; with ``record``, its metrics in column ``k``.
 
@@ -58,7 +58,7 @@ def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous,
     (FLOWS; ``pos`` and ``neg`` are scratch of n float64); ``tol`` 0 compares exactly. ``share``
     is the ideal share of real loads (numpy's pairwise sum over n, or that sum with ``speeds``); for
     integer loads (NaN) the error terms are taken from the exact sum, as
-    :func:`tokendist.engine._metrics.summary` does (``sh + sl``: the exact sum of the speeds).
+    :func:`tokendist.engine._metrics.summary` does (``rh + rl``: each speed over their exact sum).
     Returns ``(sum, min, bad, recorded)``: ``bad`` the lowest node that sent more than it held (-1:
     none); ``recorded`` whether the metrics were written.
     """
@@ -120,7 +120,7 @@ def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous,
     else:
         base, frac, wa, wb = 0, share, share, 0.0
     hi, lo2, local, l1, sq, linf, wmax = _summary_kernel(new, fu[:0], fv[:0], base, frac, wa, wb, speeds, speed_sum,
-                                                         sh, sl)
+                                                         rh, rl)
     local = _local_discrepancy_stencil(new, indptr, indices, starts, ends, upper)
     ext[0, k] = hi
     ext[1, k] = lo2
@@ -132,8 +132,8 @@ def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous,
     return total, lo, bad, True
 
 
-def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum, sh,
-                     sl, indptr, indices, starts, ends, upper, ext, met, k, *, u=None, v=None):
+def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum, rh,
+                     rl, indptr, indices, starts, ends, upper, ext, met, k, *, u=None, v=None):
     """:func:`_step_pass` in numpy calls, the same values (for small runs on a cold cache)."""
     n = new.shape[0]
     total = new.sum() if new.dtype.kind != "f" else np.cumsum(new)[-1]  # (index order, as the loop)
@@ -159,7 +159,7 @@ def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homoge
         e = (new - np.int64(base)).astype(np.float64) - frac  # (wraps only past -2**62: see errors())
         wmax = float(new.max())
     else:
-        e = _hetero_errors_numpy(new, wa, wb, speeds, sh, sl)
+        e = _hetero_errors_numpy(new, wa, wb, rh, rl)
         wmax = float((new / (speeds * (n / speed_sum))).max())
     a = np.abs(e)
     ext[0, k], ext[1, k] = new.max(), lo
@@ -211,7 +211,7 @@ class StepPass:
         self.homogeneous = graph.speeds is None
         self.speeds, self.speed_sum = ((np.empty(0), 1.0) if self.homogeneous
                                        else (graph.speeds, float(graph.speeds.sum())))
-        self.sh, self.sl = (1.0, 0.0) if self.homogeneous else _exact_speed_sum(graph.speeds)
+        self.rh, self.rl = _speed_ratios(graph.speeds)  # (once per run: the error terms' s_i / sum(s))
         stencil = graph.stencil
         self.graph = graph
         self.u, self.v = unsigned_view(graph.u), unsigned_view(graph.v)
@@ -235,7 +235,7 @@ class StepPass:
         # The arguments that stay the same from step to step, packed once (a step's Python is
         # most of what the engine costs on a small graph).
         self._edges, self._scratch = (self.u, self.v), (self.pos, self.neg)
-        self._graph_args = (self.speeds, self.speed_sum, self.sh, self.sl, self.indptr, self.indices, self.starts,
+        self._graph_args = (self.speeds, self.speed_sum, self.rh, self.rl, self.indptr, self.indices, self.starts,
                             self.ends, self.upper)
         self._columns = (self.ext, self.met)
         self._fn, self._fn_types = None, (None, None)
