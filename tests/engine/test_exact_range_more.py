@@ -110,7 +110,7 @@ def test_every_metric_form_equals_the_fraction_reference(spec, speeds, top, seed
     assert abs(float(np.abs(e).sum()) - float(want["l1_error"])) <= 1e-12 * float(want["l1_error"]) + 1e-9
 
 
-@pytest.mark.parametrize("total", [2**53 + 7, 2**62 + 3, M])
+@pytest.mark.parametrize("total", [10**6 + 3, 2**40 + 3, 2**53, 2**53 + 7, 2**62 + 3, M])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_errors_near_balance_with_speeds_are_exact(total, seed):
     # Each load within one token of its ideal W s_i / S: the error terms are smaller than a token, so

@@ -25,6 +25,7 @@ __all__ = ["METRICS", "SUMMARY_METRICS", "ideal_loads", "discrepancy", "local_di
 
 _INT64_MAX = 2**63 - 1
 _INT64_MIN = -2**63
+_EXACT_FLOAT = 2**53  # float64 holds every integer up to here
 
 
 def normalised_speeds(graph) -> np.ndarray | None:
@@ -125,9 +126,17 @@ def _share_parts(graph, loads, total):
     else:
         total = int(total)
         base, rest = divmod(total, graph.n)  # floor(W / n): fits int64 for every int64 load vector
-        a = (total >> 32) << 32
-        frac, wa, wb = rest / graph.n, float(a), float(total - a)  # (a: at most 32 significant bits)
+        frac, (wa, wb) = rest / graph.n, _total_halves(total)
     return (base, frac, wa, wb, *_speed_ratios(graph.speeds))
+
+
+def _total_halves(total: int) -> tuple[float, float]:
+    """An integer total as two float64 whose exact sum it is: ``(W, 0.0)`` up to 2**53 (the error
+    terms then take the shorter form), else its high and low 32 bits."""
+    if -_EXACT_FLOAT <= total <= _EXACT_FLOAT:
+        return float(total), 0.0
+    a = (total >> 32) << 32  # (at most 32 significant bits)
+    return float(a), float(total - a)
 
 
 def errors(graph, loads, total=None) -> np.ndarray:
@@ -192,7 +201,11 @@ def _hetero_errors_numpy(loads, wa, wb, rh, rl):
         la, lb = a.astype(np.float64), (loads - a).astype(np.float64)
     d, de = _two_sum_numpy(la, -ph)
     d, de2 = _two_sum_numpy(d, lb)  # (la - ph is near -lb: adding lb apart kept only 2**-20 of a token)
-    return d + ((de + de2) - pl)
+    e = d + ((de + de2) - pl)
+    if wb == 0.0:  # the short form where the total and the load are exact floats (_hetero_error)
+        short = (loads >= -_EXACT_FLOAT) & (loads <= _EXACT_FLOAT)
+        e[short] = (loads[short].astype(np.float64) - ph[short]) - pl[short]
+    return e
 
 
 def _error(graph, loads):
@@ -266,7 +279,10 @@ def _share_args_impl(total, n):
     if isinstance(total, types.Integer):
         def impl(total, n):
             base = total // n  # floor division, as Python's
-            wa, wb = _halves(total)
+            if -_EXACT_FLOAT <= total <= _EXACT_FLOAT:  # (as _total_halves)
+                wa, wb = float(total), 0.0
+            else:
+                wa, wb = _halves(total)
             return base, (total - base * n) / n, wa, wb
     else:
         def impl(total, n):
@@ -286,6 +302,18 @@ def _split(x):
     c = 134217729.0 * x  # Dekker's split: 2**27 + 1
     hi = c - (c - x)
     return hi, x - hi
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _hetero_error_short(w, rh, rl, wa, wah, wal):
+    # _hetero_error where the total (wb = 0) and the load are exact floats: the same ideal ph + pl;
+    # w - ph is exact where it is small (Sterbenz) and rounded once where it is large (3.9 against
+    # 8.4 ms a pass over 10**6 nodes).
+    rhh, rhl = _split(rh)
+    p1 = wa * rh
+    e1 = ((wah * rhh - p1) + wah * rhl + wal * rhh) + wal * rhl
+    pl = e1 + wa * rl
+    return (float(w) - p1) - pl
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -345,11 +373,15 @@ def _summary_kernel(loads, u, v, base, frac, wa, wb, speeds, speed_sum, rh, rl):
     wah, wal = _split(wa)
     wbh, wbl = _split(wb)
     if hetero:  # (two loops, not a test per node)
+        short = wb == 0.0
         for i in range(n):
             w = loads[i]
             hi = max(hi, w)
             lo = min(lo, w)
-            e = _hetero_error(w, rh[i], rl[i], wa, wah, wal, wb, wbh, wbl)
+            if short and -_EXACT_FLOAT <= w <= _EXACT_FLOAT:
+                e = _hetero_error_short(w, rh[i], rl[i], wa, wah, wal)
+            else:
+                e = _hetero_error(w, rh[i], rl[i], wa, wah, wal, wb, wbh, wbl)
             a = abs(e)
             l1 += a
             sq += e * e

@@ -33,7 +33,8 @@ import numpy as np
 from ..graphs._model import unsigned_view
 from ..kernels._choice import COMPILE_SECONDS, SMALL_RUN_ENV, reference_seconds
 from ..kernels._report import kernel_ready
-from ._metrics import _hetero_errors_numpy, _local_discrepancy_stencil, _share_args, _speed_ratios, _summary_kernel
+from ._metrics import (_hetero_errors_numpy, _local_discrepancy_stencil, _share_args, _speed_ratios, _summary_kernel,
+                       _total_halves)
 
 __all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row", "outflow_of"]
 
@@ -151,8 +152,7 @@ def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homoge
         return total, lo, bad, False
     if np.isnan(share):  # (total: the int64 sum, exact when the total fits int64, as the engine checks)
         base, rest = divmod(int(total), n)
-        a = (int(total) >> 32) << 32
-        frac, wa, wb = rest / n, float(a), float(int(total) - a)
+        frac, (wa, wb) = rest / n, _total_halves(int(total))
     else:
         base, frac, wa, wb = 0, share, share, 0.0
     if homogeneous:
