@@ -160,16 +160,18 @@ def errors(graph, loads, total=None) -> np.ndarray:
         total = loads.sum() if loads.dtype.kind == "f" else exact_total(loads)
     base, frac, wa, wb, rh, rl = _share_parts(graph, loads, total)
     if graph.speeds is None:
-        if loads.dtype.kind == "f":
-            return loads - frac
-        d = loads - np.int64(base)
-        wrapped = ((loads < 0) & (base > 0) & (loads < base + _INT64_MIN)) | \
-            ((loads > 0) & (base < 0) & (loads > base + _INT64_MAX))
-        e = d.astype(np.float64) - frac
-        if wrapped.any():  # (only negative loads of an infeasible run reach here: |error| > 2**62)
-            e[wrapped] = loads[wrapped].astype(np.float64) - float(base) - frac
-        return e
+        return loads - frac if loads.dtype.kind == "f" else _homogeneous_errors_numpy(loads, base, frac)
     return _hetero_errors_numpy(loads, wa, wb, rh, rl)
+
+
+def _homogeneous_errors_numpy(loads, base, frac):
+    # _homogeneous_error below for int64 loads, elementwise (the same floats).
+    d = loads - np.int64(base)
+    e = d.astype(np.float64) - frac
+    wrapped = ((loads ^ np.int64(base)) & (loads ^ d)) < 0
+    if wrapped.any():  # (only negative loads of an infeasible run reach here: |error| > 2**62)
+        e[wrapped] = (loads[wrapped].astype(np.float64) - float(base)) - frac
+    return e
 
 
 def _split_numpy(x):

@@ -33,8 +33,8 @@ import numpy as np
 from ..graphs._model import unsigned_view
 from ..kernels._choice import COMPILE_SECONDS, SMALL_RUN_ENV, reference_seconds
 from ..kernels._report import kernel_ready
-from ._metrics import (_hetero_errors_numpy, _local_discrepancy_stencil, _share_args, _speed_ratios, _summary_kernel,
-                       _total_halves)
+from ._metrics import (_hetero_errors_numpy, _homogeneous_errors_numpy, _local_discrepancy_stencil, _share_args,
+                       _speed_ratios, _summary_kernel, _total_halves)
 
 __all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row", "outflow_of"]
 
@@ -156,7 +156,7 @@ def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homoge
     else:
         base, frac, wa, wb = 0, share, share, 0.0
     if homogeneous:
-        e = (new - np.int64(base)).astype(np.float64) - frac  # (wraps only past -2**62: see errors())
+        e = new - frac if new.dtype.kind == "f" else _homogeneous_errors_numpy(new, base, frac)
         wmax = float(new.max())
     else:
         e = _hetero_errors_numpy(new, wa, wb, rh, rl)

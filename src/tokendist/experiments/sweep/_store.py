@@ -129,7 +129,8 @@ class Store:
         folder = self.folder / TRACES
         folder.mkdir(exist_ok=True)
         n = len(next(iter(trace.values()))) if trace else 0
-        table = pa.table({"key": pa.array([key] * n, type=pa.string()), **{k: _trace_column(v) for k, v in trace.items()}})
+        table = pa.table({"key": pa.array([key] * n, type=pa.string()),
+                          **{k: _trace_column(v) for k, v in trace.items()}})
         path = folder / f"{key}.parquet"
         write_table(table, path)
         return path
