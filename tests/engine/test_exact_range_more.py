@@ -27,8 +27,9 @@ from tokendist.engine._pass import FLOWS, StepPass, _step_pass, _step_pass_numpy
 from tokendist.engine._simulate import _outflow
 from tokendist.errors import TokendistError
 from tokendist.experiments._verdict import settle_step
-from tokendist.experiments.sweep._report import describe
+from tokendist.experiments.sweep._report import _numbers, describe
 from tokendist.experiments.sweep._run import level_steps
+from tokendist.experiments.sweep._spec import level_name
 from tokendist.experiments.sweep._store import _column, _trace_column
 from tokendist.graphs import make_graph
 from tokendist.protocols.modern._matching import RandomMatching
@@ -353,3 +354,12 @@ def test_injection_past_int64_is_refused_in_one_line():
         simulate("ring:8", "diffusion-floor", loads, max_steps=5, injection=parse_injection("rate=1000"), seed=1)
     r = simulate("ring:8", "diffusion-floor", loads, max_steps=5, injection=parse_injection("rate=100"), seed=1)
     assert r.tokens == M - 800 + 500 and sum(int(x) for x in r.loads) == r.tokens
+
+
+def test_sweep_levels_past_2_53_are_distinct_columns_and_text_figures_are_numbers():
+    # Six significant digits named 2**53 + 1 and 2**53 + 2 alike (refused as one level twice), and a
+    # column mixing integers past 2**53 with reals is exact text that the report took as text.
+    assert level_name(2**53 + 1) != level_name(2**53 + 2) and level_name(2**53 + 1) == str(2**53 + 1)
+    assert (level_name(2), level_name(2.0), level_name(0.5)) == ("2", "2", "0.5")
+    row = _numbers({"final_discrepancy": str(2**62 + 1), "steps_to_1": "7", "final_l1_error": "0.5", "algo": "x"})
+    assert row == {"final_discrepancy": 2**62 + 1, "steps_to_1": 7, "final_l1_error": 0.5, "algo": "x"}

@@ -183,7 +183,27 @@ def read_report_rows(folder) -> list[dict]:
     rows = read_rows(path)
     if not rows:
         raise TokendistError(f"{path}: no rows")
-    return rows
+    return [_numbers(r) for r in rows]
+
+
+_NUMERIC = ("steps_to_", "settled_", "final_", "initial_", "tokens", "messages")
+
+
+def _numbers(row: dict) -> dict:
+    """A row with its figures as numbers again: a column that mixed integers past 2**53 with reals
+    (``diffusion`` beside ``diffusion-floor``) is stored as exact text (:func:`._store._column`),
+    and the statistics and plots took the text (a sweep stopped with a traceback in its report)."""
+    out = dict(row)
+    for k, v in row.items():
+        if isinstance(v, str) and k.startswith(_NUMERIC):
+            try:
+                out[k] = int(v)
+            except ValueError:
+                try:
+                    out[k] = float(v)
+                except ValueError:
+                    pass
+    return out
 
 
 def write_report(folder, *, plots: bool = True) -> Report:
