@@ -32,6 +32,7 @@ import scipy.sparse.linalg as spla
 
 from ..errors import TokendistError
 from ..protocols.diffusion import diffusion_matrix, diffusivity
+from ..engine._metrics import errors
 from ._bounds import register_bounds
 
 __all__ = ["diffusion_eigenvalues", "diffusion_lambda2", "diffusion_gamma", "error_bound", "iterations_to_tolerance",
@@ -243,8 +244,12 @@ def diffusion_bounds(graph, loads, *, matrix="degree", min_diag=0.5, tol: float 
     conductance by enumeration up to 20 nodes), the mesh closed forms on rings, tori and hypercubes.
     """
     alpha = _alpha(graph, None, matrix, min_diag)
-    loads = np.asarray(loads, dtype=np.float64)
-    sigma = float(np.linalg.norm(loads - loads.mean())) if loads.size else 0.0
+    loads = np.asarray(loads)
+    if loads.dtype.kind in "iu" and loads.size and graph.speeds is None:  # exact past 2**53 (engine._metrics.errors)
+        sigma = float(np.linalg.norm(errors(graph, loads.astype(np.int64))))
+    else:
+        loads = loads.astype(np.float64)
+        sigma = float(np.linalg.norm(loads - loads.mean())) if loads.size else 0.0
     dims = mesh_dimensions(graph) if matrix == "degree" else None
     out = {"sigma": sigma, "tolerance": tol}
     if dims is not None and graph.n > _DENSE_MAX:

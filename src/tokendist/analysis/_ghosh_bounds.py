@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from ..engine._metrics import errors, exact_total
 from ._bounds import register_bounds
 from ._offline import lemma_6_3_time, offline_optimum
 from .. import graphs
@@ -60,8 +61,11 @@ def ghosh_bounds(graph, loads, algo: str) -> dict:
     """The predicted figures for ``algo`` on ``graph`` from ``loads`` (see the module docstring)."""
     loads = np.asarray(loads)
     n, d = graph.n, max(graph.max_degree, 1)
-    rho = float(loads.sum()) / n
-    delta = float(np.abs(loads - rho).max()) if n else 0.0
+    if loads.dtype.kind in "iu" and n and graph.speeds is None:  # exact past 2**53 (engine._metrics.errors)
+        rho, delta = exact_total(loads) / n, float(np.abs(errors(graph, loads.astype(np.int64))).max())
+    else:
+        rho = float(loads.sum()) / n
+        delta = float(np.abs(loads - rho).max()) if n else 0.0
     ex = expansions(graph)
     alpha, mu = ex["alpha"]["value"], ex["mu"]["value"]
     # With only bounds known, the lower bound on the expansion gives valid (larger) predictions.

@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from ..protocols.heterogeneous._matrix import edge_coefficients, scaled_speeds, sos_beta, spectrum
+from ..engine._metrics import errors
 from ._bounds import register_bounds
 
 __all__ = ["heterogeneous_spectrum", "lemma1_iterations", "heterogeneous_bounds"]
@@ -65,9 +66,13 @@ def heterogeneous_bounds(graph, loads, params: dict) -> dict:
     it = lemma1_iterations(graph, 1e-6, c, scale, spec)
     s = scaled_speeds(graph, scale)
     n, d, lam, gamma = graph.n, graph.max_degree, spec["lambda_2"], spec["gamma"]
-    loads = np.asarray(loads, dtype=np.float64)
-    ideal = loads.sum() * s / s.sum()
-    big_e = float(np.abs(loads - ideal).max())
+    loads = np.asarray(loads)
+    if loads.dtype.kind in "iu" and loads.size:  # w - W s_i / sum(s), exact past 2**53 (engine._metrics.errors)
+        big_e = float(np.abs(errors(graph, loads.astype(np.int64))).max())
+    else:
+        loads = loads.astype(np.float64)
+        ideal = loads.sum() * s / s.sum()
+        big_e = float(np.abs(loads - ideal).max())
     out = {
         "gamma": gamma, "mu_2": spec["mu_2"], "mu_n": spec["mu_n"], "lambda_2": lam, "beta": spec["beta"],
         "max_degree": d,

@@ -39,6 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_flow
 
+from ..engine._metrics import exact_total
 from ..errors import TokendistError
 
 __all__ = ["OfflineResult", "offline_optimum", "offline_feasible", "OFFLINE_MODELS", "network_arcs",
@@ -142,7 +143,7 @@ class OfflineResult:
 
 def _time_expanded(graph, loads: np.ndarray, T: int, cap: int, model: str):
     """The network H of Lemma 6.3 (plus unit ports for single-port) as a CSR capacity matrix."""
-    n, N = graph.n, int(loads.sum())
+    n, N = graph.n, exact_total(loads)
     big = max(N, 1)
     layer = lambda i: 2 + i * n + np.arange(n)  # noqa: E731  (<v, i>)
     a = np.concatenate([graph.u, graph.v])  # directed edges a -> b
@@ -187,7 +188,7 @@ def offline_feasible(graph, loads, T: int, *, slack: int = 0, model: str = "mult
     with a one-line :class:`~tokendist.errors.TokendistError` before it is built.
     """
     loads = np.asarray(loads, dtype=np.int64)
-    N = int(loads.sum())
+    N = exact_total(loads)  # (numpy's sum wraps past 2**63: 3 loads of 2**62 looked unbalanced)
     cap = -(-N // graph.n) + int(slack)
     if int(loads.max(initial=0)) <= cap:
         return True  # nobody needs to move (in any T: a node may keep its tokens)
@@ -262,7 +263,7 @@ def offline_optimum(graph, loads, *, slack: int = 0, model: str = "multi-port",
         raise TokendistError(f"offline: {loads.size} loads for a graph of {graph.n} nodes")
     if loads.size and loads.min() < 0:
         raise TokendistError("offline: loads must be non-negative")
-    N = int(loads.sum())
+    N = exact_total(loads)  # (numpy's sum wraps past 2**63: 3 loads of 2**62 looked unbalanced)
     cap = -(-N // graph.n) + int(slack)
     if int(loads.max(initial=0)) <= cap:
         # Balanced already (and ``cap`` may exceed int64 when the slack is huge: no array arithmetic).

@@ -19,9 +19,12 @@ This module also registers the bounds provider of ``perfect-tree`` (``tokendist 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.sparse.csgraph import breadth_first_order
 
+from ..engine._metrics import exact_total
 from ..errors import TokendistError
 from ..graphs import rooted_tree, tree_diameter
 from ..protocols.perfect_tree import spanning_tree_of
@@ -34,6 +37,10 @@ __all__ = ["transport_cost", "min_exchanges", "perfect_tree_bounds",
 #: docs/protocols/perfect-tree.md derives: phase 2 costs at most opt + r * height, phase 3 at
 #: most r * height, and height <= D.
 EXCESS_CONSTANT = 2
+# A cost is at most (n - 1) (T + n) tokens times edges; from this bound on the costs are Python ints
+# (int64 wrapped: [2**62, 0, 0, 0, 0] on path:5 cost 2**63 + 2 and came out 2**61 - 1).
+_INT64_COSTS = 2**60
+_NO_COST = {np.dtype(np.int64): np.iinfo(np.int64).max // 4, np.dtype(object): 2**200}  # (infinity)
 
 
 def _subtree_sums(order, parent, values) -> np.ndarray:
@@ -50,13 +57,15 @@ def transport_cost(tree, loads, targets) -> int:
     """
     loads = np.asarray(loads, dtype=np.int64)
     targets = np.asarray(targets, dtype=np.int64)
-    if loads.sum() != targets.sum():
+    if exact_total(loads) != exact_total(targets):
         raise TokendistError("loads and targets hold different numbers of tokens")
     if tree.n <= 1:
         return 0
     order, parent, _ = rooted_tree(tree, 0)
     diff = _subtree_sums(order, parent, loads - targets)
-    return int(np.abs(diff[order[1:]]).sum())
+    cross = np.abs(diff[order[1:]])
+    top = int(cross.max()) if cross.size else 0
+    return int(cross.sum()) if top * cross.size < 2**63 else sum(int(x) for x in cross)
 
 
 def _min_plus(a: np.ndarray, b: np.ndarray, cap: int) -> np.ndarray:
@@ -64,7 +73,7 @@ def _min_plus(a: np.ndarray, b: np.ndarray, cap: int) -> np.ndarray:
     if a.size < b.size:
         a, b = b, a
     size = min(a.size + b.size - 1, cap + 1)
-    c = np.full(size, np.iinfo(np.int64).max // 4, dtype=np.int64)
+    c = np.full(size, _NO_COST[a.dtype], dtype=a.dtype)
     for j in range(min(b.size, size)):
         hi = min(a.size, size - j)
         np.minimum(c[j:j + hi], a[:hi] + b[j], out=c[j:j + hi])
@@ -99,13 +108,14 @@ def min_exchanges(tree, loads) -> int:
     n = tree.n
     if n <= 1:
         return 0
-    total = int(loads.sum())
+    total = exact_total(loads)
     a, r = divmod(total, n)
+    dtype = np.int64 if (n - 1) * (abs(total) + n) < _INT64_COSTS else object
     order, parent, _ = rooted_tree(tree, 0)
     size = _subtree_sums(order, parent, np.ones(n, dtype=np.int64))
     excess = _subtree_sums(order, parent, loads - a)  # S_v - a * size_v
     f: list = [None] * n
-    own = np.zeros(min(1, r) + 1, dtype=np.int64)  # a node is a ceiling node or not, at no cost
+    own = np.zeros(min(1, r) + 1, dtype=dtype)  # a node is a ceiling node or not, at no cost
     for v in order[::-1]:
         g = own
         for c in tree.neighbours(int(v)):
@@ -114,7 +124,7 @@ def min_exchanges(tree, loads) -> int:
                 f[c] = None
         if parent[v] >= 0:
             k = np.arange(g.size, dtype=np.int64)
-            g = g + np.abs(excess[v] - k)  # tokens crossing the edge to the parent
+            g = g + np.abs(excess[v] - k).astype(dtype)  # tokens crossing the edge to the parent
         f[v] = g
     return int(f[order[0]][r])
 
@@ -128,12 +138,12 @@ def perfect_tree_bounds(graph, loads, params) -> dict:
     """
     tree = spanning_tree_of(graph, (params or {}).get("spanning_tree", "bfs"))
     loads = np.asarray(loads, dtype=np.int64)
-    n, total = tree.n, int(loads.sum())
+    n, total = tree.n, exact_total(loads)
     diam = tree_diameter(tree)
     d = int(tree.max_degree) if tree.n > 1 else 0
     r = total % n
     opt = min_exchanges(tree, loads)
-    logs = np.log2(max(total, 2)) + np.log2(max(n, 2))
+    logs = math.log2(max(total, 2)) + math.log2(max(n, 2))
     return {
         "T": total, "N": n, "D": diam, "max_degree": d, "T_mod_N": r,
         "optimum_token_exchanges": opt,

@@ -8,15 +8,24 @@ network has weighted load equal to load).
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numba
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from ..graphs._model import unsigned_view
 from ..registry import Registry
 
 __all__ = ["METRICS", "SUMMARY_METRICS", "ideal_loads", "discrepancy", "local_discrepancy", "l1_error",
            "l2_error", "linf_error", "max_weighted_load", "potential", "measure", "summary", "normalised_speeds",
-           "sum_min", "target_reached"]
+           "sum_min", "target_reached", "exact_total", "errors", "at_most"]
+
+_INT64_MAX = 2**63 - 1
+_INT64_MIN = -2**63
+_EXACT_FLOAT = 2**53  # float64 holds every integer up to here
 
 
 def normalised_speeds(graph) -> np.ndarray | None:
@@ -45,15 +54,172 @@ def local_discrepancy(graph, loads):
 
 
 
+def at_most(values, level):
+    """``values <= level``, exact for integer values against a real ``level``.
+
+    numpy compares an int64 with a float by rounding the int64 to float64 first: a discrepancy of
+    2**53 + 1 was "at most" 2.0**53, and 10**16 + 1 at most 1e16. An integer is at most a real L
+    exactly when it is at most floor(L), an integer comparison. ``values``: a number or an array.
+    """
+    kind = np.asarray(values).dtype.kind
+    if kind not in "iu" or isinstance(level, numbers.Integral) or not isinstance(level, numbers.Real):
+        return values <= level
+    level = float(level)
+    if math.isnan(level) or math.isinf(level):
+        return values <= level
+    level = min(max(math.floor(level), _INT64_MIN), _INT64_MAX)  # (beyond int64: every or no value)
+    if np.ndim(values) == 0:
+        return int(values) <= level
+    return values <= np.int64(level)
+
+
 def target_reached(graph, loads, until_discrepancy=None, until_local_discrepancy=None) -> bool:
     """Whether ``loads`` meet a run's stopping target: discrepancy, or local discrepancy, at most
     the given level (None: no such target). The one test of every single-process step loop."""
-    if until_discrepancy is not None and discrepancy(graph, loads) <= until_discrepancy:
+    if until_discrepancy is not None and at_most(discrepancy(graph, loads), until_discrepancy):
         return True
-    return until_local_discrepancy is not None and local_discrepancy(graph, loads) <= until_local_discrepancy
+    return until_local_discrepancy is not None and bool(at_most(local_discrepancy(graph, loads),
+                                                                until_local_discrepancy))
+
+def exact_total(loads: np.ndarray) -> int:
+    """The sum of int64 ``loads`` as a Python int (numpy's sum wraps around past 2**63)."""
+    if loads.size == 0:
+        return 0
+    lo, hi = int(loads.min()), int(loads.max())
+    if max(hi, -lo) * loads.size <= _INT64_MAX:
+        return int(loads.sum())
+    # High and low 32-bit halves summed apart: each sum fits int64 for fewer than 2**31 nodes.
+    return (int(np.sum(loads >> 32)) << 32) + int(np.sum(loads & 0xFFFFFFFF))
+
+
+def _exact_speed_sum(speeds) -> tuple[float, float]:
+    # sum(s) as an unevaluated pair hi + lo, hi correctly rounded (math.fsum adds exactly, then rounds
+    # once), lo the correctly rounded rest: the ideal W s_i / sum(s) of a total near 2**63 needs more
+    # than float64's 53 bits of the sum to be right to a token.
+    values = speeds.tolist()
+    hi = math.fsum(values)
+    values.append(-hi)
+    return hi, math.fsum(values)
+
+
+_NO_RATIOS = np.empty(0)
+
+
+def _speed_ratios(speeds) -> tuple[np.ndarray, np.ndarray]:
+    """``s_i / sum(s)`` of every node as an unevaluated pair ``rh + rl`` (about 100 bits; the sum exact).
+
+    None (no speeds): two empty arrays. Computed once per graph by the engine's pass.
+    """
+    if speeds is None:
+        return _NO_RATIOS, _NO_RATIOS
+    if _RATIOS[0] is speeds:  # (a graph's speeds never change: the last graph's, kept)
+        return _RATIOS[1]
+    sh, sl = _exact_speed_sum(speeds)
+    s = np.asarray(speeds, dtype=np.float64)
+    q1 = s / sh
+    t, te = _two_prod_numpy(q1, sh)
+    q2 = (((s - t) - te) - q1 * sl) / sh  # (s - t: exact, t is within an ulp of s)
+    _RATIOS[:] = [speeds, _two_sum_numpy(q1, q2)]  # (about 60 ms on 10**6 nodes: a run asks 3 times)
+    return _RATIOS[1]
+
+
+_RATIOS: list = [None, None]
+
+
+def _share_parts(graph, loads, total):
+    """The arguments of the error terms (see :func:`_summary_kernel`): ``(base, frac, wa, wb, rh, rl)``."""
+    if loads.dtype.kind == "f":
+        w = float(total)
+        base, frac, wa, wb = 0, w / graph.n, w, 0.0
+    else:
+        total = int(total)
+        base, rest = divmod(total, graph.n)  # floor(W / n): fits int64 for every int64 load vector
+        frac, (wa, wb) = rest / graph.n, _total_halves(total)
+    return (base, frac, wa, wb, *_speed_ratios(graph.speeds))
+
+
+def _total_halves(total: int) -> tuple[float, float]:
+    """An integer total as two float64 whose exact sum it is: ``(W, 0.0)`` up to 2**53 (the error
+    terms then take the shorter form), else its high and low 32 bits."""
+    if -_EXACT_FLOAT <= total <= _EXACT_FLOAT:
+        return float(total), 0.0
+    a = (total >> 32) << 32  # (at most 32 significant bits)
+    return float(a), float(total - a)
+
+
+def errors(graph, loads, total=None) -> np.ndarray:
+    """``loads - ideal_loads(graph, W)`` without losing the digits of a total beyond 2**53.
+
+    Subtracting the float64 ideal from a load near 2**62 loses up to 2**9 of its last tokens (every
+    error of ``[2**62 + 1, 2**62 - 1]`` came out 0). Integer loads here take ``W = q n + r``: the
+    error of node i is ``(w_i - q) - r / n``, an exact integer difference then one rounding; with
+    speeds, the ideal is evaluated in double-double arithmetic (about 100 bits) against the exactly
+    summed speeds. Real loads: the plain difference. ``total``: the sum of the loads, if known.
+    """
+    if total is None:
+        total = loads.sum() if loads.dtype.kind == "f" else exact_total(loads)
+    base, frac, wa, wb, rh, rl = _share_parts(graph, loads, total)
+    if graph.speeds is None:
+        return loads - frac if loads.dtype.kind == "f" else _homogeneous_errors_numpy(loads, base, frac)
+    return _hetero_errors_numpy(loads, wa, wb, rh, rl)
+
+
+def _homogeneous_errors_numpy(loads, base, frac):
+    # _homogeneous_error below for int64 loads, elementwise (the same floats).
+    d = loads - np.int64(base)
+    e = d.astype(np.float64) - frac
+    wrapped = ((loads ^ np.int64(base)) & (loads ^ d)) < 0
+    if wrapped.any():  # (only negative loads of an infeasible run reach here: |error| > 2**62)
+        e[wrapped] = (loads[wrapped].astype(np.float64) - float(base)) - frac
+    return e
+
+
+def _split_numpy(x):
+    c = 134217729.0 * x  # Dekker's split: 2**27 + 1
+    hi = c - (c - x)
+    return hi, x - hi
+
+
+def _two_prod_numpy(a, b):
+    p = a * b
+    ah, al = _split_numpy(a)
+    bh, bl = _split_numpy(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _two_sum_numpy(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _hetero_errors_numpy(loads, wa, wb, rh, rl):
+    # The elementwise operations of _hetero_error below, in the same order (the same floats).
+    wah, wal = _split_numpy(wa)
+    wbh, wbl = _split_numpy(wb)
+    rhh, rhl = _split_numpy(rh)
+    p1 = wa * rh
+    e1 = ((wah * rhh - p1) + wah * rhl + wal * rhh) + wal * rhl
+    p2 = wb * rh
+    e2 = ((wbh * rhh - p2) + wbh * rhl + wbl * rhh) + wbl * rhl
+    ph, pl = _two_sum_numpy(p1, p2)
+    pl = pl + (e1 + e2) + (wa + wb) * rl
+    if loads.dtype.kind == "f":
+        la, lb = loads, np.zeros_like(loads)
+    else:
+        a = (loads >> 32) << 32
+        la, lb = a.astype(np.float64), (loads - a).astype(np.float64)
+    d, de = _two_sum_numpy(la, -ph)
+    d, de2 = _two_sum_numpy(d, lb)  # (la - ph is near -lb: adding lb apart kept only 2**-20 of a token)
+    e = d + ((de + de2) - pl)
+    if wb == 0.0:  # the short form where the total and the load are exact floats (_hetero_error)
+        short = (loads >= -_EXACT_FLOAT) & (loads <= _EXACT_FLOAT)
+        e[short] = (loads[short].astype(np.float64) - ph[short]) - pl[short]
+    return e
+
 
 def _error(graph, loads):
-    return loads - ideal_loads(graph, loads.sum())
+    return errors(graph, loads)
 
 
 def l1_error(graph, loads) -> float:
@@ -98,14 +264,112 @@ def _plain(x):
     return x
 
 
+def _halves(w):
+    """``w`` as two float64 whose exact sum it is (an int64: its high and low 32 bits; a float: itself, 0)."""
+
+
+@overload(_halves, inline="always")
+def _halves_impl(w):
+    if isinstance(w, types.Integer):
+        def impl(w):
+            a = (w >> 32) << 32
+            return float(a), float(w - a)
+    else:
+        def impl(w):
+            return float(w), 0.0
+    return impl
+
+
+def _share_args(total, n):
+    """``(base, frac, wa, wb)`` of :func:`_share_parts` from a total inside a compiled function."""
+
+
+@overload(_share_args, inline="always")
+def _share_args_impl(total, n):
+    if isinstance(total, types.Integer):
+        def impl(total, n):
+            base = total // n  # floor division, as Python's
+            if -_EXACT_FLOAT <= total <= _EXACT_FLOAT:  # (as _total_halves)
+                wa, wb = float(total), 0.0
+            else:
+                wa, wb = _halves(total)
+            return base, (total - base * n) / n, wa, wb
+    else:
+        def impl(total, n):
+            return 0, total / n, float(total), 0.0
+    return impl
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _split(x):
+    c = 134217729.0 * x  # Dekker's split: 2**27 + 1
+    hi = c - (c - x)
+    return hi, x - hi
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _hetero_error_short(w, rh, rl, wa, wah, wal):
+    # _hetero_error where the total (wb = 0) and the load are exact floats: the same ideal ph + pl;
+    # w - ph is exact where it is small (Sterbenz) and rounded once where it is large (3.9 against
+    # 8.4 ms a pass over 10**6 nodes).
+    rhh, rhl = _split(rh)
+    p1 = wa * rh
+    e1 = ((wah * rhh - p1) + wah * rhl + wal * rhh) + wal * rhl
+    pl = e1 + wa * rl
+    return (float(w) - p1) - pl
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _hetero_error(w, rh, rl, wa, wah, wal, wb, wbh, wbl):
+    # w - W (rh + rl) in double-double, W = wa + wb exactly (wah + wal, wbh + wbl: their splits),
+    # rh + rl = s_i / sum(s) (:func:`_speed_ratios`): :func:`errors`. No division in the loop.
+    rhh, rhl = _split(rh)
+    p1 = wa * rh
+    e1 = ((wah * rhh - p1) + wah * rhl + wal * rhh) + wal * rhl
+    p2 = wb * rh
+    e2 = ((wbh * rhh - p2) + wbh * rhl + wbl * rhh) + wbl * rhl
+    ph, pl = _two_sum(p1, p2)
+    pl = pl + (e1 + e2) + (wa + wb) * rl
+    la, lb = _halves(w)
+    d, de = _two_sum(la, -ph)
+    d, de2 = _two_sum(d, lb)  # (la - ph is near -lb: adding lb apart kept only 2**-20 of a token)
+    return d + ((de + de2) - pl)
+
+
+def _homogeneous_error(w, base, frac):
+    """w - W / n with W = base n + frac n: an exact integer difference, then one rounding (errors())."""
+
+
+@overload(_homogeneous_error, inline="always")
+def _homogeneous_error_impl(w, base, frac):
+    if isinstance(w, types.Integer):
+        def impl(w, base, frac):
+            d = w - base
+            if ((w ^ base) & (w ^ d)) < 0:  # (wrapped: an infeasible run's load beyond -2**62)
+                return float(w) - float(base) - frac
+            return float(d) - frac
+    else:
+        def impl(w, base, frac):  # real loads: base is 0, frac the share W / n
+            return w - frac
+    return impl
+
+
 @numba.njit(cache=True, nogil=True)
-def _summary_kernel(loads, u, v, ideal_share, speeds, speed_sum):
+def _summary_kernel(loads, u, v, base, frac, wa, wb, speeds, speed_sum, rh, rl):
     """All of :data:`SUMMARY_METRICS` in one pass over the nodes and one over the edges.
 
-    ``ideal_share`` is ``W / n`` when ``speeds`` is empty, else ``W``: the ideal load of node i is
-    then ``W * s_i / sum(s)``, evaluated in the same order of operations as :func:`ideal_loads`
-    (and the weighted load as :func:`max_weighted_load` does), so the per-node values are the same
-    floats; only the sums are accumulated in a different order than numpy's pairwise sums.
+    The error of node i is :func:`errors`'s, by the same operations (the same floats): with no
+    ``speeds``, ``(w_i - base) - frac`` where ``W / n = base + frac`` (``base`` 0 for real loads);
+    with speeds, ``w_i - W s_i / S`` in double-double, ``W = wa + wb`` and ``s_i / S = rh_i + rl_i``. The
+    weighted load is :func:`max_weighted_load`'s (speeds scaled by ``n / speed_sum``); only the sums
+    are accumulated in a different order than numpy's pairwise sums.
     """
     n = loads.shape[0]
     hetero = speeds.shape[0] > 0
@@ -116,17 +380,34 @@ def _summary_kernel(loads, u, v, ideal_share, speeds, speed_sum):
     sq = 0.0
     linf = 0.0
     wmax = -np.inf
-    for i in range(n):
-        w = loads[i]
-        hi = max(hi, w)
-        lo = min(lo, w)
-        ideal = ideal_share * speeds[i] / speed_sum if hetero else ideal_share
-        e = w - ideal
-        a = abs(e)
-        l1 += a
-        sq += e * e
-        linf = max(linf, a)
-        wmax = max(wmax, w / (speeds[i] * scale) if hetero else float(w))
+    wah, wal = _split(wa)
+    wbh, wbl = _split(wb)
+    if hetero:  # (two loops, not a test per node)
+        short = wb == 0.0
+        for i in range(n):
+            w = loads[i]
+            hi = max(hi, w)
+            lo = min(lo, w)
+            if short and -_EXACT_FLOAT <= w <= _EXACT_FLOAT:
+                e = _hetero_error_short(w, rh[i], rl[i], wa, wah, wal)
+            else:
+                e = _hetero_error(w, rh[i], rl[i], wa, wah, wal, wb, wbh, wbl)
+            a = abs(e)
+            l1 += a
+            sq += e * e
+            linf = max(linf, a)
+            wmax = max(wmax, w / (speeds[i] * scale))
+    else:
+        for i in range(n):
+            w = loads[i]
+            hi = max(hi, w)
+            lo = min(lo, w)
+            e = _homogeneous_error(w, base, frac)
+            a = abs(e)
+            l1 += a
+            sq += e * e
+            linf = max(linf, a)
+            wmax = max(wmax, float(w))
     local = loads[0] - loads[0]
     for k in range(u.shape[0]):  # empty when the caller takes the stencil path below
         local = max(local, abs(loads[u[k]] - loads[v[k]]))
@@ -200,15 +481,19 @@ def summary(graph, loads, total=None) -> dict:
     """
     if graph.n == 0 or loads.ndim != 1:
         return {name: _plain(METRICS.get(name)(graph, loads)) for name in SUMMARY_METRICS}
-    if total is None or loads.dtype.kind == "f":  # real loads: numpy's own (pairwise) sum, as always
+    if loads.dtype.kind == "f":  # real loads: numpy's own (pairwise) sum, as always
         total = loads.sum()
+    elif total is None:
+        total = exact_total(loads)
+    base, frac, wa, wb, rh, rl = _share_parts(graph, loads, total)
     if graph.speeds is None:
-        share, speeds, speed_sum = total / graph.n, np.empty(0), 1.0
+        speeds, speed_sum = np.empty(0), 1.0
     else:
-        share, speeds, speed_sum = float(total), graph.speeds, float(graph.speeds.sum())
+        speeds, speed_sum = graph.speeds, float(graph.speeds.sum())
     stencil = graph.stencil  # O(1) to rule out on most irregular graphs (dynamic runs' graphs)
     u, v = (graph.u, graph.v) if stencil is None else (_NO_EDGES, _NO_EDGES)
-    hi, lo, local, l1, sq, linf, wmax = _summary_kernel(loads, u, v, float(share), speeds, speed_sum)
+    hi, lo, local, l1, sq, linf, wmax = _summary_kernel(loads, u, v, np.int64(base), frac, wa, wb, speeds, speed_sum,
+                                                        rh, rl)
     if stencil is not None:
         local = _local_discrepancy_stencil(loads, graph.indptr, unsigned_view(graph.indices), stencil.starts,
                                            stencil.ends, stencil.upper)

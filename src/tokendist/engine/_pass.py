@@ -33,15 +33,14 @@ import numpy as np
 from ..graphs._model import unsigned_view
 from ..kernels._choice import COMPILE_SECONDS, SMALL_RUN_ENV, reference_seconds
 from ..kernels._report import kernel_ready
-from ._metrics import _local_discrepancy_stencil, _summary_kernel
+from ._metrics import (_hetero_errors_numpy, _homogeneous_errors_numpy, _local_discrepancy_stencil, _share_args,
+                       _speed_ratios, _summary_kernel, _total_halves)
 
-__all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row"]
+__all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row", "outflow_of"]
 
 #: Feasibility modes: from the sign of the new loads, from the per-node outflow, from per-edge flows;
 #: RECORD_ONLY checks nothing (a record of loads already checked).
 SIGN, OUTFLOW, FLOWS, RECORD_ONLY = 0, 1, 2, 3
-# Integer totals beyond this are divided by n in Python (correctly rounded), not in float64.
-_EXACT_FLOAT_INT = 2**53
 _NO_RUNS = np.zeros(0, dtype=np.int64)
 #: The numpy passes a process makes before it compiles the pass after all: a recorded step costs
 #: about 25 us on the numpy pass against 3 compiled (torus:16x16), and compiling one signature
@@ -52,17 +51,17 @@ _numpy_passes = [0]
 
 
 @numba.njit(cache=True, nogil=True)
-def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum,
+def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum, rh, rl,
                indptr, indices, starts, ends, upper, ext, met, k):
     """Sum, minimum and first infeasible node of a step; with ``record``, its metrics in column ``k``.
 
     ``sent`` is the outflow per node (``mode`` OUTFLOW) or the signed flow per edge ``(fu, fv)``
     (FLOWS; ``pos`` and ``neg`` are scratch of n float64); ``tol`` 0 compares exactly. ``share``
-    is the ideal share of real loads (numpy's pairwise sum over n); for integer loads it is taken
-    from the sum, as :func:`tokendist.engine._metrics.summary` does. Returns ``(sum, min, bad,
-    recorded)``: ``bad`` the lowest node that sent more than it held (-1: none); ``recorded``
-    False when the metrics were asked for but an integer total is too large for float64 to divide
-    exactly (the caller records them itself).
+    is the ideal share of real loads (numpy's pairwise sum over n, or that sum with ``speeds``); for
+    integer loads (NaN) the error terms are taken from the exact sum, as
+    :func:`tokendist.engine._metrics.summary` does (``rh + rl``: each speed over their exact sum).
+    Returns ``(sum, min, bad, recorded)``: ``bad`` the lowest node that sent more than it held (-1:
+    none); ``recorded`` whether the metrics were written.
     """
     n = new.shape[0]
     total = new[0] - new[0]
@@ -84,17 +83,30 @@ def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous,
                     bad = i
                     break
     elif mode == 2:
-        pos[:] = 0.0
-        neg[:] = 0.0
+        pos[:] = 0
+        neg[:] = 0
         for e in range(sent.shape[0]):
             f = sent[e]
+            # (integer flows into int64 scratch: float64 sums lost the last tokens past 2**53; a sum
+            # that would wrap past 2**63 is more than any node holds and saturates)
             if f > 0:
-                pos[fu[e]] += f
+                a = pos[fu[e]]
+                s = a + f
+                pos[fu[e]] = s if s >= a else _INT64_MAX
             elif f < 0:
-                neg[fv[e]] += -f
+                a = neg[fv[e]]
+                s = a - f
+                neg[fv[e]] = s if s >= a else _INT64_MAX
         for i in range(n):
             out = pos[i] + neg[i]
-            if out > (old[i] + tol if tol != 0 else old[i]):
+            if out < pos[i]:  # (integers: a sum past 2**63 is more than any node holds)
+                bad = i
+                break
+            if tol != 0:
+                if out > old[i] + tol:
+                    bad = i
+                    break
+            elif out > old[i]:  # (not unified with the float branch: an exact integer comparison)
                 bad = i
                 break
     elif mode == 0 and lo < -tol:
@@ -104,11 +116,12 @@ def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous,
                 break
     if not record:
         return total, lo, bad, False
-    if np.isnan(share):  # integer loads: the share from the sum, as summary() takes it
-        if abs(total) >= 2**53:
-            return total, lo, bad, False
-        share = total / n if homogeneous else float(total)
-    hi, lo2, local, l1, sq, linf, wmax = _summary_kernel(new, fu[:0], fv[:0], share, speeds, speed_sum)
+    if np.isnan(share):  # integer loads: the error terms from the exact sum, as summary() takes them
+        base, frac, wa, wb = _share_args(total, n)
+    else:
+        base, frac, wa, wb = 0, share, share, 0.0
+    hi, lo2, local, l1, sq, linf, wmax = _summary_kernel(new, fu[:0], fv[:0], base, frac, wa, wb, speeds, speed_sum,
+                                                         rh, rl)
     local = _local_discrepancy_stencil(new, indptr, indices, starts, ends, upper)
     ext[0, k] = hi
     ext[1, k] = lo2
@@ -120,8 +133,8 @@ def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous,
     return total, lo, bad, True
 
 
-def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum,
-                     indptr, indices, starts, ends, upper, ext, met, k, *, u=None, v=None):
+def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum, rh,
+                     rl, indptr, indices, starts, ends, upper, ext, met, k, *, u=None, v=None):
     """:func:`_step_pass` in numpy calls, the same values (for small runs on a cold cache)."""
     n = new.shape[0]
     total = new.sum() if new.dtype.kind != "f" else np.cumsum(new)[-1]  # (index order, as the loop)
@@ -130,26 +143,23 @@ def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homoge
     if mode == OUTFLOW:
         over = sent > (old + tol if tol != 0 else old)
     elif mode == FLOWS:
-        nz = np.flatnonzero(sent)
-        f = sent[nz]
-        out = (np.bincount(fu[nz], weights=np.maximum(f, 0), minlength=n)
-               + np.bincount(fv[nz], weights=np.maximum(-f, 0), minlength=n))
-        over = out > (old + tol if tol != 0 else old)
+        over = outflow_of(fu, fv, n, sent) > (old + tol if tol != 0 else old)
     else:
         over = new < -tol if mode == SIGN and lo < -tol else None
     if over is not None and over.any():
         bad = int(np.argmax(over))
     if not record:
         return total, lo, bad, False
-    if np.isnan(share):
-        if abs(int(total)) >= _EXACT_FLOAT_INT:
-            return total, lo, bad, False
-        share = int(total) / n if homogeneous else float(total)
+    if np.isnan(share):  # (total: the int64 sum, exact when the total fits int64, as the engine checks)
+        base, rest = divmod(int(total), n)
+        frac, (wa, wb) = rest / n, _total_halves(int(total))
+    else:
+        base, frac, wa, wb = 0, share, share, 0.0
     if homogeneous:
-        e = new - share
+        e = new - frac if new.dtype.kind == "f" else _homogeneous_errors_numpy(new, base, frac)
         wmax = float(new.max())
     else:
-        e = new - share * speeds / speed_sum
+        e = _hetero_errors_numpy(new, wa, wb, rh, rl)
         wmax = float((new / (speeds * (n / speed_sum))).max())
     a = np.abs(e)
     ext[0, k], ext[1, k] = new.max(), lo
@@ -159,6 +169,30 @@ def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homoge
     met[2, k] = a.max()
     met[3, k] = wmax
     return total, lo, bad, True
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _node_sums(index, values, n):
+    # Per-node sums of per-edge values: bincount (float64) where that is exact, int64 beyond 2**53.
+    if values.dtype.kind == "f":
+        return np.bincount(index, weights=values, minlength=n)
+    top = int(values.max()) if values.size else 0  # (values >= 0 here)
+    if top * values.size < 2**53:
+        return np.bincount(index, weights=values, minlength=n).astype(np.int64)
+    out = np.zeros(n, dtype=object if top * values.size > _INT64_MAX else np.int64)  # (no wrap past 2**63)
+    np.add.at(out, index, values.astype(out.dtype))
+    return out
+
+
+def outflow_of(u, v, n, flows) -> np.ndarray:
+    """What each node sends for signed per-edge ``flows`` (``u -> v`` positive): exact for integer flows."""
+    nz = np.flatnonzero(flows)
+    f = flows[nz]
+    if f.dtype.kind != "f":
+        f = f.astype(np.int64)
+    return _node_sums(u[nz], np.maximum(f, 0), n) + _node_sums(v[nz], np.maximum(-f, 0), n)
 
 
 class StepPass:
@@ -177,6 +211,7 @@ class StepPass:
         self.homogeneous = graph.speeds is None
         self.speeds, self.speed_sum = ((np.empty(0), 1.0) if self.homogeneous
                                        else (graph.speeds, float(graph.speeds.sum())))
+        self.rh, self.rl = _speed_ratios(graph.speeds)  # (once per run: the error terms' s_i / sum(s))
         stencil = graph.stencil
         self.graph = graph
         self.u, self.v = unsigned_view(graph.u), unsigned_view(graph.v)
@@ -191,14 +226,17 @@ class StepPass:
         self.count = 0
         self.pos = np.zeros(graph.n)
         self.neg = np.zeros(graph.n)
+        # Integer flows of an integer run are summed per node in int64 (exact): their own scratch.
+        self._int_scratch = None if self.kind == "f" else (np.zeros(graph.n, dtype=np.int64),
+                                                          np.zeros(graph.n, dtype=np.int64))
         # A small run on a cold cache: numpy calls rather than compiling the pass (per signature).
         self.small = small
         self._ready: dict = {}
         # The arguments that stay the same from step to step, packed once (a step's Python is
         # most of what the engine costs on a small graph).
         self._edges, self._scratch = (self.u, self.v), (self.pos, self.neg)
-        self._graph_args = (self.speeds, self.speed_sum, self.indptr, self.indices, self.starts, self.ends,
-                            self.upper)
+        self._graph_args = (self.speeds, self.speed_sum, self.rh, self.rl, self.indptr, self.indices, self.starts,
+                            self.ends, self.upper)
         self._columns = (self.ext, self.met)
         self._fn, self._fn_types = None, (None, None)
 
@@ -215,9 +253,7 @@ class StepPass:
         if self.kind == "f":  # real loads: numpy's own (pairwise) sum, as summary() takes it
             s = loads.sum()
             return float(s / self.n if self.homogeneous else float(s))
-        if total is not None and abs(int(total)) >= _EXACT_FLOAT_INT:  # Python's correctly rounded division
-            return float(int(total) / self.n if self.homogeneous else float(total))
-        return np.nan  # the pass divides the integer sum it computes (exact below 2**53)
+        return np.nan  # the pass takes the error terms from the integer sum it computes (exact)
 
     def _run(self, new, old, mode, sent, tol, record, share):
         k = self.count
@@ -227,7 +263,9 @@ class StepPass:
             sent = old
         elif self.small and sent.dtype.kind in "ib" and sent.dtype != np.int64:
             sent = sent.astype(np.int64)  # (a small copy: one compiled signature fewer, the same numbers)
-        args = (new, old, sent, *self._edges, mode, float(tol), *self._scratch, record, self.homogeneous, share,
+        scratch = (self._int_scratch if self._int_scratch is not None and sent.dtype.kind in "iub"
+                   else self._scratch)
+        args = (new, old, sent, *self._edges, mode, float(tol), *scratch, record, self.homogeneous, share,
                 *self._graph_args, *self._columns, k)
         fn = self._fn
         types = (new.dtype, sent.dtype)

@@ -36,11 +36,11 @@ from ..kernels._report import REFERENCE, CompileAvoided, avoid_compiling
 from ..graphs import Graph, make_graph
 from ._initial import make_loads, parse_range
 from ._injection import stream_summary
-from ._metrics import SUMMARY_METRICS, measure, sum_min, target_reached
+from ._metrics import SUMMARY_METRICS, at_most, exact_total, measure, sum_min, target_reached
 from ._pass import FLOWS as _FLOWS
 from ._pass import OUTFLOW as _OUTFLOW
 from ._pass import SIGN as _SIGN
-from ._pass import StepPass, small_run, summary_row
+from ._pass import StepPass, outflow_of, small_run, summary_row
 from ._protocol import PROTOCOLS, Protocol
 from ._simulate_events import event_driven, event_source, run_event_steps
 from ._user import make_protocol
@@ -68,17 +68,6 @@ _INT64_MAX = 2**63 - 1
 _NO_NODES = np.zeros(0, dtype=np.int64)
 
 
-def exact_total(loads: np.ndarray) -> int:
-    """The sum of int64 ``loads`` as a Python int (numpy's sum wraps around past 2**63)."""
-    if loads.size == 0:
-        return 0
-    lo, hi = int(loads.min()), int(loads.max())
-    if max(hi, -lo) * loads.size <= _INT64_MAX:
-        return int(loads.sum())
-    # High and low 32-bit halves summed apart: each sum fits int64 for fewer than 2**31 nodes.
-    return (int(np.sum(loads >> 32)) << 32) + int(np.sum(loads & 0xFFFFFFFF))
-
-
 def _check_integer_range(protocol: Protocol, loads: np.ndarray) -> None:
     """One line, before the first step, for loads whose total int64 cannot hold or that lie beyond
     the protocol's declared exact range (:attr:`Protocol.exact_load_limit`)."""
@@ -92,6 +81,13 @@ def _check_integer_range(protocol: Protocol, loads: np.ndarray) -> None:
     total = exact_total(loads)
     if not -_INT64_MAX <= total <= _INT64_MAX:
         raise TokendistError(f"the loads total {total} tokens, more than int64 holds (2**63 - 1 = {_INT64_MAX})")
+
+
+def _check_load_limit(protocol, loads, low, limit, t):
+    top = max(int(loads.max()), -int(low))
+    if top >= limit:
+        raise TokendistError(f"{protocol.name} rounds flows computed in float64, exact for loads below "
+                             f"2**{limit.bit_length() - 1}; a load reached {top} after step {t} (scale the loads down)")
 
 
 @dataclass
@@ -139,7 +135,7 @@ class RunResult:
     def steps_to(self, metric: str, level: float) -> int | None:
         """First recorded step at which ``metric <= level`` (None if never)."""
         col = self.trace[metric]
-        hit = np.flatnonzero(col <= level)
+        hit = np.flatnonzero(at_most(col, level))  # (exact for an int64 column against a float level)
         return int(self.trace["step"][hit[0]]) if hit.size else None
 
     def to_json(self) -> dict:
@@ -177,6 +173,15 @@ def _plain(x):
     if isinstance(x, float) and x.is_integer() and abs(x) < 2**53:
         return int(x)
     return x
+
+
+def _column(values) -> np.ndarray:
+    # A trace column of Python ints past int64 (tokens moved over a long run of loads near 2**62):
+    # np.asarray made it float64, losing the last digits; it stays exact as Python ints.
+    col = np.asarray(values)
+    if col.dtype.kind == "f" and values and not any(isinstance(x, (float, np.floating)) for x in values):
+        return np.array(values, dtype=object)
+    return col
 
 
 def make_speeds(spec, graph, seed=None) -> np.ndarray:
@@ -232,13 +237,9 @@ def _checked_speeds(values: np.ndarray, graph, where: str) -> np.ndarray:
 
 
 def _outflow(graph: Graph, flows: np.ndarray) -> np.ndarray:
-    # Only the edges that carry something: a single-port step uses a small fraction of them.
-    nz = np.flatnonzero(flows)
-    f = flows[nz]
-    pos = np.maximum(f, 0)
-    neg = np.maximum(-f, 0)
-    return (np.bincount(graph.u[nz], weights=pos, minlength=graph.n)
-            + np.bincount(graph.v[nz], weights=neg, minlength=graph.n))
+    # Only the edges that carry something (a single-port step uses a small fraction of them), summed
+    # exactly for integer flows (float64 sums missed a node sending one token more than 2**54 it held).
+    return outflow_of(graph.u, graph.v, graph.n, flows)
 
 
 def _check_model(protocol: Protocol, graph: Graph, flows: np.ndarray, t: int) -> None:
@@ -464,8 +465,12 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
         # Its own sub-stream: arrivals independent of edge failures drawn from "dynamics".
         injection.reset(graph, stream(seed, "injection"))
 
-    total = loads.sum()
+    total = loads.sum() if loads.dtype.kind == "f" else exact_total(loads)  # (a Python int: no wrap below)
     tol = 1e-9 * (abs(float(total)) + graph.n) if protocol.divisible else 0
+    # A protocol exact only below a limit was checked on the initial loads; a load can still grow
+    # past it during the run (sos-iou overshoots: 6 leaves of 2**53 - 1 on star:6 put 2**53 + 9e14 on
+    # the centre). Only a total (or an infeasible run's load) at the limit can get there.
+    limit = None if protocol.divisible else protocol.exact_load_limit
     trace = {k: [] for k in ("step", "tokens_moved", "messages", *TRACE_METRICS)}
     clock = []
     totals = [] if injection is not None else None  # tokens in the network at each record (the backlog)
@@ -595,7 +600,13 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
                 infeasible += 1
             if injection is not None:
                 new, added, removed = injection.apply(t, new)
-                total = total + added - removed
+                if divisible:
+                    total = total + added - removed
+                else:  # Python ints: int64 wrapped, and the run reported -2**63 + 4192 tokens
+                    total = int(total) + int(added) - int(removed)
+                    if not -_INT64_MAX <= total <= _INT64_MAX:
+                        raise TokendistError(f"the injection brings the tokens to {total} at step {t}, more than "
+                                             f"int64 holds (2**63 - 1 = {_INT64_MAX})")
                 new_sum = new.sum()
             in_transit = out.in_transit
             held = new_sum + in_transit
@@ -603,6 +614,8 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
                 raise ConservationError(f"{protocol.name} broke token conservation at step {t}: "
                                         f"{total} tokens became {held}")
             loads = new if new is not loads else new.copy()
+            if limit is not None and (held >= limit or infeasible) and new_min is not None:
+                _check_load_limit(protocol, loads, new_min, limit, step_no)
             moved_total += out.moved
             messages_total += out.messages
             done = targets and reached(g, loads)
@@ -638,7 +651,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
     if progress is not None:
         progress(t, max_steps)
     steps = t
-    trace_arrays = {k: np.asarray(v) for k, v in trace.items()}
+    trace_arrays = {k: _column(v) for k, v in trace.items()}
     initial = final = None
     if fast is not None:
         columns = fast.columns()

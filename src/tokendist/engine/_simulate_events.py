@@ -41,7 +41,7 @@ import numba
 import numpy as np
 
 from ..errors import ConservationError
-from ._metrics import SUMMARY_METRICS, _summary_kernel, measure, target_reached
+from ._metrics import SUMMARY_METRICS, _share_args, _speed_ratios, _summary_kernel, measure, target_reached
 from ._pass import StepPass, small_run
 
 __all__ = ["run_event_steps", "EventTrace", "event_driven", "event_source", "CONSERVATION_EVERY"]
@@ -324,8 +324,9 @@ def _replay(graph, initial, log, records, names) -> dict:
     if big and initial.dtype.kind in "iu" and graph.n > 0 and set(names) <= set(SUMMARY_METRICS):
         speeds = np.empty(0) if graph.speeds is None else graph.speeds
         speed_sum = 1.0 if graph.speeds is None else float(graph.speeds.sum())
+        rh, rl = _speed_ratios(graph.speeds)
         ints, floats = _replay_kernel(initial.astype(np.int64), pairs[:, 0].copy(), pairs[:, 1].copy(),
-                                      rec[:, 3], graph.u, graph.v, speeds, speed_sum)
+                                      rec[:, 3], graph.u, graph.v, speeds, speed_sum, rh, rl)
         hi, lo, local = ints
         l1, sq, linf, wmax = floats
         metrics = {"discrepancy": hi - lo, "max": hi, "min": lo, "local_discrepancy": local, "l1_error": l1,
@@ -358,14 +359,13 @@ def _replay(graph, initial, log, records, names) -> dict:
 
 
 @numba.njit(cache=True, nogil=True)
-def _replay_kernel(initial, nodes, changes, ends, u, v, speeds, speed_sum):
+def _replay_kernel(initial, nodes, changes, ends, u, v, speeds, speed_sum, rh, rl):
     # ends[r]: the length of the (flat, node then change) log when step r was recorded.
     loads = initial.copy()
     k = ends.shape[0]
     n = loads.shape[0]
     ints = np.empty((3, k), dtype=np.int64)
     floats = np.empty((4, k), dtype=np.float64)
-    hetero = speeds.shape[0] > 0
     pos = 0
     for r in range(k):
         end = ends[r] // 2
@@ -377,8 +377,8 @@ def _replay_kernel(initial, nodes, changes, ends, u, v, speeds, speed_sum):
             loads[nodes[pos]] += changes[pos]
             pos += 1
         total = loads.sum()
-        share = float(total) if hetero else total / n
-        hi, lo, local, l1, sq, linf, wmax = _summary_kernel(loads, u, v, share, speeds, speed_sum)
+        base, frac, wa, wb = _share_args(total, n)  # (the exact error terms: engine._metrics.errors)
+        hi, lo, local, l1, sq, linf, wmax = _summary_kernel(loads, u, v, base, frac, wa, wb, speeds, speed_sum, rh, rl)
         ints[0, r], ints[1, r], ints[2, r] = hi, lo, local
         floats[0, r], floats[1, r], floats[2, r], floats[3, r] = l1, sq, linf, wmax
     return ints, floats

@@ -165,7 +165,7 @@ def _row(scenario: Scenario, graph, loads, name: str) -> CompareRow:
         **_level_times(r, scenario.levels),
         final_discrepancy=r.final["discrepancy"], final_local_discrepancy=r.final["local_discrepancy"],
         tokens_moved=r.tokens_moved, messages=r.messages, infeasible_steps=r.infeasible_steps,
-        lowest_load=float(r.trace["min"].min()) if r.trace["min"].size else None, seconds=r.seconds,
+        lowest_load=r.trace["min"].min().item() if r.trace["min"].size else None, seconds=r.seconds,
         stream=r.stream, variants=r.variants, result=r)
 
 

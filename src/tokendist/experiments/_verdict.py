@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..engine._metrics import at_most
+
 __all__ = ["settle_step", "verdict", "exclusion"]
 
 
@@ -36,7 +38,8 @@ def settle_step(steps: np.ndarray, values: np.ndarray, level: float) -> int | No
     >>> settle_step(np.array([0, 1]), np.array([3, 2]), 1) is None
     True
     """
-    above = np.flatnonzero(np.asarray(values) > level)
+    # (exact for int64 discrepancies against a real level: numpy would round them to float64 first)
+    above = np.flatnonzero(~np.asarray(at_most(np.asarray(values), level)))
     if above.size == 0:
         return int(steps[0])
     last = int(above[-1])

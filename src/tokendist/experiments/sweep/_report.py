@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections import Counter
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +51,10 @@ def describe(values) -> dict:
     >>> d["count"], d["mean"], d["median"], d["std"], round(d["ci_low"], 3), round(d["ci_high"], 3)
     (3, 12.0, 12.0, 2.0, 7.032, 16.968)
     """
-    a = np.asarray([v for v in values if v is not None], dtype=np.float64)
+    values = [v for v in values if v is not None]
+    if any(isinstance(v, numbers.Integral) and abs(v) > 2**53 for v in values):
+        return _describe_exact(values)
+    a = np.asarray(values, dtype=np.float64)
     k = int(a.size)
     out = {"count": k, "mean": None, "median": None, "std": None, "ci_low": None, "ci_high": None}
     if k == 0:
@@ -62,6 +67,26 @@ def describe(values) -> dict:
         # without importing scipy.stats: half a second of every report.
         half = float(stdtrit(k - 1, 0.975)) * s / math.sqrt(k)
         out.update(std=s, ci_low=mean - half, ci_high=mean + half)
+    return out
+
+
+def _describe_exact(values) -> dict:
+    """:func:`describe` of integers beyond 2**53 (discrepancies of loads near 2**62), from exact sums.
+
+    float64 rounds such an integer (a median of 2**62 + 1 came out 2**62): here the mean, the
+    standard deviation and the interval are the correctly rounded floats of the exact rationals,
+    and the median is exact (a Python int where it is an integer).
+    """
+    k = len(values)
+    xs = sorted(Fraction(v) for v in values)
+    mean = sum(xs) / k
+    mid = xs[k // 2] if k % 2 else (xs[k // 2 - 1] + xs[k // 2]) / 2
+    out = {"count": k, "mean": float(mean), "median": int(mid) if mid.denominator == 1 else float(mid),
+           "std": None, "ci_low": None, "ci_high": None}
+    if k >= 2:
+        s = math.sqrt(sum((x - mean) ** 2 for x in xs) / (k - 1))
+        half = float(stdtrit(k - 1, 0.975)) * s / math.sqrt(k)
+        out.update(std=s, ci_low=float(mean) - half, ci_high=float(mean) + half)
     return out
 
 
@@ -158,7 +183,27 @@ def read_report_rows(folder) -> list[dict]:
     rows = read_rows(path)
     if not rows:
         raise TokendistError(f"{path}: no rows")
-    return rows
+    return [_numbers(r) for r in rows]
+
+
+_NUMERIC = ("steps_to_", "settled_", "final_", "initial_", "tokens", "messages")
+
+
+def _numbers(row: dict) -> dict:
+    """A row with its figures as numbers again: a column that mixed integers past 2**53 with reals
+    (``diffusion`` beside ``diffusion-floor``) is stored as exact text (:func:`._store._column`),
+    and the statistics and plots took the text (a sweep stopped with a traceback in its report)."""
+    out = dict(row)
+    for k, v in row.items():
+        if isinstance(v, str) and k.startswith(_NUMERIC):
+            try:
+                out[k] = int(v)
+            except ValueError:
+                try:
+                    out[k] = float(v)
+                except ValueError:
+                    pass
+    return out
 
 
 def write_report(folder, *, plots: bool = True) -> Report:

@@ -39,6 +39,7 @@ import numpy as np
 
 from ... import __version__
 from ...engine import SUMMARY_METRICS, make_protocol, simulate
+from ...engine._metrics import at_most
 from ...errors import InfeasibleStepError, TokendistError
 from ...graphs import make_graph
 from ._spec import Sweep, Task, level_name
@@ -112,7 +113,7 @@ def level_steps(steps: np.ndarray, discrepancy: np.ndarray, levels) -> dict:
     out = {}
     for lv in levels:
         name = level_name(lv)
-        below = discrepancy <= lv
+        below = np.asarray(at_most(np.asarray(discrepancy), lv))  # (exact: int64 against a real level)
         hit = np.flatnonzero(below)
         out[f"steps_to_{name}"] = int(steps[hit[0]]) if hit.size else None
         above = np.flatnonzero(~below)

@@ -49,8 +49,14 @@ DEFAULT_LEVELS = (10, 2, 1)
 
 
 def level_name(level) -> str:
-    """The column suffix of a discrepancy level: ``2`` -> ``"2"``, ``0.5`` -> ``"0.5"``."""
-    return f"{float(level):g}"
+    """The column suffix of a discrepancy level: ``2`` -> ``"2"``, ``0.5`` -> ``"0.5"``.
+
+    Exact, so that distinct levels have distinct columns (six significant digits named 2**53 + 1
+    and 2**53 + 2 alike, and refused them as one level listed twice).
+    """
+    if isinstance(level, int) or float(level).is_integer():
+        return str(int(level))
+    return repr(float(level))
 
 
 def _param_text(value) -> str:

@@ -16,6 +16,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -30,8 +31,14 @@ TRACES = "traces"
 def _column(values: list) -> pa.Array:
     try:
         return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # (an int past int64 or float64's exact range)
         return pa.array([None if v is None else str(v) for v in values], type=pa.string())
+
+
+def _trace_column(values) -> pa.Array:
+    # An object column holds ints past int64 (tokens moved near 2**63 a step): exact, as text.
+    values = np.asarray(values)
+    return _column(values.tolist()) if values.dtype == object else pa.array(values)
 
 
 def to_table(rows: list[dict]) -> pa.Table:
@@ -122,7 +129,8 @@ class Store:
         folder = self.folder / TRACES
         folder.mkdir(exist_ok=True)
         n = len(next(iter(trace.values()))) if trace else 0
-        table = pa.table({"key": pa.array([key] * n, type=pa.string()), **{k: pa.array(v) for k, v in trace.items()}})
+        table = pa.table({"key": pa.array([key] * n, type=pa.string()),
+                          **{k: _trace_column(v) for k, v in trace.items()}})
         path = folder / f"{key}.parquet"
         write_table(table, path)
         return path

@@ -41,6 +41,7 @@ from .kernels._serial import (COIN_BLOCK, RANDOM_FRACTION, counter_uniform_nb, d
 from .kernels._threaded import diffuse_step_parallel, rounded_step_parallel, run_parallel
 from ...kernels._choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_threads_allowed, auto_threads_param
 from ._partitioned import relay_halo
+from .._exact_sums import apply_edge_flows
 from ._slots import SlotRounding
 from ._diffusivity import (MATRIX_SPECS, coefficient_ratios, default_diffusivity, diagonal, diffusion_matrix,
                            diffusivity)
@@ -509,13 +510,8 @@ class _RoundedDiffusion(_DiffusionBase):
             coins = counter_uniform(self._key, t, np.asarray(ids, dtype=np.uint64))
         fh = rounded_flows(graph.u, graph.v, alpha, loads, self.rounding, coins=coins,
                            coin=self.options.get("coin", "pij"))
-        pos, neg = np.maximum(fh, 0), np.maximum(-fh, 0)
-        outflow = np.bincount(graph.u, weights=pos, minlength=graph.n) + np.bincount(graph.v, weights=neg,
-                                                                                      minlength=graph.n)
-        new = (loads - np.bincount(graph.u, weights=fh, minlength=graph.n).astype(np.int64)
-               + np.bincount(graph.v, weights=fh, minlength=graph.n).astype(np.int64))
-        return Step(new, moved=int(np.abs(fh).sum()), messages=2 * graph.m, flows=fh,
-                    outflow=outflow.astype(np.int64))
+        new, outflow = apply_edge_flows(graph.u, graph.v, loads, fh)  # (int64 sums: exact past 2**53)
+        return Step(new, moved=int(np.abs(fh).sum()), messages=2 * graph.m, flows=fh, outflow=outflow)
 
     def step(self, t, graph, loads):
         h = self.h
@@ -654,11 +650,7 @@ class _RoundedDiffusion(_DiffusionBase):
         orient = self.orient[edges] if self.rounding == "oriented" and self.orient.size else None
         flows = rounded_flows(g.u, g.v, self.alpha[edges], w, self.rounding, coins=coins,
                               coin=self.options.get("coin", "pij"), orient=orient)
-        pos, neg = np.maximum(flows, 0), np.maximum(-flows, 0)
-        outflow = (np.bincount(g.u, weights=pos, minlength=g.n) + np.bincount(g.v, weights=neg, minlength=g.n))
-        new = (w - np.bincount(g.u, weights=flows, minlength=g.n).astype(np.int64)
-               + np.bincount(g.v, weights=flows, minlength=g.n).astype(np.int64))
-        outflow = outflow.astype(np.int64)
+        new, outflow = apply_edge_flows(g.u, g.v, w, flows)  # (int64 sums: exact past 2**53)
         if halo is None:
             return new, outflow, 0
         return new[halo.in_h], outflow[halo.in_h], halo.relayed(flows)

@@ -215,9 +215,15 @@ class _MatchingBase(Protocol):
         """
         if loads.dtype != np.int64:
             loads = loads.astype(np.int64)
-        new = loads + loads[partner]
-        new += odd_here
-        new >>= 1
+        other = loads[partner]
+        if not loads.size or np.max(loads) < 2**62:  # (loads are never negative here) 2 x + 1 fits int64
+            new = loads + other
+            new += odd_here
+            new >>= 1
+        else:
+            # An unmatched node's pair sum 2x wraps past 2**63 for x >= 2**62 (it came out as -x):
+            # floor((x + y + o) / 2) as the halves plus the half of the low bits, which cannot wrap.
+            new = (loads >> 1) + (other >> 1) + (((loads & 1) + (other & 1) + odd_here) >> 1)
         sent = (loads - new)[ends_u]
         flows[edges] = sent
         return Step(new, moved=int(np.abs(sent).sum()), messages=2 * len(edges), flows=flows)
