@@ -170,6 +170,9 @@ def test_stopping_rules_and_errors_are_collective(tmp_path):
         {"graph": "torus:8x8", "algo": "diffusion-ceil", "init": "random:0..1000", "seed": 5,
          "allow_infeasible": True},  # ends in a cycle of length 2 (Figure 4's oscillation)
         {"graph": "hypercube:6", "algo": "fos", "init": "point:1000", "seed": 3, "until_discrepancy": 1e-3},
+        # A discrepancy of 2**53 + 1 is not at most 2.0**53 (compared in float64 it was, at step 0).
+        {"graph": "torus:8x8", "algo": "multi-port", "init": f"point:{2**53 + 1}", "seed": 1,
+         "until_discrepancy": 2.0**53, "max_steps": 5},
         {"graph": "torus:8x8", "algo": "diffusion-ceil", "init": "random:0..3", "seed": 5},  # infeasible: error
     ]
     got = run_cases(3, cases, tmp_path)

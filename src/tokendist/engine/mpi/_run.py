@@ -213,7 +213,11 @@ def _run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=Non
             low = np.iinfo(np.int64).min if w.dtype.kind in "iu" else -np.inf
             figures = np.array([low, low, local_disc], dtype=w.dtype)
         hi, neg_lo, loc = part.allreduce_array(figures, "max")
-        if until_discrepancy is not None and hi - (-neg_lo) <= until_discrepancy:
+        if w.dtype.kind in "iu":
+            # Python ints: an int64 compared with a float level is rounded to float64 first (2**53 + 1
+            # would be at most 2.0**53), and Python compares an int with a float exactly.
+            hi, neg_lo, loc = int(hi), int(neg_lo), int(loc)
+        if until_discrepancy is not None and hi + neg_lo <= until_discrepancy:
             return True
         if until_local_discrepancy is not None and loc <= until_local_discrepancy:
             return True
