@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .errors import TokendistError
 
-__all__ = ["read_bytes", "read_text", "atomic_path", "atomic_write_text", "atomic_dir", "GRAPH_FILE_LIMIT",
+__all__ = ["read_bytes", "read_text", "check_writable_file", "atomic_path", "atomic_write_text", "atomic_dir", "GRAPH_FILE_LIMIT",
            "DATA_FILE_LIMIT", "SCENARIO_FILE_LIMIT"]
 
 #: Largest graph file read (an edge list of 2**26 edges is about 1 GB).
@@ -85,6 +85,25 @@ def read_text(path, what: str, limit: int, error=TokendistError) -> str:
         raise error(f"{path}: binary or non-UTF-8 content at byte {exc.start}, not a text {what} file") from None
 
 
+def check_writable_file(path) -> None:
+    """Refuse, in one line, an output path that names no file: empty, a folder, or a device or pipe.
+
+    The rename of :func:`atomic_path` would replace whatever ``path`` names: run as root,
+    ``--save-loads /dev/null`` turned the device into a regular file. A symbolic link is replaced
+    itself, never what it points to, so a link is accepted.
+    """
+    if not str(path).strip():
+        raise TokendistError(f"{str(path)!r}: an output file needs a name")
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return  # absent (or its folder is): the write says why, in one line
+    if stat.S_ISDIR(st.st_mode):
+        raise TokendistError(f"{path}: is a folder, not a file")
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        raise TokendistError(f"{path}: not a regular file (a device, pipe or socket); tokendist writes only files")
+
+
 @contextlib.contextmanager
 def atomic_path(path):
     """Yield a temporary path beside ``path``; on success rename it over ``path``, else remove it.
@@ -94,6 +113,7 @@ def atomic_path(path):
     is untouched. Refused in one line when the directory cannot be written.
     """
     target = Path(path)
+    check_writable_file(target)
     folder = target.parent if str(target.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=folder)

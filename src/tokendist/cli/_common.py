@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 from pathlib import Path
 
 from ..engine import DYNAMICS, EdgeFailures
+from .._files import check_writable_file
 from ..errors import TokendistError
 from ..experiments.defaults import DEFAULT_MAX_STEPS, DEFAULT_SEED
 from ._output import parse_key_values
 
-__all__ = ["add_run_arguments", "dynamics_from_args", "nonneg_int", "probability", "check_outputs"]
+__all__ = ["add_run_arguments", "dynamics_from_args", "nonneg_int", "positive_int", "probability", "number",
+           "path_arg", "check_outputs"]
 
 
 def check_outputs(folder=None, file=None) -> None:
@@ -32,44 +36,61 @@ def check_outputs(folder=None, file=None) -> None:
             raise TokendistError(f"{path}: cannot write (no write permission in {parent})")
     if file is not None:
         path = Path(file)
-        if path.is_dir():
-            raise TokendistError(f"{path}: is a folder, not a file")
+        check_writable_file(path)
         if not path.parent.is_dir():
             raise TokendistError(f"{path}: cannot write (no folder {path.parent})")
 
 
+def path_arg(text: str) -> Path:
+    """A path option: not empty (``--out ''`` is ``Path('.')``: the current folder, silently)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a path, got {text!r}")
+    return Path(text)
+
+
+#: The largest integer an option takes: counts, steps and seeds are int64 everywhere downstream.
+INT64_MAX = 2**63 - 1
+# ASCII digits only, as in every spec: int() also reads '1_0', '\u0664' (Arabic-Indic four) and
+# full-width digits, and float() reads them too ('1_0.5').
+_INT_TEXT = re.compile(r"^[+]?[0-9]+$")
+_FLOAT_TEXT = re.compile(r"^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$")
+
+
 def nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return v
+    """An option's non-negative integer: ASCII digits, at most 2**63 - 1 (never wrapped or clipped)."""
+    stripped = text.strip()
+    if not _INT_TEXT.match(stripped):
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer (digits 0-9), got {text!r}")
+    if len(stripped) > 20 or int(stripped) > INT64_MAX:
+        raise argparse.ArgumentTypeError(f"expected an integer at most 2**63 - 1 ({INT64_MAX}), got {stripped[:30]}")
+    return int(stripped)
 
 
 def positive_int(text: str) -> int:
     v = nonneg_int(text)
     if v == 0:
-        raise argparse.ArgumentTypeError("expected a positive integer")
+        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
+    return v
+
+
+def _finite(text: str, expected: str) -> float:
+    # A decimal number written in ASCII ('nan', 'inf', '1e999', '1_0' and non-ASCII digits refused).
+    stripped = text.strip()
+    v = float(stripped) if _FLOAT_TEXT.match(stripped) else math.nan
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return v
 
 
 def probability(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a probability, got {text!r}") from None
+    v = _finite(text, "a probability in [0, 1]")
     if not 0.0 <= v <= 1.0:
         raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}")
     return v
 
 
 def number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    return _finite(text, "a finite number")
 
 
 def add_run_arguments(p: argparse.ArgumentParser, *, graph_default=None, init_default=None) -> None:

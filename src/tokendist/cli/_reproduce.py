@@ -10,7 +10,7 @@ from .._files import atomic_write_text
 from ..experiments import REPRODUCTIONS, ReproContext, run_reproduction
 from ..errors import TokendistError
 from ._app import Command, UsageError, command
-from ._common import nonneg_int, positive_int
+from ._common import nonneg_int, path_arg, positive_int
 from ._layout import Col, Group, print_fitted
 from ._output import console, print_json, progress_bar, table, to_jsonable
 
@@ -24,7 +24,7 @@ class ReproduceCommand(Command):
 
     def add_arguments(self, p):
         p.add_argument("name", help="entry name, 'all', or 'list'")
-        p.add_argument("--out", type=Path, default=None, help="folder for figures (PNG) and JSON")
+        p.add_argument("--out", type=path_arg, default=None, help="folder for figures (PNG) and JSON")
         p.add_argument("--quick", action="store_true", help="a smaller, faster version where the entry has one")
         p.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0)")
         p.add_argument("--workers", type=positive_int, default=None,

@@ -15,7 +15,7 @@ import numpy as np
 from .._files import atomic_path
 from ..errors import TokendistError
 from ._app import Command, command
-from ._common import nonneg_int, positive_int
+from ._common import nonneg_int, path_arg, positive_int
 from ._output import print_json, progress_bar, table
 from ..analysis import c_ordering, gap_positions, kary_order, lemma13_bound, lemma17_bound, msd, msd_of_spec, observer_tour, stability, theorem12_distribution, theorem16_bound
 from ..experiments._repro_houle import kary_msd_table
@@ -138,7 +138,7 @@ class TreeWorstCaseCommand(Command):
         p.add_argument("--colour-start", type=nonneg_int, default=0, help="colour c: stable at times t = c mod chi")
         p.add_argument("--node", type=nonneg_int, default=0, help="the node s with load 0")
         p.add_argument("--base", type=nonneg_int, default=0, help="tokens added to every node")
-        p.add_argument("--save-loads", type=Path, required=True, help="file for the loads, one per line")
+        p.add_argument("--save-loads", type=path_arg, required=True, help="file for the loads, one per line")
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
