@@ -15,7 +15,7 @@ from ..experiments.defaults import DEFAULT_MAX_STEPS, DEFAULT_SEED
 from ._output import parse_key_values
 
 __all__ = ["add_run_arguments", "dynamics_from_args", "nonneg_int", "positive_int", "probability", "number",
-           "path_arg", "check_outputs"]
+           "path_arg", "name_list", "check_outputs"]
 
 
 def check_outputs(folder=None, file=None) -> None:
@@ -46,6 +46,21 @@ def path_arg(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError(f"expected a path, got {text!r}")
     return Path(text)
+
+
+def name_list(text: str, option: str, sep: str = ",") -> list[str]:
+    """The names of a list option (``--algos fos,sos``): none empty, none twice.
+
+    An empty item is a slip (``--algos ''`` ran every algorithm, ``fos,`` one), a repeated one
+    would run twice under one name.
+    """
+    items = [x.strip() for x in text.split(sep)]
+    if not all(items):
+        raise TokendistError(f"{option} expects names separated by '{sep}', got {text!r} (an empty name)")
+    twice = [x for i, x in enumerate(items) if x.lower() in (y.lower() for y in items[:i])]
+    if twice:
+        raise TokendistError(f"{option}: {twice[0]!r} given twice")
+    return items
 
 
 #: The largest integer an option takes: counts, steps and seeds are int64 everywhere downstream.

@@ -14,7 +14,7 @@ from ..errors import TokendistError
 from ..experiments import compare, default_scenario, load_scenario
 from ..experiments._workers import default_workers
 from ._app import Command, command
-from ._common import check_outputs, nonneg_int, path_arg, positive_int, probability
+from ._common import check_outputs, name_list, nonneg_int, path_arg, positive_int, probability
 from ._compare_view import render
 from ._output import print_json, progress_bar, to_jsonable
 
@@ -29,14 +29,6 @@ def _levels(text: str) -> list:
     if not all(_LEVEL.match(x) for x in items):
         raise TokendistError(f"--levels expects numbers >= 0 separated by commas (e.g. 10,2,1), got {text!r}")
     return [float(x) if "." in x else int(x) for x in items]
-
-
-def _algos(text: str) -> list:
-    items = [x.strip() for x in text.split(",")]
-    if not all(items):
-        # '' would run every algorithm, 'fos,' one: an empty name is a slip, not a request for all
-        raise TokendistError(f"--algos expects algorithm names separated by commas, got {text!r}")
-    return items
 
 
 class _Preload:
@@ -109,7 +101,7 @@ class CompareCommand(Command):
         if args.graph is not None and args.scenario is None:
             sc.name = "custom"
         if args.algos is not None:
-            sc.algos = _algos(args.algos)
+            sc.algos = name_list(args.algos, "--algos")
         if args.levels is not None:
             sc.levels = _levels(args.levels)
         if args.allow_infeasible:

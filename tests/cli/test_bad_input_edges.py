@@ -1,0 +1,254 @@
+"""Bad inputs an option-by-option sweep of every command still let through: each one line, exit 2.
+
+Every option of every command (``build_parser()``) was fed empty and blank text, negative and huge
+integers (2**63, 10**30), non-ASCII digits, ``1_0``, ``nan`` and ``inf``, specs with a missing or
+extra part, empty, binary and wrong-length files and paths that name no file. What was accepted as
+something else (``--seed 1_0`` as 10, ``--max-steps 10**30``, ``--until-discrepancy inf``,
+``--out ''`` as the current folder, ``--algos ''`` as every algorithm, a ``--param`` given twice,
+last one winning) or failed with a traceback (``--inject rate=1e20``) is refused here, and an
+output path naming a device or pipe is refused instead of being replaced by a regular file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from tokendist.cli import main
+from tokendist.engine._injection import MAX_TOKENS_PER_STEP, Injection, InjectionSchedule
+from tokendist.errors import TokendistError
+from tokendist.experiments import load_scenario
+
+RUN = ["run", "--graph", "torus:4x4", "--algo", "multi-port", "--init", "point:100", "--max-steps", "3", "--json"]
+COMPARE = ["compare", "--graph", "ring:6", "--init", "random:0..9", "--algos", "multi-port,fos", "--max-steps", "10",
+           "--no-files", "--json"]
+BENCH = ["bench", "--graphs", "ring:8", "--algos", "multi-port", "--steps", "2", "--naive-graph", "ring:8", "--json"]
+
+
+def _with(base, option, value):
+    argv = list(base)
+    if option in argv:
+        argv[argv.index(option) + 1] = value
+    else:
+        argv += [option, value]
+    return argv
+
+
+def _refused(argv, capsys, words=None):
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, (argv, code, err)
+    assert err.startswith("error: ") and err.count("\n") == 1, (argv, err)
+    if words:
+        assert words in err, err
+    return err
+
+
+# ---------------------------------------------------------------------- integer options
+INT_OPTIONS = [
+    (RUN, "--seed"), (RUN, "--max-steps"), (RUN, "--record-every"),
+    (COMPARE, "--offline"), (COMPARE, "--workers"),
+    (["offline", "--graph", "ring:6", "--init", "point:12", "--json"], "--slack"),
+    (["graph", "info", "ring:6", "--json"], "--exact-limit"),
+    (["tree", "worst-case", "kary:2,3", "--json", "--save-loads", os.devnull], "--base"),
+    (["tree", "conjecture", "--k-max", "3", "--h-max", "3", "--json"], "--k-max"),
+]
+
+
+@pytest.mark.parametrize("base, option", INT_OPTIONS, ids=[f"{b[0]}{o}" for b, o in INT_OPTIONS])
+@pytest.mark.parametrize("value, words", [
+    ("9223372036854775808", "at most 2**63 - 1"),
+    (str(10**30), "at most 2**63 - 1"),
+    ("\u0664", "digits 0-9"),        # Arabic-Indic four: int() reads it as 4
+    ("\uff11", "digits 0-9"),        # full-width one
+    ("1_0", "digits 0-9"),           # int() reads it as 10
+])
+def test_integer_options_are_ascii_and_int64(base, option, value, words, capsys):
+    _refused(_with(base, option, value), capsys, words)
+
+
+def test_integer_option_at_int64_max_is_taken(capsys):
+    # The limit is the largest int64, not below it: the seed 2**63 - 1 runs.
+    assert main(_with(RUN, "--seed", str(2**63 - 1))) == 0
+    assert '"seed": 9223372036854775807' in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------- number options
+@pytest.mark.parametrize("option", ["--until-discrepancy", "--until-local-discrepancy"])
+@pytest.mark.parametrize("value", ["inf", "1e999", "nan", "\u0664", "1_0", "0x10"])
+def test_number_options_are_finite_ascii(option, value, capsys):
+    _refused(_with(RUN, option, value), capsys, "finite number")
+
+
+@pytest.mark.parametrize("value", ["\u0664", "0.2_5", "0x0"])
+def test_probability_is_ascii(value, capsys):
+    _refused(_with(RUN, "--edge-failure", value), capsys, "probability")
+
+
+# ---------------------------------------------------------------------- paths
+@pytest.mark.parametrize("argv", [
+    RUN + ["--out", ""], RUN + ["--out", " "], RUN + ["--save-loads", ""],
+    [a for a in COMPARE if a != "--no-files"] + ["--out", ""], ["compare", "--scenario", "", "--no-files"],
+    ["graph", "export", "ring:6", "-o", ""], ["graph", "colour", "ring:6", "--output", " "],
+    ["tree", "worst-case", "kary:2,3", "--save-loads", ""], ["sweep", "x.toml", "--out", ""],
+    ["reproduce", "list", "--out", ""],
+], ids=lambda a: " ".join(a[:2]) + " " + a[-2])
+def test_empty_paths_are_refused(argv, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # '' was Path('.'): the outputs went into the current folder
+    _refused(argv, capsys, "expected a path")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [
+    RUN + ["--save-loads", "{}"], ["graph", "export", "ring:6", "-o", "{}"],
+    ["graph", "colour", "ring:6", "--output", "{}"], ["tree", "worst-case", "kary:2,3", "--save-loads", "{}"],
+], ids=lambda a: " ".join(a[:2]))
+def test_output_to_a_pipe_is_refused_and_the_pipe_kept(argv, tmp_path, capsys):
+    # The atomic write renames over its target: as root, --save-loads /dev/null replaced the device
+    # with a regular file. A named pipe stands for any non-file here (making a device needs root).
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    _refused([str(fifo) if a == "{}" else a for a in argv], capsys, "not a regular file")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no temporary file left either
+
+
+def test_output_through_a_symlink_replaces_the_link_only(tmp_path, capsys):
+    target = tmp_path / "kept.txt"
+    target.write_text("keep\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    assert main(["graph", "export", "ring:6", "-o", str(link)]) == 0
+    assert target.read_text() == "keep\n" and not link.is_symlink()
+
+
+# ---------------------------------------------------------------------- lists and key=value options
+@pytest.mark.parametrize("argv, words", [
+    (RUN + ["--param", "threshold=1", "--param", "threshold=2"], "threshold given twice"),
+    (["run", "--graph", "torus:4x4", "--algo", "fos", "--init", "point:100", "--max-steps", "2",
+      "--mobility", "radius=0.1,radius=0.2"], "radius given twice"),
+    (COMPARE + ["--param", "fos.c=2", "--param", "fos.c=3"], "fos.c given twice"),
+    (BENCH + ["--param", "threads=1", "--param", "threads=2"], "threads given twice"),
+])
+def test_a_key_given_twice_is_refused(argv, words, capsys):
+    _refused(argv, capsys, words)
+
+
+@pytest.mark.parametrize("value, words", [
+    ("", "an empty name"), (" ", "an empty name"), (",", "an empty name"), ("fos,", "an empty name"),
+    (",fos", "an empty name"), ("fos,,sos", "an empty name"), ("fos,fos", "given twice"), ("fos,FOS", "given twice"),
+])
+def test_compare_algos(value, words, capsys):
+    _refused(_with(COMPARE, "--algos", value), capsys, words)
+
+
+@pytest.mark.parametrize("value, words", [
+    ("", "--levels expects"), (",", "--levels expects"), ("1,", "--levels expects"), ("1,,2", "--levels expects"),
+    ("1_0", "--levels expects"), ("\u0664", "--levels expects"), ("nan", "--levels expects"),
+    ("2,1,2", "twice"), ("2,2.0", "twice"),
+])
+def test_compare_levels(value, words, capsys):
+    _refused(_with(COMPARE, "--levels", value), capsys, words)
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("--graphs", "ring:8;", "an empty name"), ("--graphs", ";", "an empty name"), ("--graphs", "", "names no graph"),
+    ("--graphs", "ring:8;;ring:9", "an empty name"), ("--graphs", "ring:8;ring:8", "given twice"),
+    ("--algos", "", "an empty name"), ("--algos", "multi-port,", "an empty name"),
+    ("--algos", "multi-port,multi-port", "given twice"),
+])
+def test_bench_lists(option, value, words, capsys):
+    _refused(_with(BENCH, option, value), capsys, words)
+
+
+def test_bounds_empty_speeds(capsys):
+    # '' was read as "no speeds" by bounds (run and compare refused it).
+    _refused(["bounds", "--graph", "ring:6", "--init", "point:12", "--algo", "sos", "--no-run", "--speeds", ""],
+             capsys)
+
+
+SCENARIO = 'name = "s"\ngraph = "ring:6"\ninit = "random:0..9"\nmax_steps = 10\n'
+
+
+@pytest.mark.parametrize("lines, words", [
+    ('algos = ["fos", "fos"]', "algos lists 'fos' twice"),
+    ('algos = ["fos", "FOS"]', "algos lists 'fos' twice"),
+    ('levels = [2, 1, 2]', "levels lists 2 twice"),
+    ('seed = 9223372036854775808', "at most 2**63 - 1"),
+    ('record_every = 99999999999999999999', "at most 2**63 - 1"),
+    ('offline_slack = 99999999999999999999', "at most 2**63 - 1"),
+])
+def test_scenario_lists_and_huge_integers(lines, words, tmp_path, capsys):
+    p = tmp_path / "s.toml"
+    p.write_text("[scenario]\n" + SCENARIO + lines + "\n")
+    with pytest.raises(TokendistError, match=words.replace("*", r"\*")):
+        load_scenario(p)
+    _refused(["compare", "--scenario", str(p), "--no-files", "--json"], capsys, words)
+
+
+# ---------------------------------------------------------------------- injection
+@pytest.mark.parametrize("spec, words", [
+    ("rate=99999999999999999999", "one by one"),              # a traceback inside numpy
+    (f"rate={MAX_TOKENS_PER_STEP + 1}", "one by one"),
+    ("consume=1e12", "one by one"),
+    ("burst=99999999999999999999@1", "one by one"),           # a traceback inside numpy
+    ("burst=5@99999999999999999999", "beyond the last step"),
+    ("rate=1,start=99999999999999999999", "beyond the last step"),
+    ("rate=\u0664", "must be a number"),                      # float() reads it as 4.0
+    ("rate=1_0", "must be a number"),
+    ("start=\u0664,rate=1", "must be a step"),
+    ("burst=\u0664@1", "COUNT@STEP"),
+    ("nodes=\u0664,rate=1", "integers separated by ';'"),
+    ("nodes=1;;2,rate=1", "integers separated by ';'"),       # the empty item was skipped
+    ("nodes=1;,rate=1", "integers separated by ';'"),
+])
+def test_inject_specs(spec, words, capsys):
+    _refused(_with(RUN, "--inject", spec), capsys, words)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("", "schedules nothing"),                      # was a schedule of nothing, with numpy's warning on stderr
+    ("# only a comment\n\n", "schedules nothing"),
+    ("0 0 99999999999999999999\n", "beyond int64"),
+    ("0 0 1.5\n", "3 integers"),
+    ("0 0\n", "3 integers"),
+    ("0 0 1 2\n", "3 integers"),
+    ("0 0 1_0\n", "3 integers"),
+    ("0 0 \u0664\n", "3 integers"),
+    ("-1 0 5\n", "steps must be >= 0"),
+    ("0 99 5\n", "nodes must be in"),
+])
+def test_inject_files(text, words, tmp_path, capsys):
+    p = tmp_path / "inj.txt"
+    p.write_text(text)
+    _refused(_with(RUN, "--inject", f"file:{p}"), capsys, words)
+
+
+def test_inject_file_errors_name_the_line(tmp_path):
+    p = tmp_path / "inj.txt"
+    p.write_text("# step node tokens\n0 0 5\n3 1 x\n")
+    with pytest.raises(TokendistError, match=r"inj.txt:3: expected 'step node tokens'"):
+        InjectionSchedule(p)
+
+
+def test_inject_file_must_be_a_regular_file(tmp_path, capsys):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # np.loadtxt would have blocked on it until a writer came
+    _refused(_with(RUN, "--inject", f"file:{fifo}"), capsys, "not a regular file")
+
+
+@pytest.mark.parametrize("kwargs", [{"rate": 1e20}, {"consume": float("nan")}, {"rate": "x"},
+                                    {"bursts": [(3, MAX_TOKENS_PER_STEP), (3, 1)]}])
+def test_injection_api_values(kwargs):
+    with pytest.raises(TokendistError, match="injection"):
+        Injection(**kwargs)
+
+
+def test_inject_file_with_negative_tokens_still_consumes(tmp_path, capsys):
+    # Negative token counts are the schedule's documented way to take tokens out: still accepted.
+    p = tmp_path / "inj.txt"
+    p.write_text("0 0 -5\n")
+    assert main(_with(RUN, "--inject", f"file:{p}")) == 0
+    assert '"tokens": 95' in capsys.readouterr().out
