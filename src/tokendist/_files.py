@@ -89,18 +89,18 @@ def check_writable_file(path) -> None:
     """Refuse, in one line, an output path that names no file: empty, a folder, or a device or pipe.
 
     The rename of :func:`atomic_path` would replace whatever ``path`` names: run as root,
-    ``--save-loads /dev/null`` turned the device into a regular file. A symbolic link is replaced
-    itself, never what it points to, so a link is accepted.
+    ``--save-loads /dev/null`` turned the device into a regular file. A symbolic link is followed
+    (``/dev/stdout`` is one, to a terminal or a pipe).
     """
     if not str(path).strip():
         raise TokendistError(f"{str(path)!r}: an output file needs a name")
     try:
-        st = os.lstat(path)
+        st = os.stat(path)
     except OSError:
         return  # absent (or its folder is): the write says why, in one line
     if stat.S_ISDIR(st.st_mode):
         raise TokendistError(f"{path}: is a folder, not a file")
-    if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+    if not stat.S_ISREG(st.st_mode):
         raise TokendistError(f"{path}: not a regular file (a device, pipe or socket); tokendist writes only files")
 
 
@@ -110,10 +110,13 @@ def atomic_path(path):
 
     The rename (``os.replace``) is atomic within a directory, so readers see the old file or the
     whole new one; on any exception, Ctrl-C included, the temporary file is removed and ``path``
-    is untouched. Refused in one line when the directory cannot be written.
+    is untouched. Refused in one line when the directory cannot be written, or when ``path`` is a
+    folder, a device or a pipe (:func:`check_writable_file`); a symbolic link is written through.
     """
-    target = Path(path)
-    check_writable_file(target)
+    check_writable_file(path)
+    # Through a symbolic link to the file it names, as a shell's '>' writes: the rename would
+    # otherwise replace the link itself with a regular file.
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=folder)

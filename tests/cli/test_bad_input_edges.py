@@ -115,13 +115,24 @@ def test_output_to_a_pipe_is_refused_and_the_pipe_kept(argv, tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no temporary file left either
 
 
-def test_output_through_a_symlink_replaces_the_link_only(tmp_path, capsys):
+def test_output_through_a_symlink_writes_the_file_it_names(tmp_path, capsys):
+    # As a shell's '>': the link stays and its file gets the graph (the rename replaced the link).
     target = tmp_path / "kept.txt"
-    target.write_text("keep\n")
+    target.write_text("old\n")
     link = tmp_path / "link.txt"
     link.symlink_to(target)
     assert main(["graph", "export", "ring:6", "-o", str(link)]) == 0
-    assert target.read_text() == "keep\n" and not link.is_symlink()
+    assert link.is_symlink() and "0 1" in target.read_text()
+
+
+def test_output_through_a_symlink_to_a_pipe_is_refused(tmp_path, capsys):
+    # /dev/stdout is such a link (to a terminal or a pipe): it was replaced by a regular file.
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    link = tmp_path / "stdout"
+    link.symlink_to(fifo)
+    _refused(["graph", "export", "ring:6", "-o", str(link)], capsys, "not a regular file")
+    assert link.is_symlink() and stat.S_ISFIFO(os.stat(link).st_mode)
 
 
 # ---------------------------------------------------------------------- lists and key=value options
