@@ -51,6 +51,8 @@ def read_bytes(path, what: str, limit: int, error=TokendistError) -> bytes:
     error : type
         The :class:`TokendistError` subclass raised.
     """
+    if not str(path).strip():  # 'file:' with nothing after it
+        raise error(f"no {what} file named (an empty path; expected file:PATH)")
     try:
         st = os.stat(path)
     except FileNotFoundError:

@@ -16,6 +16,7 @@ import stat
 
 import pytest
 
+from tokendist import simulate
 from tokendist.cli import main
 from tokendist.engine._injection import MAX_TOKENS_PER_STEP, Injection, InjectionSchedule
 from tokendist.errors import TokendistError
@@ -263,3 +264,47 @@ def test_inject_file_with_negative_tokens_still_consumes(tmp_path, capsys):
     p.write_text("0 0 -5\n")
     assert main(_with(RUN, "--inject", f"file:{p}")) == 0
     assert '"tokens": 95' in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------- files named by the user
+@pytest.mark.parametrize("option", ["--init", "--speeds", "--graph"])
+def test_file_spec_without_a_path(option, capsys):
+    # Was "error: : no such file".
+    argv = ["run", "--graph", "ring:6", "--algo", "fos", "--init", "point:5", "--max-steps", "2"]
+    err = _refused(_with(argv, option, "file:"), capsys)
+    assert "file:" in err and ": :" not in err
+
+
+@pytest.mark.parametrize("option", ["--out", "--save-loads"])
+def test_output_under_a_file(option, tmp_path, capsys):
+    # --out a-file/sub was "cannot write (File exists)".
+    (tmp_path / "f.txt").write_text("x\n")
+    _refused(RUN + [option, str(tmp_path / "f.txt" / "sub")], capsys, "f.txt")
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo", "", "dir"])
+def test_sweep_file_must_be_a_regular_file(target, tmp_path, capsys):
+    # /dev/zero was read until memory ran out (a MemoryError traceback), a pipe blocked for ever.
+    if target == "fifo":
+        target = str(tmp_path / "fifo")
+        os.mkfifo(target)
+    elif target == "dir":
+        target = str(tmp_path)
+    err = _refused(["sweep", target, "--out", str(tmp_path / "out")], capsys)
+    assert "regular file" in err or "empty path" in err or "directory" in err
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------- the Python API
+@pytest.mark.parametrize("kwargs, words", [
+    ({"max_steps": 2**63}, "max_steps must be at most 2\\*\\*63 - 1"),
+    ({"record_every": 2**70}, "record_every must be at most"),
+    ({"until_discrepancy": float("inf")}, "finite number"),
+    ({"until_local_discrepancy": float("inf")}, "finite number"),
+    ({"allow_infeasible": "no"}, "allow_infeasible must be True or False"),   # "no" was true
+    ({"check": 1}, "check must be True or False"),
+])
+def test_simulate_arguments(kwargs, words):
+    kwargs.setdefault("max_steps", 3)
+    with pytest.raises(TokendistError, match=words):
+        simulate("torus:4x4", "multi-port", "point:100", **kwargs)

@@ -32,6 +32,8 @@ def check_outputs(folder=None, file=None) -> None:
         parent = path
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
+        if not parent.is_dir():  # --out a-file/sub: mkdir would fail with 'File exists'
+            raise TokendistError(f"{path}: cannot write ({parent} is a file, not a folder)")
         if not os.access(parent if str(parent) else ".", os.W_OK):
             raise TokendistError(f"{path}: cannot write (no write permission in {parent})")
     if file is not None:

@@ -37,6 +37,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..._files import SCENARIO_FILE_LIMIT, read_text
 from ...engine import DEFAULT_MAX_STEPS, PROTOCOLS, make_loads, make_protocol
 from ...errors import TokendistError
 from ...graphs import make_graph
@@ -323,11 +324,16 @@ def sweep_from_dict(data: dict, origin: str = "sweep") -> Sweep:
 
 def load_sweep(path) -> Sweep:
     """Read, validate and expand a sweep TOML file (one-line :class:`TokendistError` on any problem)."""
+    if not str(path).strip():  # Path('') is the current folder
+        raise TokendistError("expected a sweep file (FILE.toml), got an empty path")
     path = Path(path)
+    # A regular file of at most 1 MiB (read_text): /dev/zero was read until memory ran out, a named
+    # pipe blocked for ever.
+    text = read_text(path, "sweep", SCENARIO_FILE_LIMIT)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise TokendistError(f"{path}: cannot read sweep file ({exc.strerror or exc})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise TokendistError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise TokendistError(f"{path}: not valid TOML (nested too deeply)") from None
     return sweep_from_dict(data, str(path))
