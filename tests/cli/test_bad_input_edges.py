@@ -308,3 +308,10 @@ def test_simulate_arguments(kwargs, words):
     kwargs.setdefault("max_steps", 3)
     with pytest.raises(TokendistError, match=words):
         simulate("torus:4x4", "multi-port", "point:100", **kwargs)
+
+
+@pytest.mark.parametrize("argv", [["--k-max", "3", "--h-max", "1000000"], ["--k-max", str(10**18), "--h-max", "1"],
+                                  ["--k-max", "1", "--h-max", "100000000"]])
+def test_tree_conjecture_too_large_is_refused_at_once(argv, capsys):
+    # Each ran for ever: every k**h built exactly, every k iterated, or 10**8 paths tabulated.
+    _refused(["tree", "conjecture", *argv, "--json"], capsys, "tree too large")
