@@ -315,3 +315,20 @@ def test_simulate_arguments(kwargs, words):
 def test_tree_conjecture_too_large_is_refused_at_once(argv, capsys):
     # Each ran for ever: every k**h built exactly, every k iterated, or 10**8 paths tabulated.
     _refused(["tree", "conjecture", *argv, "--json"], capsys, "tree too large")
+
+
+@pytest.mark.parametrize("command", [["tree", "orderings", "kary:2,3"],
+                                     ["tree", "worst-case", "kary:2,3", "--save-loads", os.devnull]])
+@pytest.mark.parametrize("value", ["", " "])
+def test_tree_empty_colouring(command, value, capsys):
+    # '' was read as auto.
+    _refused([*command, "--colouring", value, "--json"], capsys, "--colouring expects")
+
+
+@pytest.mark.parametrize("argv, words", [([], "tokendist: expected a command"),
+                                         (["graph"], "tokendist graph: expected a subcommand"),
+                                         (["tree"], "tokendist tree: expected a subcommand")])
+def test_a_missing_command_is_one_error_line_after_the_help(argv, words, capsys):
+    # The help was printed (stdout) with exit code 2 but no error line.
+    err = _refused(argv, capsys, words)
+    assert err.count("\n") == 1

@@ -78,6 +78,8 @@ class TreeMsdCommand(Command):
 
 
 def _colouring(tree, colouring: str):
+    if not colouring.strip():  # resolve_colouring reads '' as auto
+        raise TokendistError("--colouring expects auto, a colouring method or file:PATH, got ''")
     return resolve_colouring(tree, colouring)
 
 
