@@ -332,3 +332,14 @@ def test_a_missing_command_is_one_error_line_after_the_help(argv, words, capsys)
     # The help was printed (stdout) with exit code 2 but no error line.
     err = _refused(argv, capsys, words)
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("extra", [["--out", "x"], ["--workers", "2"], ["--scheduler", "tcp://127.0.0.1:1"],
+                                   ["--quick"]])
+def test_reproduce_list_refuses_options_it_ignores(extra, capsys):
+    _refused(["reproduce", "list", *extra], capsys, "applies to running entries")
+
+
+def test_reproduce_out_checked_before_the_runs(tmp_path, capsys):
+    (tmp_path / "f.txt").write_text("x\n")
+    _refused(["reproduce", "houle-kary-msd", "--quick", "--out", str(tmp_path / "f.txt")], capsys, "not a folder")
