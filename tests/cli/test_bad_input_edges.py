@@ -343,3 +343,10 @@ def test_reproduce_list_refuses_options_it_ignores(extra, capsys):
 def test_reproduce_out_checked_before_the_runs(tmp_path, capsys):
     (tmp_path / "f.txt").write_text("x\n")
     _refused(["reproduce", "houle-kary-msd", "--quick", "--out", str(tmp_path / "f.txt")], capsys, "not a folder")
+
+
+def test_out_and_save_loads_on_one_path(tmp_path, capsys):
+    # The loads were written to the path, then the folder failed: half the outputs, after the run.
+    target = tmp_path / "o"
+    _refused(RUN + ["--out", str(target), "--save-loads", str(target)], capsys, "both as the output folder")
+    assert not target.exists()

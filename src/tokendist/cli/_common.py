@@ -25,6 +25,9 @@ def check_outputs(folder=None, file=None) -> None:
     created only when the outputs are written: an early error leaves no empty folder); for the
     file, its folder must exist and the path must not be a folder. Nothing is written.
     """
+    if folder is not None and file is not None and Path(folder).resolve() == Path(file).resolve():
+        # The file was written, then the folder failed with 'File exists': half the outputs.
+        raise TokendistError(f"{file}: named both as the output folder and as the output file")
     if folder is not None:
         path = Path(folder)
         if path.exists() and not path.is_dir():
