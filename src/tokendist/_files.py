@@ -20,8 +20,8 @@ from pathlib import Path
 
 from .errors import TokendistError
 
-__all__ = ["read_bytes", "read_text", "check_writable_file", "atomic_path", "atomic_write_text", "atomic_dir", "GRAPH_FILE_LIMIT",
-           "DATA_FILE_LIMIT", "SCENARIO_FILE_LIMIT"]
+__all__ = ["read_bytes", "read_text", "check_writable_file", "atomic_path", "atomic_write_text", "atomic_dir",
+           "GRAPH_FILE_LIMIT", "DATA_FILE_LIMIT", "SCENARIO_FILE_LIMIT"]
 
 #: Largest graph file read (an edge list of 2**26 edges is about 1 GB).
 GRAPH_FILE_LIMIT = 1 << 30

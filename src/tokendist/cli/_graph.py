@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from ..errors import TokendistError
 from ..graphs import TOPOLOGIES, make_graph

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from pathlib import Path
 
 from .._files import atomic_write_text
 from ..experiments import REPRODUCTIONS, ReproContext, run_reproduction

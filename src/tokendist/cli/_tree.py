@@ -8,7 +8,6 @@ gaps of a coloured tree), ``tree worst-case`` (the Theorem 12 distribution) and 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 
