@@ -8,8 +8,8 @@ import os
 import re
 from pathlib import Path
 
-from ..engine import DYNAMICS, EdgeFailures
 from .._files import check_writable_file
+from ..engine import DYNAMICS, EdgeFailures
 from ..errors import TokendistError
 from ..experiments.defaults import DEFAULT_MAX_STEPS, DEFAULT_SEED
 from ._output import parse_key_values
