@@ -14,7 +14,7 @@ from ..errors import TokendistError
 from ..experiments.defaults import DEFAULT_MAX_STEPS, DEFAULT_SEED
 from ._output import parse_key_values
 
-__all__ = ["add_run_arguments", "dynamics_from_args", "nonneg_int", "positive_int", "probability", "number",
+__all__ = ["add_run_arguments", "dynamics_from_args", "nonneg_int", "slack_int", "positive_int", "probability", "number",
            "path_arg", "name_list", "check_outputs"]
 
 
@@ -78,11 +78,19 @@ _FLOAT_TEXT = re.compile(r"^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$
 
 def nonneg_int(text: str) -> int:
     """An option's non-negative integer: ASCII digits, at most 2**63 - 1 (never wrapped or clipped)."""
+    v = slack_int(text)
     stripped = text.strip()
-    if not _INT_TEXT.match(stripped):
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer (digits 0-9), got {text!r}")
-    if len(stripped) > 20 or int(stripped) > INT64_MAX:
+    if v > INT64_MAX:
         raise argparse.ArgumentTypeError(f"expected an integer at most 2**63 - 1 ({INT64_MAX}), got {stripped[:30]}")
+    return int(stripped)
+
+
+def slack_int(text: str) -> int:
+    """A non-negative integer in ASCII digits, of any size: a slack that is only compared with
+    loads, never stored in int64 (``offline --slack 10**20`` is met at once)."""
+    stripped = text.strip()
+    if not _INT_TEXT.match(stripped) or len(stripped) > 4000:  # int() refuses more digits anyway
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer (digits 0-9), got {text[:40]!r}")
     return int(stripped)
 
 

@@ -14,7 +14,7 @@ from ..errors import TokendistError
 from ..experiments import compare, default_scenario, load_scenario
 from ..experiments._workers import default_workers
 from ._app import Command, command
-from ._common import check_outputs, name_list, nonneg_int, path_arg, positive_int, probability
+from ._common import check_outputs, name_list, nonneg_int, path_arg, positive_int, probability, slack_int
 from ._compare_view import render
 from ._output import print_json, progress_bar, to_jsonable
 
@@ -80,7 +80,7 @@ class CompareCommand(Command):
                             + INJECT_SPEC_HELP)
         p.add_argument("--allow-infeasible", action="store_true", help="let infeasible rules run with negative loads")
         p.add_argument("--record-every", type=positive_int, default=None, help="record metrics every K steps")
-        p.add_argument("--offline", type=nonneg_int, default=None, metavar="K",
+        p.add_argument("--offline", type=slack_int, default=None, metavar="K",
                        help="also compute the off-line optimum (multi-port, max-flow) for max load <= ceil(rho)+K "
                             "and show each protocol's time to that level as a multiple of it")
         p.add_argument("--workers", type=positive_int, default=None,

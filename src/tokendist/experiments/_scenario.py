@@ -79,7 +79,7 @@ class Scenario:
         _check_int(where, "max_steps", self.max_steps, 0)
         _check_int(where, "record_every", self.record_every, 1)
         if self.offline_slack is not None:
-            _check_int(where, "offline_slack", self.offline_slack, 0)
+            _check_int(where, "offline_slack", self.offline_slack, 0, bounded=False)  # only compared
         if not isinstance(self.allow_infeasible, bool):
             raise TokendistError(f"{where}: allow_infeasible must be true or false (a TOML boolean), "
                                  f"got {self.allow_infeasible!r}")
@@ -126,11 +126,11 @@ def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _check_int(where: str, key: str, value, minimum: int) -> None:
+def _check_int(where: str, key: str, value, minimum: int, bounded: bool = True) -> None:
     # TOML gives bool for true/false, which is an int to Python: refused here (max_steps = true).
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise TokendistError(f"{where}: {key} must be an integer >= {minimum}, got {value!r}")
-    if value > 2**63 - 1:  # Python's int is unbounded; steps, seeds and counts are int64 downstream
+    if bounded and value > 2**63 - 1:  # Python's int is unbounded; steps, seeds and counts are int64 downstream
         raise TokendistError(f"{where}: {key} must be at most 2**63 - 1, got {value}")
 
 
