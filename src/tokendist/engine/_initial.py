@@ -97,6 +97,9 @@ def make_loads(spec, graph, seed=None) -> np.ndarray:
         return _checked_total(_loads_from_array(spec, graph))
     name, _, arg = spec.strip().partition(":")
     entry = INITIAL.get(name.strip().lower())
+    if name.strip().lower() != "file" and not arg.isascii():
+        # Numbers in specs are ASCII: int() and str.isdigit() read 'distance:\u0664' as distance:4.
+        raise SpecError(f"bad initial distribution {spec!r}: the arguments must be ASCII (digits 0-9)")
     loads = entry.build(arg.strip(), graph, stream(seed, "init"))
     loads = np.asarray(loads)
     assert loads.shape == (graph.n,), f"{name} built {loads.shape} loads for {graph.n} nodes"
