@@ -157,7 +157,7 @@ def test_a_key_given_twice_is_refused(argv, words, capsys):
 
 
 @pytest.mark.parametrize("value, words", [
-    ("", "an empty name"), (" ", "an empty name"), (",", "an empty name"), ("fos,", "an empty name"),
+    ("", "an empty name"), (" ", "an empty name"), (",", "an empty name"), ("fos,,", "an empty name"),
     (",fos", "an empty name"), ("fos,,sos", "an empty name"), ("fos,fos", "given twice"), ("fos,FOS", "given twice"),
 ])
 def test_compare_algos(value, words, capsys):
@@ -174,9 +174,9 @@ def test_compare_levels(value, words, capsys):
 
 
 @pytest.mark.parametrize("option, value, words", [
-    ("--graphs", "ring:8;", "an empty name"), ("--graphs", ";", "an empty name"), ("--graphs", "", "names no graph"),
+    ("--graphs", ";ring:8", "an empty name"), ("--graphs", ";", "an empty name"), ("--graphs", "", "names no graph"),
     ("--graphs", "ring:8;;ring:9", "an empty name"), ("--graphs", "ring:8;ring:8", "given twice"),
-    ("--algos", "", "an empty name"), ("--algos", "multi-port,", "an empty name"),
+    ("--algos", "", "an empty name"), ("--algos", "multi-port,,", "an empty name"),
     ("--algos", "multi-port,multi-port", "given twice"),
 ])
 def test_bench_lists(option, value, words, capsys):
@@ -368,3 +368,7 @@ def test_out_and_save_loads_on_one_path(tmp_path, capsys):
 def test_worst_case_init_specs(init, words, capsys):
     _refused(["run", "--graph", "kary:2,3", "--algo", "threshold1", "--init", init, "--max-steps", "2"], capsys,
              words)
+
+
+def test_compare_out_and_no_files_contradict(tmp_path, capsys):
+    _refused(COMPARE + ["--out", str(tmp_path / "o")], capsys, "choose --out or --no-files")

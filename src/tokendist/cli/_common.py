@@ -56,10 +56,11 @@ def path_arg(text: str) -> Path:
 def name_list(text: str, option: str, sep: str = ",") -> list[str]:
     """The names of a list option (``--algos fos,sos``): none empty, none twice.
 
-    An empty item is a slip (``--algos ''`` ran every algorithm, ``fos,`` one), a repeated one
-    would run twice under one name.
+    An empty item is a slip (``--algos ''`` and ``--algos ,`` ran every algorithm), a repeated one
+    would run twice under one name. One trailing separator is allowed (``ring:6;kary:2,3;``).
     """
-    items = [x.strip() for x in text.split(sep)]
+    text = text.strip()
+    items = [x.strip() for x in (text[:-len(sep)] if text.endswith(sep) else text).split(sep)]
     if not all(items):
         raise TokendistError(f"{option} expects names separated by '{sep}', got {text!r} (an empty name)")
     twice = [x for i, x in enumerate(items) if x.lower() in (y.lower() for y in items[:i])]

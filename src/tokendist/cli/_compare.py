@@ -87,7 +87,7 @@ class CompareCommand(Command):
                        help="processes running the protocols side by side (default: one per core); the rows "
                             "are the same for any number, their wall-time columns are not (--workers 1 to time "
                             "each run alone)")
-        p.add_argument("--out", type=path_arg, default=Path("tokendist-compare"), help="output folder")
+        p.add_argument("--out", type=path_arg, default=None, help="output folder (default tokendist-compare)")
         p.add_argument("--no-files", action="store_true", help="write no files")
         p.add_argument("--wide", action="store_true",
                        help="every column in one table, whatever the terminal's width")
@@ -119,6 +119,10 @@ class CompareCommand(Command):
             given.add((algo.strip(), pname.strip()))
             sc.params.setdefault(algo.strip(), {})[pname.strip()] = value.strip()
         sc.validate()
+        if args.no_files and args.out is not None:  # the folder would be silently left unwritten
+            raise TokendistError("choose --out or --no-files, not both")
+        if args.out is None:
+            args.out = Path("tokendist-compare")
         if not args.no_files:
             check_outputs(args.out)
         with progress_bar("compare", None, enabled=not args.json) as update:
