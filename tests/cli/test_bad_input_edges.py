@@ -5,8 +5,10 @@ integers (2**63, 10**30), non-ASCII digits, ``1_0``, ``nan`` and ``inf``, specs 
 extra part, empty, binary and wrong-length files and paths that name no file. What was accepted as
 something else (``--seed 1_0`` as 10, ``--max-steps 10**30``, ``--until-discrepancy inf``,
 ``--out ''`` as the current folder, ``--algos ''`` as every algorithm, a ``--param`` given twice,
-last one winning) or failed with a traceback (``--inject rate=1e20``) is refused here, and an
-output path naming a device or pipe is refused instead of being replaced by a regular file.
+last one winning, ``compare --out X --no-files``) or failed with a traceback (``--inject
+rate=1e20``, ``sweep /dev/zero``) or ran for ever (``tree conjecture --h-max 1000000``, ``sweep`` on
+a named pipe) is refused here, and an output path naming a device or pipe is refused instead of
+being replaced by a regular file.
 """
 
 from __future__ import annotations
