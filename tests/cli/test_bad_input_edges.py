@@ -364,8 +364,8 @@ def test_out_and_save_loads_on_one_path(tmp_path, capsys):
 @pytest.mark.parametrize("init, words", [
     ("msd-stable:c=1,c=2", "c given twice"),                 # the last one won
     ("msd-stable:c=1_0", "non-negative integers"),           # int() read 10
-    ("msd-stable:base=\u0664", "ASCII"),                     # int() read 4
-    ("distance:\u0664", "ASCII"),                            # str.isdigit() and int() read 4
+    ("msd-stable:base=\u0664", "'\u0664' is not a non-negative integer"),   # int() read 4
+    ("distance:\u0664", "'\u0664' is not a non-negative integer"),          # str.isdigit() and int() read 4
 ])
 def test_worst_case_init_specs(init, words, capsys):
     _refused(["run", "--graph", "kary:2,3", "--algo", "threshold1", "--init", init, "--max-steps", "2"], capsys,

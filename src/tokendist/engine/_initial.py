@@ -99,7 +99,9 @@ def make_loads(spec, graph, seed=None) -> np.ndarray:
     entry = INITIAL.get(name.strip().lower())
     if name.strip().lower() != "file" and not arg.isascii():
         # Numbers in specs are ASCII: int() and str.isdigit() read 'distance:\u0664' as distance:4.
-        raise SpecError(f"bad initial distribution {spec!r}: the arguments must be ASCII (digits 0-9)")
+        token = next(t for t in re.split(r"[,@=]|\.\.", arg) if not t.isascii()).strip()
+        raise SpecError(f"bad initial distribution {spec!r}: {token[:40]!r} is not a non-negative integer "
+                        "(ASCII digits 0-9)")
     loads = entry.build(arg.strip(), graph, stream(seed, "init"))
     loads = np.asarray(loads)
     assert loads.shape == (graph.n,), f"{name} built {loads.shape} loads for {graph.n} nodes"
