@@ -374,3 +374,22 @@ def test_worst_case_init_specs(init, words, capsys):
 
 def test_compare_out_and_no_files_contradict(tmp_path, capsys):
     _refused(COMPARE + ["--out", str(tmp_path / "o")], capsys, "choose --out or --no-files")
+
+
+SWEEP = '[sweep]\nname = "s"\ngraphs = ["ring:6"]\ninits = ["point:10"]\nalgos = ["sos"]\n'
+
+
+@pytest.mark.parametrize("lines, words", [
+    ("seeds = 1000000000000\n", "at most 1,000,000 seeds"),           # list(range(10**12)): a MemoryError
+    ("seeds = [9223372036854775808]\n", "at most 2**63 - 1"),
+    ("max_steps = 9223372036854775808\n", "at most 2**63 - 1"),
+    ("seeds = 1000\n[params.sos]\nbeta = [" + ", ".join(str(i / 10) for i in range(1001)) + "]\n",
+     "expands to 1,001,000 tasks"),
+    ("[params.sos]\n" + "".join(f"{k} = [{', '.join(map(str, range(1, 102)))}]\n" for k in ("beta", "c", "threads")),
+     "combinations"),                                                 # 101**3 combinations built before a check
+])
+def test_sweep_sizes(lines, words, tmp_path, capsys):
+    p = tmp_path / "s.toml"
+    p.write_text(SWEEP + lines)
+    _refused(["sweep", str(p), "--out", str(tmp_path / "out")], capsys, words)
+    assert not (tmp_path / "out").exists()
