@@ -393,3 +393,12 @@ def test_sweep_sizes(lines, words, tmp_path, capsys):
     p.write_text(SWEEP + lines)
     _refused(["sweep", str(p), "--out", str(tmp_path / "out")], capsys, words)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("algo, param", [("fos", "c=1_0"), ("fos", "c=\u0664"), ("sos", "beta=\uff11"),
+                                         ("diffusion", "min_diag=0_5"), ("diffusion-floor", "threads=1_0"),
+                                         ("diffusion-floor", "threads=\u0664")])
+def test_numeric_params_are_ascii(algo, param, capsys):
+    # float() read c=1_0 as 10.0 and c=\u0664 as 4.0; int() read threads=1_0 as 10.
+    _refused(["run", "--graph", "ring:6", "--algo", algo, "--init", "point:5", "--max-steps", "1",
+              "--param", param], capsys, f"parameter {param.split('=')[0]} expects")
