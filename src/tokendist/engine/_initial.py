@@ -74,7 +74,7 @@ def parse_range(spec: str, text: str, cast=int) -> tuple:
             raise SpecError(f"bad spec {spec!r}: empty range {text}")
         return a, b
     try:
-        if not text.isascii():  # float() also reads non-ASCII digits
+        if not text.isascii() or "_" in text:  # float() also reads non-ASCII digits, and '1_0' as 10
             raise ValueError(text)
         a, b = cast(lo), cast(hi)
     except (ValueError, OverflowError):

@@ -213,7 +213,7 @@ def make_speeds(spec, graph, seed=None) -> np.ndarray:
             if not text:
                 continue
             try:
-                if not text.isascii():  # float() also reads non-ASCII digits
+                if not text.isascii() or "_" in text:  # float() also reads non-ASCII digits, and '1_0' as 10
                     raise ValueError(text)
                 values.append(float(text))
             except ValueError:
