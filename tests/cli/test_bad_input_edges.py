@@ -404,10 +404,12 @@ def test_numeric_params_are_ascii(algo, param, capsys):
               "--param", param], capsys, f"parameter {param.split('=')[0]} expects")
 
 
-@pytest.mark.parametrize("speeds", ["uniform:1_0..2_0", "uniform:1..2_0", "file:{}"])
-def test_speeds_without_underscores(speeds, tmp_path, capsys):
+@pytest.mark.parametrize("speeds, words", [("uniform:1_0..2_0", "expected uniform:A..B"),
+                                           ("uniform:1..2_0", "expected uniform:A..B"),
+                                           ("file:{}", "s.txt:1: '1_0' is not a number")])
+def test_speeds_without_underscores(speeds, words, tmp_path, capsys):
     # float() read '1_0' as 10: a speed of 10 from a typo.
     p = tmp_path / "s.txt"
     p.write_text("1_0\n" + "1\n" * 5)
     _refused(["run", "--graph", "ring:6", "--algo", "fos", "--init", "point:5", "--max-steps", "1",
-              "--speeds", speeds.format(p)], capsys, "speeds")
+              "--speeds", speeds.format(p)], capsys, words)
