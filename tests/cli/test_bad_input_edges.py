@@ -413,3 +413,14 @@ def test_speeds_without_underscores(speeds, words, tmp_path, capsys):
     p.write_text("1_0\n" + "1\n" * 5)
     _refused(["run", "--graph", "ring:6", "--algo", "fos", "--init", "point:5", "--max-steps", "1",
               "--speeds", speeds.format(p)], capsys, words)
+
+
+@pytest.mark.parametrize("argv", [
+    ["graph", "info", "geometric:10,0_3", "--json"],          # radius 3: the complete graph K_10
+    ["graph", "info", "gnp:10,0_0_1", "--json"],              # P = 1.0
+    ["graph", "info", "ring:1_0", "--json"],
+    ["run", "--graph", "ring:6", "--algo", "fos", "--init", "point:5", "--max-steps", "1",
+     "--mobility", "radius=0_1,wrap=false"],                  # radius 1
+])
+def test_no_underscores_in_spec_numbers(argv, capsys):
+    _refused(argv, capsys, "_")
