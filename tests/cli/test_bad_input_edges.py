@@ -424,3 +424,13 @@ def test_speeds_without_underscores(speeds, words, tmp_path, capsys):
 ])
 def test_no_underscores_in_spec_numbers(argv, capsys):
     _refused(argv, capsys, "_")
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"n": 3, "edges": [[0, 1], [1, 2]], "speed": [1, 2, 3]}', "unknown key 'speed'"),   # was silently ignored
+    ("0 1\n1 \u0664\n", "is not a node id"),                                              # \d took it for 4
+])
+def test_graph_files(text, words, tmp_path, capsys):
+    p = tmp_path / ("g.json" if text.startswith("{") else "g.txt")
+    p.write_text(text)
+    _refused(["graph", "info", f"file:{p}", "--json"], capsys, words)
