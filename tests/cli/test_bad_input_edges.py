@@ -434,3 +434,10 @@ def test_graph_files(text, words, tmp_path, capsys):
     p = tmp_path / ("g.json" if text.startswith("{") else "g.txt")
     p.write_text(text)
     _refused(["graph", "info", f"file:{p}", "--json"], capsys, words)
+
+
+@pytest.mark.parametrize("spec", ["kary:\u0664,2", "kary:\u00b2,2", "star:\u00b2", "path:\u0664", "kary:1_0,2"])
+def test_tree_msd_closed_form_specs_are_ascii(spec, capsys):
+    # The closed forms tested str.isdigit(): kary:\u0664,2 ran as kary:4,2, and '\u00b2' (superscript
+    # two, a digit to isdigit()) reached int(): a ValueError traceback.
+    _refused(["tree", "msd", spec, "--json"], capsys, "ASCII")
