@@ -20,8 +20,8 @@ from pathlib import Path
 
 from .errors import TokendistError
 
-__all__ = ["read_bytes", "read_text", "atomic_path", "atomic_write_text", "atomic_dir", "GRAPH_FILE_LIMIT",
-           "DATA_FILE_LIMIT", "SCENARIO_FILE_LIMIT"]
+__all__ = ["read_bytes", "read_text", "check_writable_file", "atomic_path", "atomic_write_text", "atomic_dir",
+           "GRAPH_FILE_LIMIT", "DATA_FILE_LIMIT", "SCENARIO_FILE_LIMIT"]
 
 #: Largest graph file read (an edge list of 2**26 edges is about 1 GB).
 GRAPH_FILE_LIMIT = 1 << 30
@@ -51,6 +51,8 @@ def read_bytes(path, what: str, limit: int, error=TokendistError) -> bytes:
     error : type
         The :class:`TokendistError` subclass raised.
     """
+    if not str(path).strip():  # 'file:' with nothing after it
+        raise error(f"no {what} file named (an empty path; expected file:PATH)")
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -85,15 +87,38 @@ def read_text(path, what: str, limit: int, error=TokendistError) -> str:
         raise error(f"{path}: binary or non-UTF-8 content at byte {exc.start}, not a text {what} file") from None
 
 
+def check_writable_file(path) -> None:
+    """Refuse, in one line, an output path that names no file: empty, a folder, or a device or pipe.
+
+    The rename of :func:`atomic_path` would replace whatever ``path`` names: run as root,
+    ``--save-loads /dev/null`` turned the device into a regular file. A symbolic link is followed
+    (``/dev/stdout`` is one, to a terminal or a pipe).
+    """
+    if not str(path).strip():
+        raise TokendistError(f"{str(path)!r}: an output file needs a name")
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # absent (or its folder is): the write says why, in one line
+    if stat.S_ISDIR(st.st_mode):
+        raise TokendistError(f"{path}: is a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise TokendistError(f"{path}: not a regular file (a device, pipe or socket); tokendist writes only files")
+
+
 @contextlib.contextmanager
 def atomic_path(path):
     """Yield a temporary path beside ``path``; on success rename it over ``path``, else remove it.
 
     The rename (``os.replace``) is atomic within a directory, so readers see the old file or the
     whole new one; on any exception, Ctrl-C included, the temporary file is removed and ``path``
-    is untouched. Refused in one line when the directory cannot be written.
+    is untouched. Refused in one line when the directory cannot be written, or when ``path`` is a
+    folder, a device or a pipe (:func:`check_writable_file`); a symbolic link is written through.
     """
-    target = Path(path)
+    check_writable_file(path)
+    # Through a symbolic link to the file it names, as a shell's '>' writes: the rename would
+    # otherwise replace the link itself with a regular file.
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=folder)

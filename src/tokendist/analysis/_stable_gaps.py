@@ -15,6 +15,7 @@ The bounds providers of ``threshold2`` (Theorem 5), ``threshold1`` (Theorems 12,
 from __future__ import annotations
 
 import math
+import re
 
 import numba
 import numpy as np
@@ -27,6 +28,9 @@ from ._msd import (gap_stability, gap_stability_naive, generators_from_sizes, ka
                    msd_from_sizes)
 from ..graphs import Graph, edge_colouring, is_proper_edge_colouring, make_graph, parents, subtree_sizes, tree_centroid
 from ..graphs._specs import check_size, split_spec
+
+# ASCII digits: str.isdigit() is true for '\u0664' (read as 4) and '\u00b2' (which int() refuses).
+_DIGITS = re.compile(r"[0-9]+")
 
 __all__ = ["edge_subtree_sizes", "stable_gaps_1", "stable_gaps", "stability", "msd", "msd_of_spec",
            "gap_stability", "gap_stability_naive", "msd_from_sizes", "kary_order", "kary_subtree_sizes",
@@ -119,18 +123,18 @@ def msd_of_spec(spec: str, seed=None) -> dict:
     parts = [a.strip() for a in arg.split(",")] if arg else []
     # The closed forms allocate O(n) for the search over Z_n: the graphs' size limit applies to
     # them too (kary:50,50 has about 9e84 nodes).
-    if family == "kary" and len(parts) == 2 and all(p.isdigit() for p in parts):
+    if family == "kary" and len(parts) == 2 and all(_DIGITS.fullmatch(p) for p in parts):
         k, h = int(parts[0]), int(parts[1])
         n = kary_order(k, h)
         check_size(spec, n, n - 1)
         n, sizes = kary_subtree_sizes(k, h)
         # Root degree k, inner nodes k + 1, leaves 1.
         delta = 0 if h == 0 else (k if h == 1 else k + 1)
-    elif family == "star" and len(parts) == 1 and parts[0].isdigit():
+    elif family == "star" and len(parts) == 1 and _DIGITS.fullmatch(parts[0]):
         k = int(parts[0])
         check_size(spec, k + 1, k)
         n, sizes, delta = k + 1, np.ones(1 if k else 0, dtype=np.int64), k
-    elif family == "path" and len(parts) == 1 and parts[0].isdigit() and int(parts[0]) >= 1:
+    elif family == "path" and len(parts) == 1 and _DIGITS.fullmatch(parts[0]) and int(parts[0]) >= 1:
         n = int(parts[0])
         check_size(spec, n, max(n - 1, 0))
         sizes, delta = np.arange(1, n, dtype=np.int64), min(2, n - 1)

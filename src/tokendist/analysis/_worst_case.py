@@ -27,6 +27,8 @@ def _options(arg: str) -> dict:
         key, sep, value = part.partition("=")
         if not sep:
             raise SpecError(f"bad initial distribution 'msd-stable:{arg}': expected key=value, got {part!r}")
+        if key.strip() in out:  # the last one would silently win
+            raise SpecError(f"bad initial distribution 'msd-stable:{arg}': {key.strip()} given twice")
         out[key.strip()] = value.strip()
     unknown = set(out) - {"c", "s", "colouring", "tree", "base"}
     if unknown:
@@ -41,9 +43,12 @@ def _options(arg: str) -> dict:
 def _msd_stable(arg, graph, rng):
     opts = _options(arg)
     try:
+        if not all(opts.get(k, "0").isdigit() for k in ("c", "s", "base")):  # int() also took '1_0' and '-1'
+            raise ValueError(arg)
         c, s, base = int(opts.get("c", 0)), int(opts.get("s", 0)), int(opts.get("base", 0))
     except ValueError:
-        raise SpecError(f"bad initial distribution 'msd-stable:{arg}': c, s and base are integers") from None
+        raise SpecError(f"bad initial distribution 'msd-stable:{arg}': c, s and base are non-negative "
+                        "integers") from None
     if c < 0 or base < 0:
         raise SpecError(f"bad initial distribution 'msd-stable:{arg}': c and base must be >= 0")
     tree = graph if graph.is_tree else spanning_tree(graph, opts.get("tree", "bfs"))

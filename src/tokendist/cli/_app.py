@@ -84,8 +84,11 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
         cmd = getattr(args, "_command", None)
         if cmd is None:
-            (getattr(args, "_group", None) or parser).print_help()
-            return 2
+            # The help on stdout, and the one error line every usage mistake gives on stderr.
+            shown = getattr(args, "_group", None) or parser
+            shown.print_help()
+            what = "a subcommand" if shown is not parser else "a command"
+            raise UsageError(f"{shown.prog}: expected {what} (listed above)")
         # threads=auto may race threaded kernels: this process forks (tokendist bench) only
         # before any kernel runs (protocols/_measured_choice.py, "Who may race threads").
         previous = allow_auto_threads()

@@ -8,7 +8,7 @@ from ..engine import PROTOCOLS, make_protocol, resolve_protocol
 from ..errors import TokendistError
 from ..experiments._bench import DEFAULT_BENCH_GRAPHS, bench
 from ._app import Command, command
-from ._common import nonneg_int, parse_key_values, positive_int
+from ._common import name_list, nonneg_int, parse_key_values, positive_int
 from ._output import print_json, progress_bar, table
 
 __all__ = ["BenchCommand", "graph_list"]
@@ -29,10 +29,9 @@ def timeout_seconds(text: str) -> int:
 
 def graph_list(text: str) -> list[str]:
     """The specs of ``--graphs``: separated by ';' (a spec's own arguments use commas)."""
-    graphs = [g.strip() for g in text.split(";") if g.strip()]
-    if not graphs:
+    if not text.strip():
         raise TokendistError(f"bench: --graphs {text!r} names no graph (specs are separated by ';')")
-    return graphs
+    return name_list(text, "--graphs", ";")
 
 
 @command
@@ -56,7 +55,7 @@ class BenchCommand(Command):
 
     def run(self, args):
         graphs = graph_list(args.graphs)
-        algos = [a.strip() for a in args.algos.split(",")] if args.algos else None
+        algos = name_list(args.algos, "--algos") if args.algos is not None else None
         for name in algos or ():
             resolve_protocol(name)  # an unknown name is a one-line error now, not a skipped row per graph
         params = parse_key_values(args.param)

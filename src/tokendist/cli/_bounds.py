@@ -44,7 +44,7 @@ class BoundsCommand(Command):
 
         params = parse_key_values(args.param)
         graph = make_graph(args.graph, seed=args.seed)
-        if args.speeds:
+        if args.speeds is not None:  # '' is a bad spec, not 'no speeds'
             from ..engine import make_speeds
             graph = graph.with_speeds(make_speeds(args.speeds, graph, args.seed))
         loads = make_loads(args.init, graph, args.seed)

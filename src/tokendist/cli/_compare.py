@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -13,18 +14,21 @@ from ..errors import TokendistError
 from ..experiments import compare, default_scenario, load_scenario
 from ..experiments._workers import default_workers
 from ._app import Command, command
-from ._common import check_outputs, nonneg_int, positive_int, probability
+from ._common import check_outputs, name_list, nonneg_int, path_arg, positive_int, probability, slack_int
 from ._compare_view import render
 from ._output import print_json, progress_bar, to_jsonable
 
 __all__ = ["CompareCommand"]
 
 
+_LEVEL = re.compile(r"^[+]?([0-9]+|[0-9]*[.][0-9]+|[0-9]+[.])$")  # ASCII: int() took '1_0' and '\u0664'
+
+
 def _levels(text: str) -> list:
-    try:
-        return [float(x) if "." in x else int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise TokendistError(f"--levels expects numbers separated by commas, got {text!r}") from None
+    items = [x.strip() for x in text.split(",")]
+    if not all(_LEVEL.match(x) for x in items):
+        raise TokendistError(f"--levels expects numbers >= 0 separated by commas (e.g. 10,2,1), got {text!r}")
+    return [float(x) if "." in x else int(x) for x in items]
 
 
 class _Preload:
@@ -60,7 +64,7 @@ class CompareCommand(Command):
                    "into --out (default ./tokendist-compare).")
 
     def add_arguments(self, p):
-        p.add_argument("--scenario", type=Path, default=None, help="a scenario TOML file (see docs/guide/compare-and-scenarios.md)")
+        p.add_argument("--scenario", type=path_arg, default=None, help="a scenario TOML file (see docs/guide/compare-and-scenarios.md)")
         p.add_argument("--graph", default=None, help="topology spec (overrides the scenario)")
         p.add_argument("--init", default=None, help="initial distribution spec (overrides the scenario)")
         p.add_argument("--algos", default=None, help="comma-separated algorithm names (default: every applicable one)")
@@ -76,14 +80,14 @@ class CompareCommand(Command):
                             + INJECT_SPEC_HELP)
         p.add_argument("--allow-infeasible", action="store_true", help="let infeasible rules run with negative loads")
         p.add_argument("--record-every", type=positive_int, default=None, help="record metrics every K steps")
-        p.add_argument("--offline", type=nonneg_int, default=None, metavar="K",
+        p.add_argument("--offline", type=slack_int, default=None, metavar="K",
                        help="also compute the off-line optimum (multi-port, max-flow) for max load <= ceil(rho)+K "
                             "and show each protocol's time to that level as a multiple of it")
         p.add_argument("--workers", type=positive_int, default=None,
                        help="processes running the protocols side by side (default: one per core); the rows "
                             "are the same for any number, their wall-time columns are not (--workers 1 to time "
                             "each run alone)")
-        p.add_argument("--out", type=Path, default=Path("tokendist-compare"), help="output folder")
+        p.add_argument("--out", type=path_arg, default=None, help="output folder (default tokendist-compare)")
         p.add_argument("--no-files", action="store_true", help="write no files")
         p.add_argument("--wide", action="store_true",
                        help="every column in one table, whatever the terminal's width")
@@ -97,20 +101,28 @@ class CompareCommand(Command):
         if args.graph is not None and args.scenario is None:
             sc.name = "custom"
         if args.algos is not None:
-            sc.algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+            sc.algos = name_list(args.algos, "--algos")
         if args.levels is not None:
             sc.levels = _levels(args.levels)
         if args.allow_infeasible:
             sc.allow_infeasible = True
         if args.offline is not None:
             sc.offline_slack = args.offline
+        given = set()  # a --param overrides the scenario's value, but not another --param
         for item in args.param:
             key, sep, value = item.partition("=")
             algo, dot, pname = key.partition(".")
             if not sep or not dot:
                 raise TokendistError(f"--param expects ALGO.KEY=VALUE, got {item!r}")
+            if (algo.strip(), pname.strip()) in given:
+                raise TokendistError(f"--param: {algo.strip()}.{pname.strip()} given twice")
+            given.add((algo.strip(), pname.strip()))
             sc.params.setdefault(algo.strip(), {})[pname.strip()] = value.strip()
         sc.validate()
+        if args.no_files and args.out is not None:  # the folder would be silently left unwritten
+            raise TokendistError("choose --out or --no-files, not both")
+        if args.out is None:
+            args.out = Path("tokendist-compare")
         if not args.no_files:
             check_outputs(args.out)
         with progress_bar("compare", None, enabled=not args.json) as update:

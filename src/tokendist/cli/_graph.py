@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from ..errors import TokendistError
 from ..graphs import TOPOLOGIES, make_graph
 from ..graphs._io import edgelist_text, graph_to_json, write_edgelist, write_graph_json
 from ._app import Command, command
-from ._common import nonneg_int
+from ._common import nonneg_int, path_arg
 from ._output import console, print_json
 
 __all__ = ["GraphsCommand", "GraphExportCommand"]
@@ -61,7 +60,7 @@ class GraphExportCommand(Command):
         p.add_argument("spec", help="topology spec, e.g. torus:16x16 (see 'tokendist graphs')")
         p.add_argument("--format", choices=["edgelist", "json"], default="edgelist", help="file format (default edgelist)")
         p.add_argument("--seed", type=nonneg_int, default=0, help="seed for random families (default 0)")
-        p.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
+        p.add_argument("--output", "-o", type=path_arg, default=None, help="file to write (default: stdout)")
         p.add_argument("--json", action="store_true", help="same as --format json")
 
     def run(self, args):

@@ -16,7 +16,7 @@ from ..graphs import (COLOURING_METHODS, colour_classes, edge_colouring, graph_s
                       make_graph)
 from ..graphs._expansion import MAX_EXACT_LIMIT
 from ._app import Command, command
-from ._common import nonneg_int
+from ._common import nonneg_int, path_arg
 from ._output import console, fmt, print_json, progress_bar
 
 __all__ = ["GraphInfoCommand", "GraphColourCommand"]
@@ -103,7 +103,7 @@ class GraphColourCommand(Command):
         p.add_argument("--seed", type=nonneg_int, default=0, help="seed for random families (default 0)")
         p.add_argument("--method", default="auto", choices=("auto",) + COLOURING_METHODS,
                        help="auto (default): tree, bipartite or misra-gries by the graph")
-        p.add_argument("--output", default=None, metavar="FILE", help="write 'u v colour' lines to FILE")
+        p.add_argument("--output", type=path_arg, default=None, metavar="FILE", help="write 'u v colour' lines to FILE")
         p.add_argument("--json", action="store_true", help="print one JSON object")
 
     def run(self, args):
@@ -120,7 +120,7 @@ class GraphColourCommand(Command):
                                header=f"{graph.spec}: u v colour ({len(sizes)} colours)")
             except OSError as exc:
                 raise TokendistError(f"{args.output}: cannot write ({exc.strerror or exc})") from None
-            result["output"] = args.output
+            result["output"] = str(args.output)
         if args.json:
             print_json(result)
             return 0

@@ -52,7 +52,7 @@ def terminal_width(stream=None) -> int:
     """The width to lay tables out for: the terminal's, ``COLUMNS``, or :data:`PIPE_WIDTH` when piped."""
     stream = sys.stdout if stream is None else stream
     columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
+    if columns.isascii() and columns.isdigit() and int(columns) > 0:  # isdigit() alone takes "\u00b2"
         return int(columns)
     try:
         if stream.isatty():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._app import Command, command
-from ._common import nonneg_int
+from ._common import nonneg_int, slack_int
 from ._output import print_json, progress_bar, table
 
 __all__ = ["OfflineCommand"]
@@ -21,7 +21,7 @@ class OfflineCommand(Command):
         p.add_argument("--init", required=True, help="initial loads spec, e.g. point:1000")
         p.add_argument("--model", choices=("multi-port", "single-port"), default="multi-port",
                        help="communication model (default multi-port)")
-        p.add_argument("--slack", type=nonneg_int, default=0, help="K: target max load ceil(rho) + K (default 0)")
+        p.add_argument("--slack", type=slack_int, default=0, help="K: target max load ceil(rho) + K (default 0)")
         p.add_argument("--seed", type=nonneg_int, default=0, help="seed for random graphs and loads (default 0)")
         p.add_argument("--max-steps", type=nonneg_int, default=None, help="give up beyond this T")
         p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")

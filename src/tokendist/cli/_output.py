@@ -132,5 +132,7 @@ def parse_key_values(items, what: str = "--param") -> dict:
             key, sep, value = part.partition("=")
             if not sep or not key.strip():
                 raise TokendistError(f"{what} expects key=value, got {part!r}")
+            if key.strip() in out:  # the last one would silently win
+                raise TokendistError(f"{what}: {key.strip()} given twice")
             out[key.strip()] = value.strip()
     return out

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-from pathlib import Path
 
 from .._files import atomic_write_text
 from ..experiments import REPRODUCTIONS, ReproContext, run_reproduction
 from ..errors import TokendistError
 from ._app import Command, UsageError, command
-from ._common import nonneg_int, positive_int
+from ._common import check_outputs, nonneg_int, path_arg, positive_int
 from ._layout import Col, Group, print_fitted
 from ._output import console, print_json, progress_bar, table, to_jsonable
 
@@ -24,7 +23,7 @@ class ReproduceCommand(Command):
 
     def add_arguments(self, p):
         p.add_argument("name", help="entry name, 'all', or 'list'")
-        p.add_argument("--out", type=Path, default=None, help="folder for figures (PNG) and JSON")
+        p.add_argument("--out", type=path_arg, default=None, help="folder for figures (PNG) and JSON")
         p.add_argument("--quick", action="store_true", help="a smaller, faster version where the entry has one")
         p.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0)")
         p.add_argument("--workers", type=positive_int, default=None,
@@ -39,6 +38,9 @@ class ReproduceCommand(Command):
         from ..experiments import _modules  # noqa: F401
 
         if args.name == "list":
+            given = [f"--{k}" for k in ("out", "workers", "scheduler") if getattr(args, k) is not None]
+            if given or args.quick:  # silently ignored, they would look as if they had done something
+                raise UsageError(f"tokendist reproduce list: {(given or ['--quick'])[0]} applies to running entries")
             entries = [{"name": e.name, "title": e.title, "paper": e.paper, "seconds": e.seconds,
                         "quick_seconds": e.quick_seconds} for _, e in REPRODUCTIONS.items()]
             if args.json:
@@ -55,6 +57,8 @@ class ReproduceCommand(Command):
         names = REPRODUCTIONS.names() if args.name == "all" else [REPRODUCTIONS.get(args.name).name]
         if args.workers is not None and args.scheduler is not None:
             raise UsageError("tokendist reproduce: choose --workers (a local cluster) or --scheduler, not both")
+        if args.out is not None:
+            check_outputs(args.out)  # before the runs, not after them
         results = []
         with contextlib.ExitStack() as stack:
             client = None

@@ -14,7 +14,7 @@ from ..engine.mpi import PARTITIONS, mpi_world
 from ..errors import TokendistError
 from ..experiments.defaults import DEFAULT_MAX_STEPS
 from ._app import Command, command
-from ._common import add_run_arguments, check_outputs, dynamics_from_args
+from ._common import add_run_arguments, check_outputs, dynamics_from_args, path_arg
 from ._layout import Col, Group, print_fitted
 from ._output import fmt, parse_key_values, print_json, progress_bar, table
 
@@ -70,10 +70,10 @@ class RunCommand(Command):
         p.add_argument("--inject", default=None, metavar="SPEC",
                        help="tokens arriving and leaving every step: " + INJECT_SPEC_HELP
                             + " (see docs/guide/dynamic-load.md)")
-        p.add_argument("--save-loads", type=Path, default=None,
+        p.add_argument("--save-loads", type=path_arg, default=None,
                        help="write the final loads, one per line (tokens still in transit when "
                        "a message-passing run stops are not in them: the summary's 'in transit' counts them)")
-        p.add_argument("--out", type=Path, default=None, help="folder for trace.csv, summary.json and run.png")
+        p.add_argument("--out", type=path_arg, default=None, help="folder for trace.csv, summary.json and run.png")
         p.add_argument("--backend", choices=("local", "mpi"), default="local",
                        help="local: this process; mpi: the graph partitioned over the ranks of 'mpiexec -n K' "
                             "(same results; rank 0 prints and writes)")

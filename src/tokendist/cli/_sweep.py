@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import TokendistError
 from ._app import Command, UsageError, command
-from ._common import positive_int
+from ._common import path_arg, positive_int
 from ._output import console, fmt, print_json, table
 
 __all__ = ["SweepCommand"]
@@ -87,7 +87,7 @@ class SweepCommand(Command):
                    "[--json]\n       tokendist sweep report DIR [--json]")
         p.add_argument("target", nargs="+", metavar="FILE | report DIR",
                        help="a sweep TOML file, or the word 'report' and a results folder")
-        p.add_argument("--out", type=Path, default=None, help="results folder (runs.parquet, report, plots)")
+        p.add_argument("--out", type=path_arg, default=None, help="results folder (runs.parquet, report, plots)")
         p.add_argument("--workers", type=positive_int, default=None,
                        help="local worker processes (default: one per core)")
         p.add_argument("--scheduler", default=None, metavar="ADDRESS",

@@ -8,14 +8,13 @@ gaps of a coloured tree), ``tree worst-case`` (the Theorem 12 distribution) and 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 
 from .._files import atomic_path
 from ..errors import TokendistError
 from ._app import Command, command
-from ._common import nonneg_int, positive_int
+from ._common import nonneg_int, path_arg, positive_int
 from ._output import print_json, progress_bar, table
 from ..analysis import c_ordering, gap_positions, kary_order, lemma13_bound, lemma17_bound, msd, msd_of_spec, observer_tour, stability, theorem12_distribution, theorem16_bound
 from ..experiments._repro_houle import kary_msd_table
@@ -78,6 +77,8 @@ class TreeMsdCommand(Command):
 
 
 def _colouring(tree, colouring: str):
+    if not colouring.strip():  # resolve_colouring reads '' as auto
+        raise TokendistError("--colouring expects auto, a colouring method or file:PATH, got ''")
     return resolve_colouring(tree, colouring)
 
 
@@ -138,7 +139,7 @@ class TreeWorstCaseCommand(Command):
         p.add_argument("--colour-start", type=nonneg_int, default=0, help="colour c: stable at times t = c mod chi")
         p.add_argument("--node", type=nonneg_int, default=0, help="the node s with load 0")
         p.add_argument("--base", type=nonneg_int, default=0, help="tokens added to every node")
-        p.add_argument("--save-loads", type=Path, required=True, help="file for the loads, one per line")
+        p.add_argument("--save-loads", type=path_arg, required=True, help="file for the loads, one per line")
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
@@ -162,6 +163,27 @@ class TreeWorstCaseCommand(Command):
         return 0
 
 
+_MAX_TREE = 200_000_000
+_MAX_TABLE = 1_000_000_000
+
+
+def _grid_too_large(k_max: int, h_max: int) -> bool:
+    """Whether some T_{h,k} of the table has more than :data:`_MAX_TREE` nodes, or all of them more
+    than :data:`_MAX_TABLE` (each row costs time linear in its tree).
+
+    Walks the grid only until the sum passes the limit: --h-max 10**6 built every k**h exactly and
+    --k-max 10**18 iterated over every k, both for ever.
+    """
+    total = 0
+    for k in range(1, k_max + 1):
+        for h in range(1, h_max + 1):
+            n = kary_order(k, h) if k > 1 else h + 1
+            total += n
+            if n > _MAX_TREE or total > _MAX_TABLE:
+                return True
+    return False
+
+
 @command
 class TreeConjectureCommand(Command):
     name = "tree conjecture"
@@ -175,10 +197,9 @@ class TreeConjectureCommand(Command):
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
-        big = [(k, h) for k in range(2, args.k_max + 1) for h in range(1, args.h_max + 1)
-               if kary_order(k, h) > 200_000_000]
-        if big or (args.binary_h_max or 0) > 27:
-            raise TokendistError("tree too large: keep every T_{h,k} under 2e8 nodes")
+        if _grid_too_large(args.k_max, args.h_max) or (args.binary_h_max or 0) > 27:
+            raise TokendistError(f"tree too large: keep every T_{{h,k}} under {_MAX_TREE:,} nodes and the table "
+                                 f"under {_MAX_TABLE:,} nodes in all (--k-max {args.k_max} --h-max {args.h_max})")
         with progress_bar("MSD of complete k-ary trees", None, enabled=not args.json) as update:
             rows = kary_msd_table(args.k_max, args.h_max, binary_h_max=args.binary_h_max, progress=update)
         fails = [r for r in rows if not r["conjecture_holds"]]

@@ -74,7 +74,7 @@ def parse_range(spec: str, text: str, cast=int) -> tuple:
             raise SpecError(f"bad spec {spec!r}: empty range {text}")
         return a, b
     try:
-        if not text.isascii():  # float() also reads non-ASCII digits
+        if not text.isascii() or "_" in text:  # float() also reads non-ASCII digits, and '1_0' as 10
             raise ValueError(text)
         a, b = cast(lo), cast(hi)
     except (ValueError, OverflowError):
@@ -97,6 +97,11 @@ def make_loads(spec, graph, seed=None) -> np.ndarray:
         return _checked_total(_loads_from_array(spec, graph))
     name, _, arg = spec.strip().partition(":")
     entry = INITIAL.get(name.strip().lower())
+    if name.strip().lower() != "file" and not arg.isascii():
+        # Numbers in specs are ASCII: int() and str.isdigit() read 'distance:\u0664' as distance:4.
+        token = next(t for t in re.split(r"[,@=]|\.\.", arg) if not t.isascii()).strip()
+        raise SpecError(f"bad initial distribution {spec!r}: {token[:40]!r} is not a non-negative integer "
+                        "(ASCII digits 0-9)")
     loads = entry.build(arg.strip(), graph, stream(seed, "init"))
     loads = np.asarray(loads)
     assert loads.shape == (graph.n,), f"{name} built {loads.shape} loads for {graph.n} nodes"

@@ -31,8 +31,11 @@ all randomness comes from the generator given to :meth:`reset` (the run's ``inje
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
+from .._files import DATA_FILE_LIMIT, read_text
 from ..errors import TokendistError
 
 __all__ = ["Injection", "InjectionSchedule", "INJECT_AT", "CONSUME_FROM", "parse_injection", "stream_summary",
@@ -40,6 +43,10 @@ __all__ = ["Injection", "InjectionSchedule", "INJECT_AT", "CONSUME_FROM", "parse
 
 INJECT_AT = ("random", "all", "nodes", "heaviest")
 CONSUME_FROM = ("random", "nodes", "lightest", "heaviest")
+#: The most tokens an :class:`Injection` moves in one step (``rate``, ``consume``, a step's bursts):
+#: it draws each arriving token's node (8 bytes each) and picks each departing token in turn, so
+#: ``rate=1e20`` once failed inside numpy with a traceback; 2**26 tokens is half a GB a step.
+MAX_TOKENS_PER_STEP = 2**26
 
 
 class Injection:
@@ -72,8 +79,13 @@ class Injection:
     def __init__(self, rate: float = 1.0, consume: float = 0.0, *, inject_at: str = "random",
                  consume_from: str = "random", nodes=None, start: int = 0, stop: int | None = None,
                  bursts=()):
-        if rate < 0 or consume < 0:
-            raise TokendistError("injection: rate and consume must be non-negative")
+        try:
+            rate, consume = float(rate), float(consume)
+        except (TypeError, ValueError):
+            raise TokendistError(f"injection: rate and consume must be numbers, got {rate!r} and {consume!r}") from None
+        if not (0 <= rate <= MAX_TOKENS_PER_STEP and 0 <= consume <= MAX_TOKENS_PER_STEP):  # nan fails too
+            raise TokendistError(f"injection: rate and consume must be numbers in [0, {MAX_TOKENS_PER_STEP:,}] "
+                                 f"(tokens a step), got {rate!r} and {consume!r}")
         if inject_at not in INJECT_AT:
             raise TokendistError(f"injection: inject_at must be one of {', '.join(INJECT_AT)}")
         if consume_from not in CONSUME_FROM:
@@ -89,6 +101,9 @@ class Injection:
             if int(t) < 0 or int(count) < 0:
                 raise TokendistError("injection: a burst needs a step >= 0 and a count >= 0")
             self.bursts[int(t)] = self.bursts.get(int(t), 0) + int(count)
+            if self.bursts[int(t)] > MAX_TOKENS_PER_STEP:
+                raise TokendistError(f"injection: the bursts after step {int(t)} bring {self.bursts[int(t)]:,} "
+                                     f"tokens, more than {MAX_TOKENS_PER_STEP:,} a step")
 
     def reset(self, graph, rng: np.random.Generator) -> None:
         if self.nodes.min() < 0 or self.nodes.max() >= graph.n:
@@ -183,17 +198,26 @@ class InjectionSchedule:
 
     def __init__(self, path):
         self.path = str(path)
-        try:
-            data = np.loadtxt(self.path, dtype=np.int64, comments="#", ndmin=2)
-        except OSError as exc:
-            raise TokendistError(f"{self.path}: cannot read the injection file ({exc.strerror or exc})") from None
-        except ValueError:
-            raise TokendistError(f"{self.path}: expected lines 'step node tokens' of integers") from None
-        if data.size and data.shape[1] != 3:
-            raise TokendistError(f"{self.path}: expected lines 'step node tokens' (3 integers), got {data.shape[1]}")
-        data = data.reshape(-1, 3)
-        if data.size and data[:, 0].min() < 0:
-            raise TokendistError(f"{self.path}: steps must be >= 0")
+        # A regular text file only (read_text: /dev/zero or a pipe would never end), read line by
+        # line so that each error names its line: ASCII integers within int64 (np.loadtxt took
+        # '1_0', and an empty file with a warning on stderr as a schedule of nothing).
+        rows = []
+        for lineno, line in enumerate(read_text(self.path, "injection", DATA_FILE_LIMIT).splitlines(), 1):
+            fields = line.split("#", 1)[0].split()
+            if not fields:
+                continue
+            where = f"{self.path}:{lineno}"
+            if len(fields) != 3 or not all(_SIGNED.match(f) for f in fields):
+                raise TokendistError(f"{where}: expected 'step node tokens' (3 integers), got {line.strip()[:60]!r}")
+            if any(len(f) > 21 or abs(int(f)) > _INT64_MAX for f in fields):
+                raise TokendistError(f"{where}: a value beyond int64 (2**63 - 1)")
+            step, node, tokens = (int(f) for f in fields)
+            if step < 0:
+                raise TokendistError(f"{where}: steps must be >= 0, got {step}")
+            rows.append((step, node, tokens))
+        if not rows:
+            raise TokendistError(f"{self.path}: no 'step node tokens' line: the injection file schedules nothing")
+        data = np.array(rows, dtype=np.int64)
         self.events = data[np.argsort(data[:, 0], kind="stable")]
 
     def reset(self, graph, rng) -> None:
@@ -238,16 +262,31 @@ INJECT_SPEC_HELP = ("KEY=VALUE,... with rate=R (tokens arriving per step), consu
 _NUMBER_KEYS = {"rate", "consume"}
 _STEP_KEYS = {"start", "stop"}
 _KEYS = _NUMBER_KEYS | _STEP_KEYS | {"nodes", "consume_from", "burst"}
+# ASCII digits only: int() and float() also read '1_0' and non-ASCII digits ('\u0664' is 4).
+_DIGITS = re.compile(r"^[0-9]+$")
+_DECIMAL = re.compile(r"^[+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$")
+_INT64_MAX = 2**63 - 1
+_SIGNED = re.compile(r"^[+-]?[0-9]+$")
+
+
+def _step(spec: str, key: str, text: str) -> int:
+    text = text.strip()
+    if not _DIGITS.match(text):
+        raise TokendistError(f"bad --inject {spec!r}: {key} must be a step (an integer >= 0), got {text!r}")
+    if len(text) > 20 or int(text) > _INT64_MAX:
+        raise TokendistError(f"bad --inject {spec!r}: {key} {text[:30]} is beyond the last step a run can have "
+                             "(2**63 - 1)")
+    return int(text)
 
 
 def _node_list(spec: str, value: str) -> list[int]:
-    try:
-        nodes = [int(x) for x in value.split(";") if x.strip()]
-    except ValueError:
-        raise TokendistError(f"bad --inject {spec!r}: nodes are integers separated by ';', got {value!r}") from None
-    if not nodes:
+    items = [x.strip() for x in value.split(";")]
+    if not any(items):
         raise TokendistError(f"bad --inject {spec!r}: empty node list")
-    return nodes
+    if not all(_DIGITS.match(x) and len(x) < 19 for x in items):
+        raise TokendistError(f"bad --inject {spec!r}: nodes are integers separated by ';' (node ids >= 0), "
+                             f"got {value!r}")
+    return [int(x) for x in items]
 
 
 def parse_injection(spec: str):
@@ -286,17 +325,15 @@ def parse_injection(spec: str):
         if key in kw or (key == "nodes" and nodes is not None):
             raise TokendistError(f"bad --inject {spec!r}: {key} given twice")
         if key in _NUMBER_KEYS:
-            try:
-                x = float(value)
-            except ValueError:
-                x = float("nan")
+            x = float(value) if _DECIMAL.match(value) else float("nan")
             if not np.isfinite(x) or x < 0:
                 raise TokendistError(f"bad --inject {spec!r}: {key} must be a number >= 0, got {value!r}")
+            if x > MAX_TOKENS_PER_STEP:
+                raise TokendistError(f"bad --inject {spec!r}: {key}={value} tokens a step is more than the "
+                                     f"{MAX_TOKENS_PER_STEP:,} an injection moves one by one")
             kw[key] = x
         elif key in _STEP_KEYS:
-            if not value.isdigit():
-                raise TokendistError(f"bad --inject {spec!r}: {key} must be a step (an integer >= 0), got {value!r}")
-            kw[key] = int(value)
+            kw[key] = _step(spec, key, value)
         elif key == "nodes":
             if value in ("random", "all", "heaviest"):
                 kw["inject_at"] = value
@@ -318,9 +355,12 @@ def parse_injection(spec: str):
             bursts = []
             for item in value.split(";"):
                 count, at, step = item.partition("@")
-                if not at or not count.strip().isdigit() or not step.strip().isdigit():
+                if not at or not _DIGITS.match(count.strip()) or not _DIGITS.match(step.strip()):
                     raise TokendistError(f"bad --inject {spec!r}: burst expects COUNT@STEP, got {item!r}")
-                bursts.append((int(step), int(count)))
+                if len(count.strip()) > 12 or int(count) > MAX_TOKENS_PER_STEP:
+                    raise TokendistError(f"bad --inject {spec!r}: a burst of {count.strip()[:30]} tokens is more "
+                                         f"than the {MAX_TOKENS_PER_STEP:,} an injection moves one by one")
+                bursts.append((_step(spec, "a burst's step", step), int(count)))
             kw["bursts"] = bursts
     if kw.get("consume_from") == "nodes" and not nodes:
         raise TokendistError(f"bad --inject {spec!r}: consume_from=nodes needs nodes=I;J;K")

@@ -115,7 +115,7 @@ class RandomWaypoint(Dynamics):
         if unknown:
             raise TokendistError(f"--mobility: unknown key {unknown[0]!r} (keys: {', '.join(cls.OPTIONS)})")
         for key, value in options.items():
-            if not value.isascii():  # float() and int() also read non-ASCII digits
+            if not value.isascii() or "_" in value:  # float() and int() also read non-ASCII digits, '0_1' as 1
                 raise TokendistError(f"--mobility {key}= expects ASCII digits, got {value!r}")
         kw = {}
         if "radius" in options:

@@ -299,6 +299,10 @@ def parse_param_value(algo: str, p: Param, text: str):
     if p.type is int and not re.fullmatch(r"[+-]?[0-9]+", text.strip()):
         # ASCII digits only (int() also takes '1_0' and non-ASCII digits).
         raise TokendistError(f"{algo}: parameter {p.name} expects an integer, got {text!r}")
+    if p.type is not str and (not text.isascii() or "_" in text):
+        # Numbers (float and the numeric parsers) in ASCII too: float() read 'c=1_0' as 10, 'c=\u0664' as 4.
+        expects = getattr(p.type, "description", "a number written in ASCII digits")
+        raise TokendistError(f"{algo}: parameter {p.name} expects {expects}, got {text!r}")
     try:
         return p.type(text)
     except (TypeError, ValueError, OverflowError):

@@ -20,6 +20,7 @@ scheme whose float64 state repeats with load still moving reports ``rounding-cyc
 from __future__ import annotations
 
 import hashlib
+import math
 import numbers
 import time
 from dataclasses import dataclass, field
@@ -217,7 +218,7 @@ def make_speeds(spec, graph, seed=None) -> np.ndarray:
             if not text:
                 continue
             try:
-                if not text.isascii():  # float() also reads non-ASCII digits
+                if not text.isascii() or "_" in text:  # float() also reads non-ASCII digits, and '1_0' as 10
                     raise ValueError(text)
                 values.append(float(text))
             except ValueError:
@@ -294,6 +295,8 @@ def _check_count(name, value, minimum):
     # the step loop (simulate(..., max_steps=1.5) was one).
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
         raise TokendistError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value > _INT64_MAX:  # steps are counted in int64 (max_steps=2**63 ran as if it fitted)
+        raise TokendistError(f"{name} must be at most 2**63 - 1, got {value}")
 
 
 def prepare_run(graph, algo, init, *, seed, params, speeds, dynamics, max_steps, record_every, until_discrepancy,
@@ -330,8 +333,9 @@ def prepare_run(graph, algo, init, *, seed, params, speeds, dynamics, max_steps,
     _check_count("max_steps", max_steps, 0)
     _check_count("record_every", record_every, 1)
     for name, level in (("until_discrepancy", until_discrepancy), ("until_local_discrepancy", until_local_discrepancy)):
-        if level is not None and not (isinstance(level, numbers.Real) and not isinstance(level, bool) and level >= 0):
-            raise TokendistError(f"{name} must be a number >= 0, got {level!r}")
+        if level is not None and not (isinstance(level, numbers.Real) and not isinstance(level, bool) and level >= 0
+                                      and math.isfinite(level)):
+            raise TokendistError(f"{name} must be a finite number >= 0, got {level!r}")
 
     return graph, protocol, loads, max_steps
 
@@ -419,6 +423,9 @@ def simulate(graph, algo, init, *, seed: int | None = None, params: dict | None 
                              f"got {injection!r}")
     if keep_loads_every is not None:
         _check_count("keep_loads_every", keep_loads_every, 1)
+    for name, flag in (("allow_infeasible", allow_infeasible), ("check", check)):
+        if not isinstance(flag, (bool, np.bool_)):  # allow_infeasible="no" was true
+            raise TokendistError(f"{name} must be True or False, got {flag!r}")
     graph, protocol, loads, max_steps = prepare_run(
         graph, algo, init, seed=seed, params=params, speeds=speeds, dynamics=dynamics, max_steps=max_steps,
         record_every=record_every, until_discrepancy=until_discrepancy, until_local_discrepancy=until_local_discrepancy)

@@ -79,7 +79,7 @@ class Scenario:
         _check_int(where, "max_steps", self.max_steps, 0)
         _check_int(where, "record_every", self.record_every, 1)
         if self.offline_slack is not None:
-            _check_int(where, "offline_slack", self.offline_slack, 0)
+            _check_int(where, "offline_slack", self.offline_slack, 0, bounded=False)  # only compared
         if not isinstance(self.allow_infeasible, bool):
             raise TokendistError(f"{where}: allow_infeasible must be true or false (a TOML boolean), "
                                  f"got {self.allow_infeasible!r}")
@@ -87,6 +87,11 @@ class Scenario:
             raise TokendistError(f"{where}: levels must be a list of finite numbers >= 0, got {self.levels!r}")
         if not isinstance(self.algos, list) or not all(isinstance(a, str) for a in self.algos):
             raise TokendistError(f"{where}: algos must be a list of algorithm names, got {self.algos!r}")
+        # A name or level listed twice would run twice or give two same-named columns.
+        for key, values in (("algos", [a.strip().lower() for a in self.algos]), ("levels", self.levels)):
+            twice = [x for i, x in enumerate(values) if x in values[:i]]
+            if twice:
+                raise TokendistError(f"{where}: {key} lists {twice[0]!r} twice")
         if self.edge_failure is not None and not (_is_number(self.edge_failure) and 0 <= self.edge_failure <= 1):
             raise TokendistError(f"{where}: edge_failure must be a probability in [0, 1], got {self.edge_failure!r}")
         if self.speeds is not None and not isinstance(self.speeds, str):
@@ -121,10 +126,12 @@ def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _check_int(where: str, key: str, value, minimum: int) -> None:
+def _check_int(where: str, key: str, value, minimum: int, bounded: bool = True) -> None:
     # TOML gives bool for true/false, which is an int to Python: refused here (max_steps = true).
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise TokendistError(f"{where}: {key} must be an integer >= {minimum}, got {value!r}")
+    if bounded and value > 2**63 - 1:  # Python's int is unbounded; steps, seeds and counts are int64 downstream
+        raise TokendistError(f"{where}: {key} must be at most 2**63 - 1, got {value}")
 
 
 def _from_dict(data: dict, origin: str) -> Scenario:

@@ -37,7 +37,7 @@ __all__ = ["read_edgelist", "write_edgelist", "read_graph_json", "write_graph_js
 
 _MAX_ID = 2**31 - 2
 _MAX_NODES = 200_000_000  # as for spec strings (graphs._specs.check_size)
-_NUM = re.compile(r"^[+-]?\d+$")
+_NUM = re.compile(r"^[+-]?[0-9]+$")  # ASCII digits: \d also matches non-ASCII digits ("\u0664" is 4)
 
 
 def _read_text(path) -> str:
@@ -200,6 +200,10 @@ def _numbers(obj, key: str, length: int, name: str):
     return np.asarray(val, dtype=np.float64)
 
 
+#: The keys of the JSON form (what :func:`graph_to_json` writes).
+_JSON_KEYS = {"n", "spec", "edges", "speeds", "capacities", "positions"}
+
+
 def parse_graph_json(text: str, name: str = "<json>") -> Graph:
     """Parse the JSON form (validated like an edge list; errors name the file and the edge)."""
     try:
@@ -210,6 +214,9 @@ def parse_graph_json(text: str, name: str = "<json>") -> Graph:
         raise GraphFileError(f"{name}: invalid JSON (nested too deeply)") from None
     if not isinstance(obj, dict) or "edges" not in obj:
         raise GraphFileError(f"{name}: expected a JSON object with 'n' and 'edges'")
+    unknown = sorted(set(obj) - _JSON_KEYS)
+    if unknown:  # a misspelt key ('speed') would be silently ignored
+        raise GraphFileError(f"{name}: unknown key {unknown[0]!r} (keys: {', '.join(sorted(_JSON_KEYS))})")
     n = obj.get("n")
     edges = obj["edges"]
     if not isinstance(edges, list):

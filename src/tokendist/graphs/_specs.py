@@ -128,9 +128,10 @@ def make_graph(spec, seed=None) -> Graph:
             return from_networkx(spec)
         raise TokendistError(f"cannot make a graph from {type(spec).__name__}")
     name, arg = split_spec(spec)
-    if name != "file" and not arg.isascii():
-        # Numbers in specs are ASCII: int() and float() would read 'torus:\u0664x\u0664' as torus:4x4.
-        raise SpecError(f"bad spec {spec!r}: the arguments must be ASCII (digits 0-9)")
+    if name != "file" and (not arg.isascii() or "_" in arg):
+        # Numbers in specs are ASCII: int() and float() would read 'torus:\u0664x\u0664' as torus:4x4,
+        # and float() 'geometric:10,0_3' as radius 3.
+        raise SpecError(f"bad spec {spec!r}: the arguments must be ASCII digits (0-9), without '_'")
     family = TOPOLOGIES.get(name)
     rng = stream(seed, "topology")  # outside the try: a bad seed is not a bad spec
     try:

@@ -37,6 +37,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..._files import SCENARIO_FILE_LIMIT, read_text
 from ...engine import DEFAULT_MAX_STEPS, PROTOCOLS, make_loads, make_protocol
 from ...errors import TokendistError
 from ...graphs import make_graph
@@ -46,6 +47,10 @@ __all__ = ["Sweep", "Task", "load_sweep", "sweep_from_dict", "SWEEP_KEYS", "leve
 SWEEP_KEYS = {"name", "description", "graphs", "inits", "algos", "seeds", "max_steps", "levels",
               "until_discrepancy", "allow_infeasible"}
 DEFAULT_LEVELS = (10, 2, 1)
+#: The most tasks a sweep may expand to (and so seeds, and one algorithm's parameter combinations):
+#: the tasks are built in memory before the first run (``seeds = 10**12`` was a MemoryError).
+MAX_TASKS = 1_000_000
+_INT64_MAX = 2**63 - 1
 
 
 def level_name(level) -> str:
@@ -165,18 +170,22 @@ def _seeds(origin, value) -> list:
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
             raise TokendistError(f"{origin}: sweep.seeds = {value!r}: expected a count >= 1 or a list of seeds")
+        if value > MAX_TASKS:
+            raise TokendistError(f"{origin}: sweep.seeds = {value}: at most {MAX_TASKS:,} seeds (tasks) in a sweep")
         return list(range(value))
     if (isinstance(value, list) and value
-            and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)):
+            and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= _INT64_MAX for s in value)):
         if len(set(value)) != len(value):
             raise TokendistError(f"{origin}: sweep.seeds lists a seed twice")
         return list(value)
-    raise TokendistError(f"{origin}: sweep.seeds = {value!r}: expected a count >= 1 or a list of non-negative integers")
+    raise TokendistError(f"{origin}: sweep.seeds = {value!r}: expected a count >= 1 or a list of non-negative integers "
+                         "(at most 2**63 - 1)")
 
 
 def _count(origin, key, value, minimum) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise TokendistError(f"{origin}: sweep.{key} = {value!r}: expected an integer >= {minimum}")
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= _INT64_MAX:
+        raise TokendistError(f"{origin}: sweep.{key} = {value!r}: expected an integer >= {minimum} "
+                             "(at most 2**63 - 1)")
     return value
 
 
@@ -200,6 +209,9 @@ def _param_axes(origin, algo, table) -> list[dict]:
                 raise TokendistError(f"{origin}: params.{algo}.{k} = {x!r}: expected a string, number or boolean")
         names.append(k)
         values.append(vals)
+    if math.prod(len(v) for v in values) > MAX_TASKS:
+        raise TokendistError(f"{origin}: [params.{algo}] has {math.prod(len(v) for v in values):,} combinations; "
+                             f"at most {MAX_TASKS:,} tasks in a sweep")
     return [dict(zip(names, combo)) for combo in itertools.product(*values)]
 
 
@@ -297,6 +309,9 @@ def sweep_from_dict(data: dict, origin: str = "sweep") -> Sweep:
             options = tuple(sorted((k, _plain(v)) for k, v in proto.options.items()))
             variants[a].append((tuple(sorted(text.items())), options))
 
+    total = len(graphs) * len(inits) * len(seeds) * sum(len(v) for v in variants.values())
+    if total > MAX_TASKS:
+        raise TokendistError(f"{origin}: the sweep expands to {total:,} tasks; at most {MAX_TASKS:,}")
     # Every graph builds and every initial distribution fits it (checked with the first seed; a
     # random family's other seeds build graphs of the same size).
     sizes = {}
@@ -329,11 +344,16 @@ def sweep_from_dict(data: dict, origin: str = "sweep") -> Sweep:
 
 def load_sweep(path) -> Sweep:
     """Read, validate and expand a sweep TOML file (one-line :class:`TokendistError` on any problem)."""
+    if not str(path).strip():  # Path('') is the current folder
+        raise TokendistError("expected a sweep file (FILE.toml), got an empty path")
     path = Path(path)
+    # A regular file of at most 1 MiB (read_text): /dev/zero was read until memory ran out, a named
+    # pipe blocked for ever.
+    text = read_text(path, "sweep", SCENARIO_FILE_LIMIT)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise TokendistError(f"{path}: cannot read sweep file ({exc.strerror or exc})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise TokendistError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise TokendistError(f"{path}: not valid TOML (nested too deeply)") from None
     return sweep_from_dict(data, str(path))
