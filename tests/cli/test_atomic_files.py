@@ -1,4 +1,4 @@
-"""Outputs written atomically, inputs read bounded (issue 27).
+"""Outputs written atomically, inputs read bounded.
 
 An interrupted ``graph export`` must leave the target absent or complete (it left 161,401 of 18M
 edge lines, which read back as a valid graph); a graph file carries its edge count (``m M``) and a

@@ -1,4 +1,4 @@
-"""Every bad input of issue 27: one line on stderr, exit code 2, never a traceback, never exit 0.
+"""Bad input: one line on stderr, exit code 2, never a traceback, never exit 0.
 
 The cases are the audit's list (huge and non-ASCII numbers in specs, unreadable files, malformed
 scenario values, options a protocol would silently ignore), each run through the CLI's ``main``;

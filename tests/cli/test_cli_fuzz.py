@@ -11,7 +11,7 @@ a ZeroDivisionError), ``offline --slack 10**20`` / ``compare --offline 10**20`` 
 uniform:1e-320..1e-320`` (subnormal speeds: 1 / s overflows, numpy's LinAlgError), all now one-line
 errors or results.
 
-The second half (issue 27) generates values that are invalid by construction (integers beyond int64,
+The second half generates values that are invalid by construction (integers beyond int64,
 non-ASCII digits, nan and inf, malformed ranges, scenario values of the wrong TOML type, loads and
 speeds files with a bad line or the wrong count) and requires exit 2 with one line: a bad value must
 never be read as a good one.
@@ -183,7 +183,7 @@ def test_a_huge_slack_is_met_at_once(argv, capsys):
     assert main(argv) == 0
 
 
-# ---------------------------------------------------------------------- issue 27: invalid means exit 2
+# ---------------------------------------------------------------------- invalid means exit 2
 # The tests above accept a result or one error line. These generate values that are invalid by
 # construction and require exit 2 (one line): no bad value may be read as a good one (point:10@ was
 # node 0, torus:٤x٤ a 4x4 torus, threshold=99999999999999999999 a numba error, "no" a true boolean).

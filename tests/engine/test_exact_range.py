@@ -1,4 +1,4 @@
-"""Exact integer arithmetic over the whole int64 range (issue 27).
+"""Exact integer arithmetic over the whole int64 range.
 
 The rounded diffusion schemes (Subramanian and Scherson 1994, Sec. 4) send ``floor`` or ``ceil`` of
 ``P_ij (load[i] - load[j])``. The kernels have a fast path that is exact only while the loads span

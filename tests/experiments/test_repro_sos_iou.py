@@ -1,4 +1,4 @@
-"""``tokendist reproduce sos-iou-readings --quick`` (issue 28): the three readings of sos-iou measured."""
+"""``tokendist reproduce sos-iou-readings --quick`` : the three readings of sos-iou measured."""
 
 import json
 
@@ -21,7 +21,7 @@ def test_sos_iou_readings_quick():
         assert len(m["discrepancy_at"]) == len(m["iou_units_at"]) == 3
         assert m["discrepancy_at"][-1] == m["final_discrepancy"]
         assert m["theorem1_l2_bound_O"] > 0 and 1 < m["beta"] < 2
-    # What issue 28 reports, on the quick tori: the driven reading keeps a large imbalance and keeps
+    # On the quick tori: the driven reading keeps a large imbalance and keeps
     # moving many tokens a step; the default (shadow) ends near balance within Theorem 1's bound.
     for side in (16, 32):
         g = f"torus:{side}x{side}"

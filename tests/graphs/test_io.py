@@ -42,7 +42,7 @@ def test_edgelist_format_details():
     assert parse_edgelist("4 2\n", "x").n == 5                     # no header: max id + 1
     assert parse_edgelist("n 1\n", "x").n == 1                     # one node, no edges: say so with 'n 1'
     with pytest.raises(GraphFileError, match="no edges and no 'n N' header"):
-        parse_edgelist("# nothing\n", "x")                         # an empty file is not a graph (issue 27)
+        parse_edgelist("# nothing\n", "x")                         # an empty file is not a graph
     assert parse_edgelist("n 3\nm 2\n0 1\n1 2\n", "x").m == 2     # 'm M': the edge count, checked
     with pytest.raises(GraphFileError, match="header says m 3 but the file has 2 edges"):
         parse_edgelist("n 3\nm 3\n0 1\n1 2\n", "x")               # a truncated file is an error
@@ -111,7 +111,7 @@ def test_valid_edge_lists_parse_like_from_edges(pairs, header):
     simple = sorted({(min(a, b), max(a, b)) for a, b in pairs if a != b})
     n = 41 if header else (max((b for _, b in simple), default=0) + 1)
     text = (f"n {n}\n" if header else "") + "".join(f"{a} {b}\n" for a, b in simple)
-    if not header and not simple:  # nothing at all: not a graph file (issue 27), not a 1-node graph
+    if not header and not simple:  # nothing at all: not a graph file, not a 1-node graph
         with pytest.raises(GraphFileError):
             parse_edgelist(text, "x")
         return

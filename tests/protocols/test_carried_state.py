@@ -1,4 +1,4 @@
-"""Which process the state carried between steps belongs to (issue 28, item 4; Elsässer, Monien, Schamberger 2006).
+"""Which process the state carried between steps belongs to (Elsässer, Monien, Schamberger 2006).
 
 sos-iou's readings answer this for its IOUs (``test_sos_iou_readings.py``). The other integer
 schemes of the paper that carry anything from step to step:

@@ -186,7 +186,7 @@ def test_sec2_regular_fused_step_is_bitwise_the_sparse_product(spec, seed, matri
 
 @pytest.mark.parametrize("algo", ["diffusion", *ROUNDED])
 def test_state_is_small_on_a_torus(algo):
-    # Issue 3: at most 64 bytes per edge for graph plus state. The protocol's own arrays on a torus
+    # The memory budget: at most 64 bytes per edge for graph plus state. The protocol's own arrays on a torus
     # (m = 2n): two load-sized buffers (8 bytes per edge), one byte per edge of HEAD flags
     # (random), one int8 per CSR slot (oriented), and nothing else of size m.
     g = make_graph("torus:40x40")

@@ -1,4 +1,4 @@
-"""The single-port step over an offset stencil (Ghosh et al. 1995, Sec. 1.1; issue 3).
+"""The single-port step over an offset stencil (Ghosh et al. 1995, Sec. 1.1).
 
 ``single_port_stencil_step`` must give, bit for bit, what the counter kernel and the numpy
 reference give: the same coins (``counter_uniform(key, t, e) < p``), the same matching (a

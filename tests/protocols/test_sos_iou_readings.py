@@ -1,4 +1,4 @@
-"""sos-iou's three readings of the "idealized scheme" (issue 28; Elsässer, Monien, Schamberger 2006, Sec. 3, Theorem 1).
+"""sos-iou's three readings of the "idealized scheme" (Elsässer, Monien, Schamberger 2006, Sec. 3, Theorem 1).
 
 * ``ideal=shadow`` (default): the shadow loads are the real-valued ``sos`` process from the same
   start, bit for bit; the integer loads stay within the IOUs of it (``w - w' = div IOU``, also
@@ -6,7 +6,8 @@
   and then moves no token at all.
 * ``ideal=sent``: the integer loads satisfy eq. (5) of Theorem 1's proof,
   ``w^k = beta M w^{k-1} - (beta - 1) w^{k-2} + delta_{k-1}``, with ``delta`` the IOU change.
-* ``ideal=driven``: the reading before issue 28, still reachable; it keeps moving tokens on a torus.
+* ``ideal=driven``: the momentum on the previous ideal flow driven by the integer loads (kept for
+  comparison); it keeps moving tokens on a torus.
 * Every reading: the IOU is the total ideal flow minus the total real flow of the edge; the kernel
   ``kernel=numba`` chooses (stencil, threaded stencil, cube, CSR rows, threaded CSR blocks) gives
   the reference's loads, state and report, step by step.
@@ -180,7 +181,7 @@ def _div_in(g, flows):
 
 
 def test_shadow_balances_a_torus_and_then_moves_nothing_driven_keeps_moving():
-    # Issue 28's "done when", on a smaller torus: the default ends within a small constant of balance
+    # On a small torus: the default ends within a small constant of balance
     # and, once the shadow has balanced, the IOUs are fractions and no token moves; ideal=driven
     # (reachable by its parameter) keeps an oscillation of many tokens a step.
     runs = {ideal: simulate("torus:24x24", "sos-iou", "random:0..200", seed=1, max_steps=800, detect_cycles=False,

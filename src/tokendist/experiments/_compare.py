@@ -140,7 +140,7 @@ def _row(scenario: Scenario, graph, loads, name: str) -> CompareRow:
         if scenario.speeds is not None:
             g = graph.with_speeds(make_speeds(scenario.speeds, graph, scenario.seed))
         proto.check_graph(g)
-        if scenario.speeds is not None and not proto.uses_speeds:  # not run as if it used them (issue 27)
+        if scenario.speeds is not None and not proto.uses_speeds:  # not run as if it used them
             raise TokendistError(f"{name} does not use node speeds")
         if scenario.edge_failure is not None:
             if not proto.dynamic:

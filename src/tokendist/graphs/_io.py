@@ -41,7 +41,7 @@ _NUM = re.compile(r"^[+-]?[0-9]+$")  # ASCII digits: \d also matches non-ASCII d
 
 
 def _read_text(path) -> str:
-    # A regular file of bounded size only (/dev/zero or a named pipe read for ever), issue 27.
+    # A regular file of bounded size only (/dev/zero or a named pipe would be read for ever).
     return read_text(path, "graph", GRAPH_FILE_LIMIT, GraphFileError)
 
 

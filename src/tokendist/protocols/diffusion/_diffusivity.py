@@ -133,7 +133,7 @@ def _from_dense(graph, dense: np.ndarray, where: str) -> np.ndarray:
 
 def _from_file(graph, path: str) -> np.ndarray:
     """A matrix file: either N rows of N numbers (the full P) or lines ``u v p`` (one per edge)."""
-    # A regular file of bounded size (/dev/zero or a named pipe read for ever), issue 27.
+    # A regular file of bounded size (/dev/zero or a named pipe would be read for ever).
     text = read_text(path, "diffusivity matrix", DATA_FILE_LIMIT)
     rows = [line.split("#", 1)[0].split() for line in text.splitlines()]
     rows = [r for r in rows if r]

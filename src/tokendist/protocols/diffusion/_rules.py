@@ -534,7 +534,7 @@ class _RoundedDiffusion(_DiffusionBase):
                 else:
                     fh = self._flows_h(t, loads)
                     pos, neg = np.maximum(fh, 0), np.maximum(-fh, 0)
-                    # Integer sums (bincount adds in float64 and lost tokens past 2**53, issue 27).
+                    # Integer sums (bincount adds in float64 and lost tokens past 2**53).
                     outflow = _int_bincount(h.u, pos, h.n) + _int_bincount(h.v, neg, h.n)
                     new = loads - _int_bincount(h.u, fh, h.n) + _int_bincount(h.v, fh, h.n)
                 flows = self._real_flows(graph, fh)

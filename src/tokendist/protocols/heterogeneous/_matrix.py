@@ -117,7 +117,7 @@ def apply_flows(graph, loads: np.ndarray, flows: np.ndarray) -> np.ndarray:
     """``loads`` after sending ``flows`` (signed per edge); integer loads stay integers."""
     if loads.dtype.kind in "iu":
         # Integer flows summed in int64: bincount adds in float64, which lost tokens once the sums
-        # passed 2**53 (kernel=numpy on large loads, issue 27).
+        # passed 2**53 (kernel=numpy on large loads).
         f = np.rint(flows).astype(np.int64) if np.asarray(flows).dtype.kind == "f" else np.asarray(flows, np.int64)
         out = loads.astype(np.int64, copy=True)
         np.add.at(out, graph.v, f)

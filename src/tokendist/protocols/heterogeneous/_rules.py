@@ -99,7 +99,7 @@ class HeterogeneousDiffusion(Protocol):
     params = COMMON_PARAMS
     uses_speeds = True
     # The integer schemes round flows computed in float64 from w_i / s_i with real speeds: the
-    # rule's result for loads that float64 holds exactly (issue 27 asks the range to be declared).
+    # rule's result for loads that float64 holds exactly, a range declared so that larger loads are refused.
     exact_load_limit = 2**53
 
     def __init__(self, **params):

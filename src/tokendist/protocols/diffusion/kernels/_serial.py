@@ -254,7 +254,7 @@ def _general_rows(indptr, indices, coef, ratio, along, loads, mode, coins, i0, i
     # sends it; both ends of an edge compute the same amount from the same two loads (and, for the
     # random rounding, the same coin). The amount is floor(P_ij |d|) in exact integers, P_ij the
     # fraction ratio[k] = (num, den) (_exact_amount; a float product with a snapping tolerance sent
-    # the ceiling for the floor once |d| passed about 2**30, issue 27); the ceiling is one more when
+    # the ceiling for the floor once |d| passed about 2**30); the ceiling is one more when
     # the remainder is not zero. The sign of the difference enters arithmetically.
     # ``ratio`` empty: every P_ij is a unit fraction 1/den (the default 1/(2 max(d_i, d_j))), and
     # den = rint(1 / P_ij) is exact (den <= 2**30, the float within 2**-52 relative): no per-slot
