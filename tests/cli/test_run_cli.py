@@ -293,3 +293,17 @@ def test_bench_skip_on_the_command_line(capsys):
     assert main(["bench", "--graphs", "ring:6", "--skip", "-1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_a_piped_table_cuts_no_cell(capsys):
+    # Piped (pytest captures stdout): a table wider than the 200 columns of a piped console is
+    # printed whole, every cell as it is, none shortened to "…".
+    from tokendist.cli._output import table
+
+    columns = ["name", *[f"a long column heading {i}" for i in range(12)]]
+    rows = [["torus:1000x1000", *[f"value {i} of a wide row" for i in range(12)]]]
+    table("wide", columns, rows)
+    out = capsys.readouterr().out
+    assert "…" not in out
+    assert "torus:1000x1000" in out and "value 11 of a wide row" in out
+    assert max(len(line) for line in out.splitlines()) > 200

@@ -92,7 +92,12 @@ def table(title: str, columns, rows) -> None:
         t.add_column(str(c), justify="left" if c == columns[0] else "right")
     for r in rows:
         t.add_row(*[fmt(x) for x in r])
-    console().print(t)
+    out = console()
+    if not sys.stdout.isatty():  # piped: as wide as the widest row, never a cell cut to "torus:20…"
+        from rich.measure import Measurement
+
+        out.width = max(out.width, Measurement.get(out, out.options.update_width(10_000), t).maximum)
+    out.print(t)
 
 
 @contextlib.contextmanager
