@@ -441,3 +441,9 @@ def test_tree_msd_closed_form_specs_are_ascii(spec, capsys):
     # The closed forms tested str.isdigit(): kary:\u0664,2 ran as kary:4,2, and '\u00b2' (superscript
     # two, a digit to isdigit()) reached int(): a ValueError traceback.
     _refused(["tree", "msd", spec, "--json"], capsys, "ASCII")
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_colouring_is_refused_not_read_as_auto(value, capsys):
+    _refused(["run", "--graph", "torus:4x4", "--algo", "threshold2", "--init", "random:0..9", "--max-steps", "3",
+              "--param", f"colouring={value}", "--json"], capsys, "colouring: empty")

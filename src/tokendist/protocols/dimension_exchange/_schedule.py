@@ -56,7 +56,9 @@ def resolve_colouring(graph, colouring: str = "auto") -> np.ndarray:
     order (``u < v``, sorted); a file colouring must be proper.
     """
 
-    colouring = (colouring or "auto").strip()
+    colouring = "auto" if colouring is None else colouring.strip()
+    if not colouring:  # (an empty --param colouring= is a mistake, not a request for the default)
+        raise TokendistError("colouring: empty; expected auto, tree, bipartite, misra-gries, greedy or file:PATH")
     if colouring.startswith("file:"):
         colours = read_loads_file(colouring[5:], graph.m, what="colours", per="edges")
         if not is_proper_edge_colouring(graph, colours):
