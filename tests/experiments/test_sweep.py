@@ -123,7 +123,7 @@ def test_bad_parameter_is_one_line_exit_2(tmp_path, capsys, extra, needle):
 def test_cli_usage_errors(tmp_path, capsys, sweep_file):
     _one_line_error(capsys, ["sweep", str(sweep_file)], "--out DIR is required")
     _one_line_error(capsys, ["sweep", "report", str(tmp_path)], "no runs.parquet")
-    _one_line_error(capsys, ["sweep", str(tmp_path / "missing.toml"), "--out", str(tmp_path)], "cannot read")
+    _one_line_error(capsys, ["sweep", str(tmp_path / "missing.toml"), "--out", str(tmp_path)], "missing.toml: no such file")
 
 
 def test_task_keys_are_stable_and_resolved():
