@@ -18,26 +18,9 @@ from tokendist.engine import simulate
 from tokendist.errors import TokendistError
 from tokendist.experiments import load_scenario
 
+from ._argv import refused, with_option
+
 RUN = ["run", "--graph", "torus:4x4", "--algo", "diffusion-floor", "--init", "point:100", "--max-steps", "2", "--json"]
-
-
-def _with(base, option, value):
-    argv = list(base)
-    if option in argv:
-        argv[argv.index(option) + 1] = value
-    else:
-        argv += [option, value]
-    return argv
-
-
-def _refused(argv, capsys, words=None):
-    code = main(argv)
-    err = capsys.readouterr().err
-    assert code == 2, (argv, code, err)
-    assert err.startswith("error: ") and err.count("\n") == 1, (argv, err)
-    if words:
-        assert words in err, err
-    return err
 
 
 @pytest.mark.parametrize("init, words", [
@@ -53,7 +36,7 @@ def _refused(argv, capsys, words=None):
     ("random:5..2", "empty range"),
 ])
 def test_init_specs(init, words, capsys):
-    _refused(_with(RUN, "--init", init), capsys, words)
+    refused(with_option(RUN, "--init", init), capsys, words)
 
 
 def test_ramp_near_int64_is_exact(capsys):
@@ -67,7 +50,7 @@ def test_ramp_near_int64_is_exact(capsys):
 
 @pytest.mark.parametrize("graph", ["torus:\u0664x\u0664", "ghosh-lower-bound:22,1", "random-regular:100000000,3"])
 def test_graph_specs(graph, capsys):
-    _refused(_with(RUN, "--graph", graph), capsys)
+    refused(with_option(RUN, "--graph", graph), capsys)
 
 
 @pytest.mark.parametrize("algo, param, words", [
@@ -84,24 +67,24 @@ def test_graph_specs(graph, capsys):
 ])
 def test_protocol_params(algo, param, words, capsys):
     graph = "kary:2,3" if algo == "perfect-tree" else "torus:4x4"
-    _refused(["run", "--graph", graph, "--algo", algo, "--init", "point:100", "--max-steps", "2", "--param", param],
+    refused(["run", "--graph", graph, "--algo", algo, "--init", "point:100", "--max-steps", "2", "--param", param],
              capsys, words)
 
 
 @pytest.mark.parametrize("mobility", ["speed=inf", "pause=99999999999999999999", "radius=nan", "speed=1..nan"])
 def test_mobility_values(mobility, capsys):
-    _refused(["run", "--graph", "torus:4x4", "--algo", "fos", "--init", "point:100", "--max-steps", "2",
+    refused(["run", "--graph", "torus:4x4", "--algo", "fos", "--init", "point:100", "--max-steps", "2",
               "--mobility", mobility], capsys)
 
 
 def test_mobility_disc_graph_too_large(capsys):
-    _refused(["run", "--graph", "torus:100x100", "--algo", "fos", "--init", "point:100", "--max-steps", "2",
+    refused(["run", "--graph", "torus:100x100", "--algo", "fos", "--init", "point:100", "--max-steps", "2",
               "--mobility", "radius=10,wrap=false"], capsys, "about")
 
 
 @pytest.mark.parametrize("algo", ["multi-port", "threshold2", "diffusion-floor"])
 def test_speeds_refused_where_ignored(algo, capsys):
-    _refused(["run", "--graph", "torus:4x4", "--algo", algo, "--init", "point:100", "--speeds", "uniform:1..2"],
+    refused(["run", "--graph", "torus:4x4", "--algo", algo, "--init", "point:100", "--speeds", "uniform:1..2"],
              capsys, "does not use node speeds")
 
 
@@ -110,14 +93,14 @@ def test_speeds_refused_where_ignored(algo, capsys):
 def test_speeds_files(tmp_path, text, words, capsys):
     p = tmp_path / "s.txt"
     p.write_text(text)
-    _refused(["run", "--graph", "torus:4x4", "--algo", "fos", "--init", "point:100", "--speeds", f"file:{p}"],
+    refused(["run", "--graph", "torus:4x4", "--algo", "fos", "--init", "point:100", "--speeds", f"file:{p}"],
              capsys, words)
 
 
 def test_loads_file_with_a_huge_value(tmp_path, capsys):
     p = tmp_path / "l.txt"
     p.write_text("1\n" + "12345678901234567890123\n")
-    _refused(_with(_with(RUN, "--graph", "path:2"), "--init", f"file:{p}"), capsys, "int64")
+    refused(with_option(with_option(RUN, "--graph", "path:2"), "--init", f"file:{p}"), capsys, "int64")
 
 
 @pytest.fixture
@@ -131,12 +114,12 @@ def fifo(tmp_path):
 def test_devices_and_pipes_are_refused(option, fifo, capsys):
     base = ["run", "--graph", "torus:4x4", "--algo", "fos", "--init", "point:100", "--max-steps", "2"]
     for target in ("/dev/zero", fifo):
-        _refused(_with(base, option, f"file:{target}"), capsys, "not a regular file")
+        refused(with_option(base, option, f"file:{target}"), capsys, "not a regular file")
 
 
 def test_scenario_device_and_pipe(fifo, capsys):
     for target in ("/dev/zero", fifo):
-        _refused(["compare", "--scenario", target, "--no-files"], capsys, "not a regular file")
+        refused(["compare", "--scenario", target, "--no-files"], capsys, "not a regular file")
 
 
 SCENARIO = 'name = "s"\ngraph = "ring:6"\ninit = "random:0..9"\nmax_steps = 10\nalgos = ["multi-port"]\n'
@@ -158,7 +141,7 @@ def test_scenario_values(tmp_path, line, words, capsys):
     p.write_text("[scenario]\n" + SCENARIO + line + "\n")
     with pytest.raises(TokendistError, match=words):
         load_scenario(p)
-    _refused(["compare", "--scenario", str(p), "--no-files", "--json"], capsys, words)
+    refused(["compare", "--scenario", str(p), "--no-files", "--json"], capsys, words)
 
 
 @pytest.mark.parametrize("text, words", [
@@ -171,29 +154,29 @@ def test_scenario_values(tmp_path, line, words, capsys):
 def test_scenario_structure(tmp_path, text, words, capsys):
     p = tmp_path / "s.toml"
     p.write_text(text)
-    _refused(["compare", "--scenario", str(p), "--no-files", "--json"], capsys, words)
+    refused(["compare", "--scenario", str(p), "--no-files", "--json"], capsys, words)
 
 
 @pytest.mark.parametrize("speeds", ["uniform:0..1", "file:/nonexistent/speeds.txt"])
 def test_compare_bad_speeds_exit_2(speeds, capsys):
-    _refused(["compare", "--graph", "ring:6", "--init", "random:0..9", "--algos", "fos", "--no-files",
+    refused(["compare", "--graph", "ring:6", "--init", "random:0..9", "--algos", "fos", "--no-files",
               "--speeds", speeds], capsys)
 
 
 def test_compare_wrong_length_speeds_file(tmp_path, capsys):
     p = tmp_path / "s.txt"
     p.write_text("1\n2\n")
-    _refused(["compare", "--graph", "ring:6", "--init", "random:0..9", "--algos", "fos", "--no-files",
+    refused(["compare", "--graph", "ring:6", "--init", "random:0..9", "--algos", "fos", "--no-files",
               "--speeds", f"file:{p}"], capsys, "2 speeds")
 
 
 def test_bench_bad_param_exit_2(capsys):
-    _refused(["bench", "--graphs", "ring:8", "--algos", "multi-port", "--param", "threads=abc"], capsys, "threads")
+    refused(["bench", "--graphs", "ring:8", "--algos", "multi-port", "--param", "threads=abc"], capsys, "threads")
 
 
 def test_early_error_leaves_no_out_folder(tmp_path, capsys):
     out = tmp_path / "never"
-    _refused(_with(RUN, "--init", "point:x") + ["--out", str(out)], capsys)
+    refused(with_option(RUN, "--init", "point:x") + ["--out", str(out)], capsys)
     assert not out.exists()
 
 

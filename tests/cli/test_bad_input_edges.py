@@ -24,29 +24,12 @@ from tokendist.engine._injection import MAX_TOKENS_PER_STEP, Injection, Injectio
 from tokendist.errors import TokendistError
 from tokendist.experiments import load_scenario
 
+from ._argv import refused, with_option
+
 RUN = ["run", "--graph", "torus:4x4", "--algo", "multi-port", "--init", "point:100", "--max-steps", "3", "--json"]
 COMPARE = ["compare", "--graph", "ring:6", "--init", "random:0..9", "--algos", "multi-port,fos", "--max-steps", "10",
            "--no-files", "--json"]
 BENCH = ["bench", "--graphs", "ring:8", "--algos", "multi-port", "--steps", "2", "--naive-graph", "ring:8", "--json"]
-
-
-def _with(base, option, value):
-    argv = list(base)
-    if option in argv:
-        argv[argv.index(option) + 1] = value
-    else:
-        argv += [option, value]
-    return argv
-
-
-def _refused(argv, capsys, words=None):
-    code = main(argv)
-    err = capsys.readouterr().err
-    assert code == 2, (argv, code, err)
-    assert err.startswith("error: ") and err.count("\n") == 1, (argv, err)
-    if words:
-        assert words in err, err
-    return err
 
 
 # ---------------------------------------------------------------------- integer options
@@ -68,7 +51,7 @@ INT_OPTIONS = [
     ("1_0", "digits 0-9"),           # int() reads it as 10
 ])
 def test_integer_options_are_ascii_and_int64(base, option, value, words, capsys):
-    _refused(_with(base, option, value), capsys, words)
+    refused(with_option(base, option, value), capsys, words)
 
 
 @pytest.mark.parametrize("argv", [COMPARE + ["--offline", "{}"],
@@ -77,12 +60,12 @@ def test_integer_options_are_ascii_and_int64(base, option, value, words, capsys)
 @pytest.mark.parametrize("value", ["\u0664", "\uff11", "1_0", "1e3", "-1", ""])
 def test_slack_options_are_ascii(argv, value, capsys):
     # A slack may be any size (10**20 is met at once) but is written in ASCII digits.
-    _refused([value if a == "{}" else a for a in argv], capsys, "digits 0-9")
+    refused([value if a == "{}" else a for a in argv], capsys, "digits 0-9")
 
 
 def test_integer_option_at_int64_max_is_taken(capsys):
     # The limit is the largest int64, not below it: the seed 2**63 - 1 runs.
-    assert main(_with(RUN, "--seed", str(2**63 - 1))) == 0
+    assert main(with_option(RUN, "--seed", str(2**63 - 1))) == 0
     assert '"seed": 9223372036854775807' in capsys.readouterr().out
 
 
@@ -90,12 +73,12 @@ def test_integer_option_at_int64_max_is_taken(capsys):
 @pytest.mark.parametrize("option", ["--until-discrepancy", "--until-local-discrepancy"])
 @pytest.mark.parametrize("value", ["inf", "1e999", "nan", "\u0664", "1_0", "0x10"])
 def test_number_options_are_finite_ascii(option, value, capsys):
-    _refused(_with(RUN, option, value), capsys, "finite number")
+    refused(with_option(RUN, option, value), capsys, "finite number")
 
 
 @pytest.mark.parametrize("value", ["\u0664", "0.2_5", "0x0"])
 def test_probability_is_ascii(value, capsys):
-    _refused(_with(RUN, "--edge-failure", value), capsys, "probability")
+    refused(with_option(RUN, "--edge-failure", value), capsys, "probability")
 
 
 # ---------------------------------------------------------------------- paths
@@ -108,7 +91,7 @@ def test_probability_is_ascii(value, capsys):
 ], ids=lambda a: " ".join(a[:2]) + " " + a[-2])
 def test_empty_paths_are_refused(argv, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # '' was Path('.'): the outputs went into the current folder
-    _refused(argv, capsys, "expected a path")
+    refused(argv, capsys, "expected a path")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -121,7 +104,7 @@ def test_output_to_a_pipe_is_refused_and_the_pipe_kept(argv, tmp_path, capsys):
     # with a regular file. A named pipe stands for any non-file here (making a device needs root).
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    _refused([str(fifo) if a == "{}" else a for a in argv], capsys, "not a regular file")
+    refused([str(fifo) if a == "{}" else a for a in argv], capsys, "not a regular file")
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no temporary file left either
 
@@ -142,7 +125,7 @@ def test_output_through_a_symlink_to_a_pipe_is_refused(tmp_path, capsys):
     os.mkfifo(fifo)
     link = tmp_path / "stdout"
     link.symlink_to(fifo)
-    _refused(["graph", "export", "ring:6", "-o", str(link)], capsys, "not a regular file")
+    refused(["graph", "export", "ring:6", "-o", str(link)], capsys, "not a regular file")
     assert link.is_symlink() and stat.S_ISFIFO(os.stat(link).st_mode)
 
 
@@ -155,7 +138,7 @@ def test_output_through_a_symlink_to_a_pipe_is_refused(tmp_path, capsys):
     (BENCH + ["--param", "threads=1", "--param", "threads=2"], "threads given twice"),
 ])
 def test_a_key_given_twice_is_refused(argv, words, capsys):
-    _refused(argv, capsys, words)
+    refused(argv, capsys, words)
 
 
 @pytest.mark.parametrize("value, words", [
@@ -163,7 +146,7 @@ def test_a_key_given_twice_is_refused(argv, words, capsys):
     (",fos", "an empty name"), ("fos,,sos", "an empty name"), ("fos,fos", "given twice"), ("fos,FOS", "given twice"),
 ])
 def test_compare_algos(value, words, capsys):
-    _refused(_with(COMPARE, "--algos", value), capsys, words)
+    refused(with_option(COMPARE, "--algos", value), capsys, words)
 
 
 @pytest.mark.parametrize("value, words", [
@@ -172,7 +155,7 @@ def test_compare_algos(value, words, capsys):
     ("2,1,2", "twice"), ("2,2.0", "twice"),
 ])
 def test_compare_levels(value, words, capsys):
-    _refused(_with(COMPARE, "--levels", value), capsys, words)
+    refused(with_option(COMPARE, "--levels", value), capsys, words)
 
 
 @pytest.mark.parametrize("option, value, words", [
@@ -182,12 +165,12 @@ def test_compare_levels(value, words, capsys):
     ("--algos", "multi-port,multi-port", "given twice"),
 ])
 def test_bench_lists(option, value, words, capsys):
-    _refused(_with(BENCH, option, value), capsys, words)
+    refused(with_option(BENCH, option, value), capsys, words)
 
 
 def test_bounds_empty_speeds(capsys):
     # '' was read as "no speeds" by bounds (run and compare refused it).
-    _refused(["bounds", "--graph", "ring:6", "--init", "point:12", "--algo", "sos", "--no-run", "--speeds", ""],
+    refused(["bounds", "--graph", "ring:6", "--init", "point:12", "--algo", "sos", "--no-run", "--speeds", ""],
              capsys)
 
 
@@ -206,7 +189,7 @@ def test_scenario_lists_and_huge_integers(lines, words, tmp_path, capsys):
     p.write_text("[scenario]\n" + SCENARIO + lines + "\n")
     with pytest.raises(TokendistError, match=words.replace("*", r"\*")):
         load_scenario(p)
-    _refused(["compare", "--scenario", str(p), "--no-files", "--json"], capsys, words)
+    refused(["compare", "--scenario", str(p), "--no-files", "--json"], capsys, words)
 
 
 # ---------------------------------------------------------------------- injection
@@ -226,7 +209,7 @@ def test_scenario_lists_and_huge_integers(lines, words, tmp_path, capsys):
     ("nodes=1;,rate=1", "integers separated by ';'"),
 ])
 def test_inject_specs(spec, words, capsys):
-    _refused(_with(RUN, "--inject", spec), capsys, words)
+    refused(with_option(RUN, "--inject", spec), capsys, words)
 
 
 @pytest.mark.parametrize("text, words", [
@@ -244,7 +227,7 @@ def test_inject_specs(spec, words, capsys):
 def test_inject_files(text, words, tmp_path, capsys):
     p = tmp_path / "inj.txt"
     p.write_text(text)
-    _refused(_with(RUN, "--inject", f"file:{p}"), capsys, words)
+    refused(with_option(RUN, "--inject", f"file:{p}"), capsys, words)
 
 
 def test_inject_file_errors_name_the_line(tmp_path):
@@ -257,7 +240,7 @@ def test_inject_file_errors_name_the_line(tmp_path):
 def test_inject_file_must_be_a_regular_file(tmp_path, capsys):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)  # np.loadtxt would have blocked on it until a writer came
-    _refused(_with(RUN, "--inject", f"file:{fifo}"), capsys, "not a regular file")
+    refused(with_option(RUN, "--inject", f"file:{fifo}"), capsys, "not a regular file")
 
 
 @pytest.mark.parametrize("kwargs", [{"rate": 1e20}, {"consume": float("nan")}, {"rate": "x"},
@@ -271,7 +254,7 @@ def test_inject_file_with_negative_tokens_still_consumes(tmp_path, capsys):
     # Negative token counts are the schedule's documented way to take tokens out: still accepted.
     p = tmp_path / "inj.txt"
     p.write_text("0 0 -5\n")
-    assert main(_with(RUN, "--inject", f"file:{p}")) == 0
+    assert main(with_option(RUN, "--inject", f"file:{p}")) == 0
     assert '"tokens": 95' in capsys.readouterr().out
 
 
@@ -280,7 +263,7 @@ def test_inject_file_with_negative_tokens_still_consumes(tmp_path, capsys):
 def test_file_spec_without_a_path(option, capsys):
     # Was "error: : no such file".
     argv = ["run", "--graph", "ring:6", "--algo", "fos", "--init", "point:5", "--max-steps", "2"]
-    err = _refused(_with(argv, option, "file:"), capsys)
+    err = refused(with_option(argv, option, "file:"), capsys)
     assert "file:" in err and ": :" not in err
 
 
@@ -288,7 +271,7 @@ def test_file_spec_without_a_path(option, capsys):
 def test_output_under_a_file(option, tmp_path, capsys):
     # --out a-file/sub was "cannot write (File exists)".
     (tmp_path / "f.txt").write_text("x\n")
-    _refused(RUN + [option, str(tmp_path / "f.txt" / "sub")], capsys, "f.txt")
+    refused(RUN + [option, str(tmp_path / "f.txt" / "sub")], capsys, "f.txt")
 
 
 @pytest.mark.parametrize("target", ["/dev/zero", "fifo", "", "dir"])
@@ -299,7 +282,7 @@ def test_sweep_file_must_be_a_regular_file(target, tmp_path, capsys):
         os.mkfifo(target)
     elif target == "dir":
         target = str(tmp_path)
-    err = _refused(["sweep", target, "--out", str(tmp_path / "out")], capsys)
+    err = refused(["sweep", target, "--out", str(tmp_path / "out")], capsys)
     assert "regular file" in err or "empty path" in err or "directory" in err
     assert not (tmp_path / "out").exists()
 
@@ -323,7 +306,7 @@ def test_simulate_arguments(kwargs, words):
                                   ["--k-max", "1", "--h-max", "100000000"]])
 def test_tree_conjecture_too_large_is_refused_at_once(argv, capsys):
     # Each ran for ever: every k**h built exactly, every k iterated, or 10**8 paths tabulated.
-    _refused(["tree", "conjecture", *argv, "--json"], capsys, "tree too large")
+    refused(["tree", "conjecture", *argv, "--json"], capsys, "tree too large")
 
 
 @pytest.mark.parametrize("command", [["tree", "orderings", "kary:2,3"],
@@ -331,7 +314,7 @@ def test_tree_conjecture_too_large_is_refused_at_once(argv, capsys):
 @pytest.mark.parametrize("value", ["", " "])
 def test_tree_empty_colouring(command, value, capsys):
     # '' was read as auto.
-    _refused([*command, "--colouring", value, "--json"], capsys, "--colouring expects")
+    refused([*command, "--colouring", value, "--json"], capsys, "--colouring expects")
 
 
 @pytest.mark.parametrize("argv, words", [([], "tokendist: expected a command"),
@@ -339,25 +322,25 @@ def test_tree_empty_colouring(command, value, capsys):
                                          (["tree"], "tokendist tree: expected a subcommand")])
 def test_a_missing_command_is_one_error_line_after_the_help(argv, words, capsys):
     # The help was printed (stdout) with exit code 2 but no error line.
-    err = _refused(argv, capsys, words)
+    err = refused(argv, capsys, words)
     assert err.count("\n") == 1
 
 
 @pytest.mark.parametrize("extra", [["--out", "x"], ["--workers", "2"], ["--scheduler", "tcp://127.0.0.1:1"],
                                    ["--quick"]])
 def test_reproduce_list_refuses_options_it_ignores(extra, capsys):
-    _refused(["reproduce", "list", *extra], capsys, "applies to running entries")
+    refused(["reproduce", "list", *extra], capsys, "applies to running entries")
 
 
 def test_reproduce_out_checked_before_the_runs(tmp_path, capsys):
     (tmp_path / "f.txt").write_text("x\n")
-    _refused(["reproduce", "houle-kary-msd", "--quick", "--out", str(tmp_path / "f.txt")], capsys, "not a folder")
+    refused(["reproduce", "houle-kary-msd", "--quick", "--out", str(tmp_path / "f.txt")], capsys, "not a folder")
 
 
 def test_out_and_save_loads_on_one_path(tmp_path, capsys):
     # The loads were written to the path, then the folder failed: half the outputs, after the run.
     target = tmp_path / "o"
-    _refused(RUN + ["--out", str(target), "--save-loads", str(target)], capsys, "both as the output folder")
+    refused(RUN + ["--out", str(target), "--save-loads", str(target)], capsys, "both as the output folder")
     assert not target.exists()
 
 
@@ -368,12 +351,12 @@ def test_out_and_save_loads_on_one_path(tmp_path, capsys):
     ("distance:\u0664", "'\u0664' is not a non-negative integer"),          # str.isdigit() and int() read 4
 ])
 def test_worst_case_init_specs(init, words, capsys):
-    _refused(["run", "--graph", "kary:2,3", "--algo", "threshold1", "--init", init, "--max-steps", "2"], capsys,
+    refused(["run", "--graph", "kary:2,3", "--algo", "threshold1", "--init", init, "--max-steps", "2"], capsys,
              words)
 
 
 def test_compare_out_and_no_files_contradict(tmp_path, capsys):
-    _refused(COMPARE + ["--out", str(tmp_path / "o")], capsys, "choose --out or --no-files")
+    refused(COMPARE + ["--out", str(tmp_path / "o")], capsys, "choose --out or --no-files")
 
 
 SWEEP = '[sweep]\nname = "s"\ngraphs = ["ring:6"]\ninits = ["point:10"]\nalgos = ["sos"]\n'
@@ -391,7 +374,7 @@ SWEEP = '[sweep]\nname = "s"\ngraphs = ["ring:6"]\ninits = ["point:10"]\nalgos =
 def test_sweep_sizes(lines, words, tmp_path, capsys):
     p = tmp_path / "s.toml"
     p.write_text(SWEEP + lines)
-    _refused(["sweep", str(p), "--out", str(tmp_path / "out")], capsys, words)
+    refused(["sweep", str(p), "--out", str(tmp_path / "out")], capsys, words)
     assert not (tmp_path / "out").exists()
 
 
@@ -400,7 +383,7 @@ def test_sweep_sizes(lines, words, tmp_path, capsys):
                                          ("diffusion-floor", "threads=\u0664")])
 def test_numeric_params_are_ascii(algo, param, capsys):
     # float() read c=1_0 as 10.0 and c=\u0664 as 4.0; int() read threads=1_0 as 10.
-    _refused(["run", "--graph", "ring:6", "--algo", algo, "--init", "point:5", "--max-steps", "1",
+    refused(["run", "--graph", "ring:6", "--algo", algo, "--init", "point:5", "--max-steps", "1",
               "--param", param], capsys, f"parameter {param.split('=')[0]} expects")
 
 
@@ -411,7 +394,7 @@ def test_speeds_without_underscores(speeds, words, tmp_path, capsys):
     # float() read '1_0' as 10: a speed of 10 from a typo.
     p = tmp_path / "s.txt"
     p.write_text("1_0\n" + "1\n" * 5)
-    _refused(["run", "--graph", "ring:6", "--algo", "fos", "--init", "point:5", "--max-steps", "1",
+    refused(["run", "--graph", "ring:6", "--algo", "fos", "--init", "point:5", "--max-steps", "1",
               "--speeds", speeds.format(p)], capsys, words)
 
 
@@ -423,7 +406,7 @@ def test_speeds_without_underscores(speeds, words, tmp_path, capsys):
      "--mobility", "radius=0_1,wrap=false"],                  # radius 1
 ])
 def test_no_underscores_in_spec_numbers(argv, capsys):
-    _refused(argv, capsys, "_")
+    refused(argv, capsys, "_")
 
 
 @pytest.mark.parametrize("text, words", [
@@ -433,17 +416,17 @@ def test_no_underscores_in_spec_numbers(argv, capsys):
 def test_graph_files(text, words, tmp_path, capsys):
     p = tmp_path / ("g.json" if text.startswith("{") else "g.txt")
     p.write_text(text)
-    _refused(["graph", "info", f"file:{p}", "--json"], capsys, words)
+    refused(["graph", "info", f"file:{p}", "--json"], capsys, words)
 
 
 @pytest.mark.parametrize("spec", ["kary:\u0664,2", "kary:\u00b2,2", "star:\u00b2", "path:\u0664", "kary:1_0,2"])
 def test_tree_msd_closed_form_specs_are_ascii(spec, capsys):
     # The closed forms tested str.isdigit(): kary:\u0664,2 ran as kary:4,2, and '\u00b2' (superscript
     # two, a digit to isdigit()) reached int(): a ValueError traceback.
-    _refused(["tree", "msd", spec, "--json"], capsys, "ASCII")
+    refused(["tree", "msd", spec, "--json"], capsys, "ASCII")
 
 
 @pytest.mark.parametrize("value", ["", "  "])
 def test_an_empty_colouring_is_refused_not_read_as_auto(value, capsys):
-    _refused(["run", "--graph", "torus:4x4", "--algo", "threshold2", "--init", "random:0..9", "--max-steps", "3",
+    refused(["run", "--graph", "torus:4x4", "--algo", "threshold2", "--init", "random:0..9", "--max-steps", "3",
               "--param", f"colouring={value}", "--json"], capsys, "colouring: empty")

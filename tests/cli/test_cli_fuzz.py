@@ -30,6 +30,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from tokendist.cli import main
 from tokendist.engine import PROTOCOLS
 
+from ._argv import with_option
+
 NUMBERS = st.sampled_from(["0", "1", "-1", "0.5", "2", "3", "10", "1e5", "1e308", "-1e308", "inf", "-inf", "nan",
                            "1e-320", "100000000000000000000", "", "x", "0x10", "1_0", " 1"])
 TEXT = st.text(alphabet="0123456789.:-=,e+xnaifuromlpsdt@ ", max_size=12)
@@ -136,15 +138,6 @@ OTHERS = {"compare": (COMPARE, COMPARE_OPTIONS), "offline": (OFFLINE, OFFLINE_OP
           "tree-orderings": (ORDERINGS, ORDERINGS_OPTIONS)}
 
 
-def _with(base, option, value):
-    argv = list(base)
-    if option in argv:
-        argv[argv.index(option) + 1] = value
-    else:
-        argv += [option, value]
-    return argv
-
-
 @pytest.mark.parametrize("command, option", [(c, o) for c, (_, opts) in OTHERS.items() for o in sorted(opts)])
 def test_other_commands_option_fuzz(command, option):
     base, strategies = OTHERS[command]
@@ -152,7 +145,7 @@ def test_other_commands_option_fuzz(command, option):
     @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(strategies[option])
     def check(value):
-        _one_line_or_result(_with(base, option, value), json_out=command != "tree-worst-case")
+        _one_line_or_result(with_option(base, option, value), json_out=command != "tree-worst-case")
 
     check()
 
