@@ -113,6 +113,10 @@ class _Gather:
         return full
 
 
+#: Seconds between a defective rank's traceback and its abort of the job (see run_partitioned).
+_ABORT_GRACE = 0.5
+
+
 def run_partitioned(*args, comm=None, **kwargs) -> RunResult:
     """:func:`tokendist.simulate` over the ranks of ``comm`` (see :func:`_run_partitioned`).
 
@@ -130,6 +134,9 @@ def run_partitioned(*args, comm=None, **kwargs) -> RunResult:
         if comm.Get_size() > 1:
             traceback.print_exc()
             sys.stderr.flush()
+            # The launcher forwards each rank's output through a pipe; an abort at once can end the
+            # job before it has read the traceback (an empty stderr, once in a loaded CI run).
+            time.sleep(_ABORT_GRACE)
             comm.Abort(1)
         raise
 
