@@ -119,7 +119,7 @@ def console() -> None:
 
     At exit the interpreter frees every object and, between the modules it clears, runs full
     garbage collections over all of them: with numba, scipy and matplotlib loaded, some 200,000
-    objects, 0.2-0.4 s of every command's wall time on a 2-core machine. Frozen first
+    objects, 0.1-0.4 s of a command's wall time on a 2-core machine. Frozen first
     (:func:`gc.freeze`), they are freed by their reference counts alone, as the teardown does
     anyway; only reference cycles are left to the operating system, which the interpreter does not
     promise to finalize either. Every file a command writes is closed before it returns, and the
