@@ -34,6 +34,8 @@ from tokendist.experiments.sweep._store import _column, _trace_column
 from tokendist.graphs import make_graph
 from tokendist.protocols.modern._matching import RandomMatching
 
+from .test_pass import pass_columns
+
 M = 2**63 - 1
 INTEGER_PROTOCOLS = [name for name in PROTOCOLS.names() if not PROTOCOLS.get(name).divisible]
 # Magnitudes at the edges: the int32 and float64 boundaries, 2**62, int64's top.
@@ -101,11 +103,8 @@ def test_every_metric_form_equals_the_fraction_reference(spec, speeds, top, seed
     loads = _loads(graph, rng, top)
     assert_metrics(summary(graph, loads), graph, loads, "summary")
     assert_metrics({k: measure(graph, loads, [k])[k] for k in exact_metrics(graph, loads)}, graph, loads, "one by one")
-    for fn in (_step_pass, _step_pass_numpy):  # the engine's trace: compiled pass and its numpy form
-        rec = StepPass(graph, loads.dtype, 2, small=False)
-        rec._ready[(loads.dtype.num, loads.dtype.num)] = fn
-        rec.add(loads)
-        assert_metrics({k: v[0].item() for k, v in rec.columns().items()}, graph, loads, str(fn))
+    for form, cols in zip(("compiled pass", "numpy pass"), pass_columns(graph, loads)):  # the engine's trace
+        assert_metrics({k: v[0].item() for k, v in cols.items()}, graph, loads, form)
     e = errors(graph, loads)
     want = exact_metrics(graph, loads)
     assert abs(float(np.abs(e).sum()) - float(want["l1_error"])) <= 1e-12 * float(want["l1_error"]) + 1e-9
@@ -126,23 +125,14 @@ def test_errors_near_balance_with_speeds_are_exact(total, seed):
     want = [float(int(w) - i) for w, i in zip(loads, ideal)]
     assert np.abs(errors(graph, loads) - want).max() <= 1e-12
     assert_metrics(summary(graph, loads), graph, loads)
-    for fn in (_step_pass, _step_pass_numpy):
-        rec = StepPass(graph, loads.dtype, 2, small=False)
-        rec._ready[(loads.dtype.num, loads.dtype.num)] = fn
-        rec.add(loads)
-        assert abs(rec.columns()["linf_error"][0] - max(abs(x) for x in want)) <= 1e-12
+    for cols in pass_columns(graph, loads):
+        assert abs(cols["linf_error"][0] - max(abs(x) for x in want)) <= 1e-12
 
 
 def test_pass_forms_agree_bit_for_bit_at_large_loads():
     rng = np.random.default_rng(3)
     for graph in (make_graph("torus:4x4"), make_graph("torus:4x4").with_speeds(rng.uniform(1, 3, 16))):
-        loads = _loads(graph, rng, M - 7)
-        cols = []
-        for fn in (_step_pass, _step_pass_numpy):
-            rec = StepPass(graph, loads.dtype, 2, small=False)
-            rec._ready[(loads.dtype.num, loads.dtype.num)] = fn
-            rec.add(loads)
-            cols.append(rec.columns())
+        cols = pass_columns(graph, _loads(graph, rng, M - 7))
         for name in cols[0]:
             assert cols[0][name].tobytes() == cols[1][name].tobytes(), name
 

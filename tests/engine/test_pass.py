@@ -57,17 +57,23 @@ def test_the_pass_gives_the_separate_checks_and_summary(spec, real, speeds, mode
         assert got[name] == value, name  # the same floats, not just close ones
 
 
+def pass_columns(graph, loads) -> list[dict]:
+    """The trace columns of one record of ``loads``: by the compiled pass, then by its numpy form."""
+    outs = []
+    for fn in (_step_pass, _step_pass_numpy):
+        rec = StepPass(graph, loads.dtype, 2, small=False)
+        rec._ready[(loads.dtype.num, loads.dtype.num)] = fn
+        rec.add(loads)
+        outs.append(rec.columns())
+    return outs
+
+
 def test_numpy_form_is_the_compiled_pass_bit_for_bit():
     graph = GRAPHS["torus:6x5"]
     rng = np.random.default_rng(5)
     for dtype in (np.int64, np.float64):
         new = (rng.integers(0, 100, graph.n) + (rng.random(graph.n) if dtype is np.float64 else 0)).astype(dtype)
-        outs = []
-        for fn in (_step_pass, _step_pass_numpy):
-            rec = StepPass(graph, new.dtype, 2, small=False)
-            rec._ready[(new.dtype.num, new.dtype.num)] = fn
-            rec.add(new)
-            outs.append(rec.columns())
+        outs = pass_columns(graph, new)
         for name in outs[0]:
             assert outs[0][name].dtype == outs[1][name].dtype
             assert outs[0][name].tobytes() == outs[1][name].tobytes(), name
