@@ -155,3 +155,10 @@ def test_program_exit(capsys):
     assert lines[0] == "tokendist algos multi-port --json"
     assert [line.split()[0] for line in lines[1:]] == ["console", "main", "console"]
     assert float(lines[-1].split()[-1]) > 0
+
+
+def test_pass_cost(capsys):
+    _load("pass_cost").main(["--graph", "ring:8", "--steps", "20", "--reps", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("pass on ring:8: compiling (int64 loads)")
+    assert "compiled" in lines[1] and "numpy form" in lines[1] and float(lines[1].split()[-1]) > 0

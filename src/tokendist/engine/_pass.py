@@ -17,10 +17,10 @@ the graph has no stencil: a maximum does not depend on the order of the edges).
 A run whose pass is neither compiled nor in numba's on-disk cache, and that is small
 (:func:`tokendist.kernels._choice.reference_seconds` under the cost of one compilation), runs
 :func:`_step_pass_numpy` instead: numpy calls giving the same values (sums accumulated in index
-order with ``np.cumsum``), with nothing to compile, but 25 against 3 us a recorded step on
-``torus:16x16``. So a process compiles the pass after all once its numpy passes have cost about
-as much as compiling (:data:`NUMPY_PASS_LIMIT`): the first ``tokendist compare`` after an install
-compiles it part way, and every later one finds it in the cache.
+order with ``np.cumsum``), with nothing to compile, but about 32 against 4.6 us a recorded step on
+``torus:16x16`` (``benchmarks/probes/pass_cost.py``). So a process compiles the pass after all once
+its numpy passes have cost about as much as compiling (:data:`NUMPY_PASS_LIMIT`): the first
+``tokendist compare`` after an install compiles it part way, and every later one finds it in the cache.
 """
 
 from __future__ import annotations
@@ -43,9 +43,11 @@ __all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row", "
 SIGN, OUTFLOW, FLOWS, RECORD_ONLY = 0, 1, 2, 3
 _NO_RUNS = np.zeros(0, dtype=np.int64)
 #: The numpy passes a process makes before it compiles the pass after all: a recorded step costs
-#: about 25 us on the numpy pass against 3 compiled (torus:16x16), and compiling one signature
-#: about 1 s, so past some 40,000 steps (one tokendist compare) compiling is the cheaper (the
-#: ski-rental rule: never more than twice the better of the two choices).
+#: about 32 us on the numpy pass against 4.6 compiled (torus:16x16), and compiling one signature
+#: about 2.5 s (``benchmarks/probes/pass_cost.py``), so some 90,000 steps pay for a compilation in
+#: one process. The limit is lower, at about half a tokendist compare's steps per worker, because
+#: the compiled pass lands in numba's cache and serves every later run too (one compilation per
+#: install instead of a numpy pass in every small run).
 NUMPY_PASS_LIMIT = 40_000
 _numpy_passes = [0]
 
