@@ -25,13 +25,18 @@ __all__ = ["make_rng", "stream", "STREAMS", "counter_uniform", "counter_uniform_
 STREAMS = ("topology", "init", "speeds", "protocol", "dynamics", "executor", "injection")
 
 _MASK64 = (1 << 64) - 1
+#: The largest seed: what the CLI, scenario files and sweep tables (int64 columns) can hold, so that
+#: every run the Python API makes can be replayed from the command line.
+SEED_MAX = 2**63 - 1
 
 
 def _checked(seed):
-    """``seed`` itself if it is None, a Generator or a non-negative integer; else a one-line error."""
+    """``seed`` itself if it is None, a Generator or an integer in 0..2**63 - 1; else a one-line error."""
     if seed is None or isinstance(seed, np.random.Generator):
         return seed
     if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and seed >= 0:
+        if seed > SEED_MAX:
+            raise TokendistError(f"seed must be at most 2**63 - 1 ({SEED_MAX}), as on the command line, got {seed}")
         return int(seed)
     raise TokendistError(f"seed must be a non-negative integer, a numpy Generator or None, got {seed!r}")
 

@@ -1,11 +1,13 @@
 """The engine's own guarantees: infeasible steps, stopping rules, cycles, dynamics, seeds."""
 
+import argparse
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from tokendist.cli._common import nonneg_int
 from tokendist.engine import PROTOCOLS, EdgeFailures, GraphSequence, Protocol, Step, simulate
 from tokendist.errors import ConservationError, InfeasibleStepError, TokendistError
 from tokendist.graphs import make_graph
@@ -147,9 +149,18 @@ def test_a_bad_seed_is_named_as_such(seed):
         simulate("ring:5", "sos", "point:10", seed=seed)
 
 
-@pytest.mark.parametrize("seed", [0, np.int64(3), 2**70, None])
-def test_integer_seeds_of_any_size_are_accepted(seed):
+@pytest.mark.parametrize("seed", [0, np.int64(3), np.uint64(2**63 - 1), 2**63 - 1, None])
+def test_integer_seeds_up_to_the_clis_limit_are_accepted(seed):
     assert simulate("ring:5", "multi-port", "point:10", seed=seed).tokens == 10
+
+
+@pytest.mark.parametrize("seed", [2**63, np.uint64(2**63), 2**70])
+def test_a_seed_the_cli_cannot_take_is_refused_by_the_api_too(seed):
+    # Else a run made from Python could not be replayed with tokendist run --seed.
+    with pytest.raises(TokendistError, match=r"seed must be at most 2\*\*63 - 1"):
+        simulate("ring:5", "multi-port", "point:10", seed=seed)
+    with pytest.raises(argparse.ArgumentTypeError, match=r"at most 2\*\*63 - 1"):  # the CLI's, alike
+        nonneg_int(str(int(seed)))
 
 
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
