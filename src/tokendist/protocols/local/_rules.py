@@ -333,7 +333,14 @@ class SinglePort(Protocol):
                 self._edge_runs = runs
                 self._flags = np.empty(graph.m, dtype=np.uint8)  # the step's candidate flags
                 self._partner = np.empty(graph.n, dtype=np.int32 if graph.n <= INT32_MAX else np.int64)
+                # The stencil kernel's per-graph arguments, looked up once: on a 256-node torus the
+                # kernel takes a few microseconds, and the property reads and views cost as much.
+                st = graph.stencil
+                self._stencil_head = (graph.indptr, unsigned_view(graph.indices), graph.csr_edges, *runs[:2],
+                                      st.lower, st.upper, runs[2])
         self._flows_dense = False  # flows written on every edge (stencil kernel): clear before a sparse kernel
+        self._reference = self.options["kernel"] == "numpy"
+        self._messages = 4 * graph.m  # per step: loads, then candidate counts, both ways on every edge
 
     def _live_step(self, t, graph, loads) -> Step:
         """One step on a dynamic network's step graph: the random matching among the edges that are up.
@@ -360,26 +367,21 @@ class SinglePort(Protocol):
 
     def step(self, t, graph, loads):
         self._steps += 1
-        coins = self.options["coins"]
         if graph is not self._graph:
             return self._live_step(t, graph, loads)
-        if self.options["kernel"] == "numpy":
+        if self._reference:
             return self._numpy_step(t, graph, loads)
         if self._steps >= INT32_MAX and self._selected.dtype == np.int32:
             self._selected = self._selected.astype(np.int64)
         out = self._out if self._out is not loads else np.empty_like(loads)
-        if self._edge_runs is not None and graph is self._graph:
-            st = graph.stencil
-            starts, ends, delta = self._edge_runs
-            moved = single_port_stencil_step(graph.indptr, unsigned_view(graph.indices), graph.csr_edges, starts, ends,
-                                             st.lower, st.upper, delta, loads, self.key, t, self._bound,
-                                             self.threshold, out, self._flows, self._selected, self._flags,
-                                             self._partner)
+        if self._edge_runs is not None:
+            moved = single_port_stencil_step(*self._stencil_head, loads, self.key, t, self._bound, self.threshold, out,
+                                             self._flows, self._selected, self._flags, self._partner)
             self._ncand = 0
             self._flows_dense = True
             self._out = loads
-            flows = self._flows.copy() if self.options["flows"] else None
-            return Step(out, moved=int(moved), messages=4 * graph.m, flows=flows)
+            return Step(out, int(moved), self._messages, self._flows.copy() if self.options["flows"] else None)
+        coins = self.options["coins"]
         if self._flows_dense:
             self._flows[:] = 0  # the sparse kernels clear only their last step's candidates
             self._flows_dense = False
