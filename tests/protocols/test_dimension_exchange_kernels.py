@@ -58,7 +58,9 @@ def test_sec2_sec5_fast_step_equals_numpy_and_naive_step_by_step(spec, seed, rul
         new_np, flows_np, moved_np = colour_step_numpy(loads, sched, t, rule, expect_lm, halted, g.m)
         out = np.full_like(loads, -999)
         before = loads.copy()
-        moved = colour_step_numba(loads, out, sched, t, prev, rule, local_max, halted, flows, mode)
+        # Every other step with the active range given, as the protocols pass it.
+        active = sched.active(t) if t % 2 else None
+        moved = colour_step_numba(loads, out, sched, t, prev, rule, local_max, halted, flows, mode, active)
         prev = sched.active(t)
         np.testing.assert_array_equal(loads, before)  # step must not modify its input
         np.testing.assert_array_equal(local_max, expect_lm)
@@ -67,6 +69,30 @@ def test_sec2_sec5_fast_step_equals_numpy_and_naive_step_by_step(spec, seed, rul
         assert moved == moved_np == np.abs(flows_np).sum()
         assert out.sum() == loads.sum()
         loads = out
+
+
+@pytest.mark.parametrize("algo", ["threshold2", "threshold1", "discrepancy1"])
+@pytest.mark.parametrize("spec,start", [("torus:6x4", 0), ("random-tree:20", 3), ("gnp:14,0.35", 5)])
+def test_protocol_colour_ranges_are_the_schedules(algo, spec, start):
+    # The protocols keep each colour's edge range as Python ints: the schedule's active(t) at every t.
+    g = _graph(spec, 2)
+    p = td.make_protocol(algo, {"colour_start": start})
+    p.reset(g, np.zeros(g.n, dtype=np.int64), np.random.default_rng(0))
+    for t in range(3 * p.sched.chi + 2):
+        assert p._ranges[(p.sched.start + t) % p.period] == p.sched.active(t)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-3, 3), min_size=0, max_size=12))
+def test_tree_protocols_stable_test_is_all_loads_equal(values):
+    # THRESHOLD-1 and DISCREPANCY-1 (no node halted) are stable iff every load is equal; the test
+    # answers early when the first and last loads differ.
+    g = make_graph("path:12")
+    loads = np.array(values + [values[-1] if values else 0] * (12 - len(values)), dtype=np.int64)
+    for algo in ("threshold1", "discrepancy1"):
+        p = td.make_protocol(algo, {})
+        p.reset(g, loads, np.random.default_rng(0))
+        assert p.is_stable(g, loads) == (len(set(loads.tolist())) == 1)
 
 
 # ---------------------------------------------------------------------------- the schedule

@@ -8,7 +8,7 @@ from tokendist.engine import EdgeFailures, GraphSequence, run_node_rules, simula
 from tokendist.engine._injection import Injection
 from tokendist.engine._metrics import local_discrepancy
 from tokendist.graphs import make_graph
-from tokendist.protocols.local._rules import AsyncMultiPort, DynamicSynchronous
+from tokendist.protocols.local._rules import AsyncMultiPort, DynamicSynchronous, _BlockDelays
 
 
 # ------------------------------------------------------------------ DS
@@ -89,6 +89,45 @@ def test_async_through_engine_is_deterministic():
     assert a.stop_reason == "stable" and a.steps == b.steps
     np.testing.assert_array_equal(a.loads, b.loads)
     assert local_discrepancy(a.graph, a.loads) <= 12 * 4
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), max_delay=st.sampled_from([1, 2, 3, 5, 7, 64, 1000, 2**31, 2**32, 10**9]),
+       count=st.integers(0, 3000))
+def test_block_drawn_delays_equal_one_draw_per_message(seed, max_delay, count):
+    # The random schedule draws its delays a block at a time: the same numbers, in the same order,
+    # as one rng.integers(1, max_delay + 1) per message, and the generator is then no further ahead
+    # than the blocks drawn (the last block's unused values are the only extra draws).
+    block, scalar = np.random.default_rng(seed), np.random.default_rng(seed)
+    delays = _BlockDelays(block, max_delay)
+    got = [delays(0, 1, 0, ("load", 0, 0)) for _ in range(count)]
+    assert got == [int(scalar.integers(1, max_delay + 1)) for _ in range(count)]
+    assert all(type(d) is int and 1 <= d <= max_delay for d in got)
+    for _ in range(len(delays.buf)):  # the rest of the block: what the next scalar draws give
+        assert delays(0, 1, 0, None) == int(scalar.integers(1, max_delay + 1))
+    assert block.bit_generator.state == scalar.bit_generator.state
+
+
+@pytest.mark.parametrize("max_delay", [2, 3, 6])
+def test_async_random_schedule_equals_one_scalar_draw_per_message(max_delay):
+    # The protocol's block-drawn schedule against the executor fed one scalar draw per message from
+    # a generator in the same state: the same time units, loads, tokens moved and messages.
+    g = make_graph("torus:5x4")
+    loads0 = np.random.default_rng(1).integers(0, 300, g.n)
+    fast = AsyncMultiPort(schedule="random", max_delay=max_delay, threshold=3)
+    ref = AsyncMultiPort(schedule="random", max_delay=max_delay, threshold=3)
+    fast.reset(g, loads0, np.random.default_rng(8))
+    rng = np.random.default_rng(8)
+    ref.reset(g, loads0, rng)
+    ref.executor._delay = lambda src, dst, now, message: int(rng.integers(1, max_delay + 1))
+    a = b = loads0
+    for t in range(200):
+        sa, sb = fast.step(t, g, a), ref.step(t, g, b)
+        np.testing.assert_array_equal(sa.loads, sb.loads)
+        assert (sa.moved, sa.messages, sa.in_transit) == (sb.moved, sb.messages, sb.in_transit)
+        a, b = sa.loads, sb.loads
+    assert fast.executor.messages > 1000 and fast.executor.tokens_moved > 0
+    np.testing.assert_array_equal(fast.messages_in_transit_per_edge(), ref.messages_in_transit_per_edge())
 
 
 # ------------------------------------------------------------------ injection

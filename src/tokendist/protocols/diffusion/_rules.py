@@ -473,6 +473,13 @@ class _RoundedDiffusion(_DiffusionBase):
             else:
                 starts, ends, ebase = st.starts, st.ends, np.zeros((1, self._degree), dtype=np.int64)
             self._stencil_runs = (starts, ends, st.lower, st.upper, ebase)
+            # The stencil kernel's arguments that stay the same all run, looked up once: on a
+            # 256-node torus the kernel takes a few microseconds, and the views, attribute reads and
+            # conversions around it cost as much again. (Here the random rounding has coin=pij: its
+            # mode is _RANDOM, set with the key before _tables is called.)
+            self._stencil_args = ((unsigned_view(h.indices), unsigned_view(h.csr_edges), float(self._coef[0]), self._q,
+                                   self._along_slot, self._heads),
+                                  (self._mode, np.uint64(self._key)), (self._degree, *self._stencil_runs))
         # threads=auto races the serial and the threaded CSR kernels where no stencil kernel runs.
         self._race_threads = 0
         if self.options["threads"] == AUTO and self._stencil_runs is None and h.n >= AUTO_MIN_NODES:
@@ -546,9 +553,11 @@ class _RoundedDiffusion(_DiffusionBase):
             moved, low = self._kernel(t, loads, new, self._outflow)
             self._out = loads  # ping-pong buffers: the next step writes over this step's input
             # The engine reads outflow before the next step overwrites it.
-            out = Step(new, moved=int(moved), messages=self._messages(graph), outflow=self._outflow)
-        self.min_load = min(self.min_load, low)
-        self.negative_steps += low < 0
+            out = Step(new, int(moved), self._messages_static, None, self._outflow)
+        if low < self.min_load:
+            self.min_load = low
+        if low < 0:
+            self.negative_steps += 1
         return out
 
     def _slot_rule(self, loads):
@@ -570,6 +579,15 @@ class _RoundedDiffusion(_DiffusionBase):
         return slots
 
     def _kernel(self, t, loads, out, outflow):
+        if self._stencil_runs is not None:
+            # Offset stencil (_tables keeps it only for threads=1, so never with a race of threads).
+            head, (mode, key), tail = self._stencil_args
+            moved, low, narrow = rounded_stencil_step(*head, loads, mode, key, np.uint64(t & _MASK64), *tail, out,
+                                                      outflow)
+            if narrow:
+                return moved, low
+            # The loads span 2**29 or more: the general path (as rounded_step would do).
+            return self._serial_kernel(0, mode, t, loads, out, outflow)
         h = self.h
         mode = self._mode
         if mode == _RANDOM and self.options.get("coin", "pij") == "fraction":
@@ -580,16 +598,7 @@ class _RoundedDiffusion(_DiffusionBase):
             return self.kernel_choice.run(lambda: self._serial_kernel(self._q, mode, t, loads, out, outflow),
                                           lambda: self._threaded_kernel(self._race_threads, mode, t, loads, out,
                                                                         outflow))
-        q = self._q
-        if self._stencil_runs is not None:
-            moved, low, narrow = rounded_stencil_step(unsigned_view(h.indices), unsigned_view(h.csr_edges),
-                                                      float(self._coef[0]), q, self._along_slot, self._heads, loads,
-                                                      mode, np.uint64(self._key), np.uint64(t & _MASK64), self._degree,
-                                                      *self._stencil_runs, out, outflow)
-            if narrow:
-                return moved, low
-            q = 0  # the loads span 2**29 or more: the general path (as rounded_step would do)
-        return self._serial_kernel(q, mode, t, loads, out, outflow)
+        return self._serial_kernel(self._q, mode, t, loads, out, outflow)
 
     def _serial_kernel(self, q, mode, t, loads, out, outflow):
         h = self.h

@@ -73,6 +73,11 @@ class _DimensionExchange(Protocol):
         # flows -- feasibility and, with check=True, the single-port model -- at O(m / chi) a step.
         self._flows = np.zeros(graph.m, dtype=np.int8)
         self._prev = (0, 0)
+        # Each colour's range of the schedule, as Python ints, and the path: looked up once per run
+        # (a 256-node step's kernel takes about a microsecond; the step's Python is most of its cost).
+        offsets = self.sched.offsets.tolist()
+        self._ranges = [(offsets[c], offsets[c + 1]) for c in range(self.period)]
+        self._reference = self.options["kernel"] == "numpy"
         self._spanning = self.sched.graph is not graph
         self._numpy = None  # the numpy step's per-colour constants (NodeColourStep), made on its first step
 
@@ -96,7 +101,7 @@ class _DimensionExchange(Protocol):
 
     def step(self, t, graph, loads):
         rule = self._rule(t, loads)
-        if self.options["kernel"] == "numpy":
+        if self._reference:
             # colour_step_numpy's rule per node, its per-colour constants made once per run (a
             # small run's step is a few microseconds of numpy calls: kernels._serial.NodeColourStep).
             stepper = self._numpy
@@ -106,18 +111,23 @@ class _DimensionExchange(Protocol):
                                                        self._local_max(), self._halted())
             self._after(t, loads)
             return Step(new, moved=moved, messages=messages, flows=flows)
-        lo, hi = self.sched.active(t)
+        active = self._ranges[(self.sched.start + t) % self.period]  # (sched.active(t))
         out = self._buf if self._buf is not loads else np.empty_like(loads)
         moved = colour_step_numba(loads, out, self.sched, t, self._prev, rule, self._local_max(), self._halted(),
-                                  self._flows, self._lm_mode())
+                                  self._flows, self._lm_mode(), active)
         self._after(t, loads)
-        self._prev = (lo, hi)
+        self._prev = active
         self._buf = loads  # ping-pong buffers: the engine keeps what it needs
-        return Step(out, moved=moved, messages=2 * (hi - lo), flows=self._flows)
+        lo, hi = active
+        return Step(out, moved, 2 * (hi - lo), self._flows)
 
     def _tree_edges_equal(self, loads) -> bool:
         # The tree spans every node of the (connected) graph, so its edges are all level exactly
-        # when all loads are equal: two reductions rather than two gathers and a comparison.
+        # when all loads are equal: two reductions rather than two gathers and a comparison. The
+        # engine asks after every step that moved nothing (a third of DISCREPANCY-1's), when the
+        # loads mostly differ: two that differ answer at once.
+        if loads.size > 1 and loads[0] != loads[-1]:
+            return False
         return bool(loads.size == 0 or loads.max() == loads.min())
 
     def report(self) -> dict:
@@ -266,7 +276,7 @@ class Discrepancy1(_DimensionExchange):
         (``self._mode``); :meth:`_after` then does what reads the updated localMax.
         """
         pos = t % self.L
-        fused = self.options["kernel"] == "numba"
+        fused = not self._reference
         self._mode = LM_KEEP
         if pos == 0:
             disc = int(loads.max() - loads.min())

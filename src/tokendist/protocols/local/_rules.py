@@ -333,7 +333,14 @@ class SinglePort(Protocol):
                 self._edge_runs = runs
                 self._flags = np.empty(graph.m, dtype=np.uint8)  # the step's candidate flags
                 self._partner = np.empty(graph.n, dtype=np.int32 if graph.n <= INT32_MAX else np.int64)
+                # The stencil kernel's per-graph arguments, looked up once: on a 256-node torus the
+                # kernel takes a few microseconds, and the property reads and views cost as much.
+                st = graph.stencil
+                self._stencil_head = (graph.indptr, unsigned_view(graph.indices), graph.csr_edges, *runs[:2],
+                                      st.lower, st.upper, runs[2])
         self._flows_dense = False  # flows written on every edge (stencil kernel): clear before a sparse kernel
+        self._reference = self.options["kernel"] == "numpy"
+        self._messages = 4 * graph.m  # per step: loads, then candidate counts, both ways on every edge
 
     def _live_step(self, t, graph, loads) -> Step:
         """One step on a dynamic network's step graph: the random matching among the edges that are up.
@@ -360,26 +367,21 @@ class SinglePort(Protocol):
 
     def step(self, t, graph, loads):
         self._steps += 1
-        coins = self.options["coins"]
         if graph is not self._graph:
             return self._live_step(t, graph, loads)
-        if self.options["kernel"] == "numpy":
+        if self._reference:
             return self._numpy_step(t, graph, loads)
         if self._steps >= INT32_MAX and self._selected.dtype == np.int32:
             self._selected = self._selected.astype(np.int64)
         out = self._out if self._out is not loads else np.empty_like(loads)
-        if self._edge_runs is not None and graph is self._graph:
-            st = graph.stencil
-            starts, ends, delta = self._edge_runs
-            moved = single_port_stencil_step(graph.indptr, unsigned_view(graph.indices), graph.csr_edges, starts, ends,
-                                             st.lower, st.upper, delta, loads, self.key, t, self._bound,
-                                             self.threshold, out, self._flows, self._selected, self._flags,
-                                             self._partner)
+        if self._edge_runs is not None:
+            moved = single_port_stencil_step(*self._stencil_head, loads, self.key, t, self._bound, self.threshold, out,
+                                             self._flows, self._selected, self._flags, self._partner)
             self._ncand = 0
             self._flows_dense = True
             self._out = loads
-            flows = self._flows.copy() if self.options["flows"] else None
-            return Step(out, moved=int(moved), messages=4 * graph.m, flows=flows)
+            return Step(out, int(moved), self._messages, self._flows.copy() if self.options["flows"] else None)
+        coins = self.options["coins"]
         if self._flows_dense:
             self._flows[:] = 0  # the sparse kernels clear only their last step's candidates
             self._flows_dense = False
@@ -840,18 +842,23 @@ class _AsyncNode:
     token; on receipt, ``e^u(v)`` becomes the carried load.
     """
 
-    __slots__ = ("proto", "est", "in_flight")
+    __slots__ = ("threshold", "est", "in_flight", "peer_flight")
 
-    def __init__(self, proto, est: dict):
-        self.proto = proto
-        self.est = est
-        self.in_flight = {}  # neighbour -> deque of loads carried by my messages still in transit
+    def __init__(self, threshold: int, est: dict):
+        self.threshold = threshold
+        self.est = est  # neighbour -> e^u(v)
+        # neighbour -> deque of loads carried by my messages still in transit (a channel is FIFO,
+        # so a delivery is always the oldest); one deque per neighbour, made once.
+        self.in_flight = {j: deque() for j in est}
+        # neighbour -> that neighbour's in_flight deque of its messages to me (linked by the protocol's
+        # reset once every handler exists): the receiver retires the record of what it received.
+        self.peer_flight: dict = {}
 
     def _send(self, ctx, j):
         w = int(ctx.load)
-        token = 1 if w - self.est[j] > self.proto.threshold else 0
-        self.in_flight.setdefault(j, deque()).append(w)
-        ctx.send(j, ("load", w, token), tokens=token)
+        token = 1 if w - self.est[j] > self.threshold else 0
+        self.in_flight[j].append(w)
+        ctx.send(j, ("load", w, token), token)
 
     def start(self, ctx):
         for j in ctx.neighbours.tolist():
@@ -859,10 +866,36 @@ class _AsyncNode:
 
     def receive(self, ctx, src, message, tokens):
         self.est[src] = message[1]
-        flight = self.proto._handlers[src].in_flight.get(ctx.node)
+        flight = self.peer_flight[src]
         if flight:  # empty when the sender runs on another MPI rank, whose executor pops its record
             flight.popleft()
         self._send(ctx, src)
+
+
+class _BlockDelays:
+    """The ``random`` schedule's delays, uniform in ``1..max_delay``, drawn a block at a time.
+
+    ``rng.integers(1, max_delay + 1, size=k)`` gives the k int64 values that k calls of
+    ``rng.integers(1, max_delay + 1)`` give, in the same order
+    (tests/protocols/test_local_balancing_dynamic.py), and after ``reset`` nothing but the
+    executor's one call per message draws from the protocol's generator (the MPI form draws its
+    delays from counters, not from it). So the delays are those of one scalar draw per message,
+    without its ~2 us of call overhead; the block drawn past the run's last message is never used.
+    """
+
+    __slots__ = ("rng", "high", "block", "buf")
+
+    def __init__(self, rng, max_delay: int):
+        self.rng, self.high = rng, max_delay + 1
+        self.block = 256  # doubled up to 8192 per refill: a short run draws little more than it uses
+        self.buf: list = []
+
+    def __call__(self, src, dst, now, message) -> int:
+        buf = self.buf
+        if not buf:
+            buf = self.buf = self.rng.integers(1, self.high, size=self.block).tolist()[::-1]
+            self.block = min(2 * self.block, 8192)
+        return buf.pop()  # (reversed block: pop() takes the earliest draw)
 
 
 @register_protocol
@@ -915,7 +948,9 @@ class AsyncMultiPort(Protocol):
             est = {}
             for j, e in zip(graph.indices[lo:hi].tolist(), graph.csr_edges[lo:hi].tolist()):
                 est[j] = int(est_u[e] if graph.u[e] == i else est_v[e])
-            handlers.append(_AsyncNode(self, est))
+            handlers.append(_AsyncNode(self.threshold, est))
+        for i, h in enumerate(handlers):
+            h.peer_flight = {j: handlers[j].in_flight[i] for j in h.est}
         self._handlers = handlers
         max_delay = int(self.options["max_delay"])
         if max_delay < 1:
@@ -924,7 +959,7 @@ class AsyncMultiPort(Protocol):
         if schedule == "sync":
             delay = "sync"
         elif schedule == "random":
-            delay = lambda src, dst, now, message: int(rng.integers(1, max_delay + 1))  # noqa: E731
+            delay = _BlockDelays(rng, max_delay)
         elif schedule == "slow-tokens":
             # Adversary: the messages that carry a token are the slow ones.
             def delay(src, dst, now, message):

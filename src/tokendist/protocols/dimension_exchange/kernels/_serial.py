@@ -92,15 +92,17 @@ def _colour_kernel(loads, out, gu, gv, eid, lo, hi, plo, phi, rule, local_max, l
     return moved
 
 
-def colour_step_numba(loads, out, sched, t, prev, rule, local_max, halted, flows, lm_mode=LM_KEEP) -> int:
+def colour_step_numba(loads, out, sched, t, prev, rule, local_max, halted, flows, lm_mode=LM_KEEP,
+                      active=None) -> int:
     """One step of ``rule`` at time ``t`` into ``out`` (numba); ``prev`` is the previous step's edge range.
 
     ``flows`` (one int8 per edge of the run graph) must hold the flows of the step whose range is
     ``prev`` (all zero for ``prev = (0, 0)``); ``local_max`` is first updated as ``lm_mode`` says.
     ``halted`` is ``None`` when no node is halted (then it is not read); ``local_max`` may be
-    ``None`` for the rules that do not use it.
+    ``None`` for the rules that do not use it. ``active`` is ``sched.active(t)`` when the caller
+    has it at hand (a protocol keeps the ranges of its colours as Python ints).
     """
-    lo, hi = sched.active(t)
+    lo, hi = sched.active(t) if active is None else active
     plo, phi = prev
     any_halted = halted is not None
     h = halted if any_halted else _NO_HALTED
