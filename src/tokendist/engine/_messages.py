@@ -22,8 +22,8 @@ executor replaced by real channels.
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
+from heapq import heappop, heappush
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -124,7 +124,13 @@ class MessageExecutor:
         self.now = 0
         self._heap: list = []
         self._seq = 0
-        self._last_delivery: dict[tuple[int, int], int] = {}
+        # Per node, its channels: neighbour -> time of the last delivery on that channel (-1: none yet).
+        # One dict look-up per send both checks that ``dst`` is a neighbour and finds the channel's
+        # FIFO constraint (a set of neighbours and a dict keyed by (src, dst) before: two look-ups
+        # and a tuple per message).
+        ptr, idx = graph.indptr.tolist(), graph.indices.tolist()
+        self._last_delivery: list[dict[int, int]] = [dict.fromkeys(idx[ptr[i]:ptr[i + 1]], -1)
+                                                     for i in range(graph.n)]
         self.in_transit = 0
         self.messages = 0
         self.messages_by_kind: Counter = Counter()
@@ -135,15 +141,10 @@ class MessageExecutor:
         # event-driven path rebuilds the per-step trace from it (engine/_simulate_events.py).
         self.load_log: list | None = None
         self.contexts = [NodeContext(self, i, graph.neighbours(i)) for i in range(graph.n)]
-        self._neighbour_sets = None
+        self._receivers: list = []  # the handlers' bound ``receive``, taken at start (one look-up less per event)
         self._started = False
 
     # ------------------------------------------------------------------ sending
-    def _is_edge(self, a: int, b: int) -> bool:
-        if self._neighbour_sets is None:
-            self._neighbour_sets = [set(self.graph.neighbours(i).tolist()) for i in range(self.graph.n)]
-        return b in self._neighbour_sets[a]
-
     def send(self, src: int, dst: int, message: Any, tokens=0, on_delivery: Any = None) -> int:
         """Send ``message`` with ``tokens`` from ``src`` to its neighbour ``dst``; returns the delivery time.
 
@@ -151,10 +152,10 @@ class MessageExecutor:
         receiver's handler has run (the same event order as a self-timer set now for the delivery
         time, one event fewer on the heap).
         """
-        sets = self._neighbour_sets
-        if sets is None or dst not in sets[src]:
-            if not self._is_edge(src, dst):
-                raise RuntimeError(f"node {src} sent to {dst}, which is not a neighbour")
+        channels = self._last_delivery[src]
+        last = channels.get(dst)
+        if last is None:
+            raise RuntimeError(f"node {src} sent to {dst}, which is not a neighbour")
         if tokens:
             if tokens < 0:
                 raise RuntimeError(f"node {src} sent a negative number of tokens")
@@ -167,33 +168,35 @@ class MessageExecutor:
             self.tokens_moved += tokens
             if self.load_log is not None:
                 self.load_log += (src, -tokens)
-        delay = self._fixed_delay or int(self._delay(src, dst, self.now, message))
+        now = self.now
+        delay = self._fixed_delay or int(self._delay(src, dst, now, message))
         if delay < 1:
             raise RuntimeError(f"a schedule gave delay {delay}; delays are at least 1")
         # FIFO, and at most one delivery per channel per time unit.
-        when = self.now + delay
-        last = self._last_delivery.get((src, dst), -1)
+        when = now + delay
         if when <= last:
             when = last + 1
-        self._last_delivery[(src, dst)] = when
+        channels[dst] = when
         self.messages += 1
         if type(message) is tuple and message and type(message[0]) is str:
             self.messages_by_kind[message[0]] += 1
         else:
             kind = message[0] if isinstance(message, tuple) and message and isinstance(message[0], str) else type(message).__name__
             self.messages_by_kind[kind] += 1
-        heapq.heappush(self._heap, (when, self._seq, src, dst, message, tokens, on_delivery))
-        self._seq += 1
+        seq = self._seq
+        self._seq = seq + 1
+        heappush(self._heap, (when, seq, src, dst, message, tokens, on_delivery))
         return when
 
     def set_timer(self, node: int, delay: int, message: Any) -> None:
-        heapq.heappush(self._heap, (self.now + max(1, int(delay)), self._seq, node, node, message, 0, None))
+        heappush(self._heap, (self.now + max(1, int(delay)), self._seq, node, node, message, 0, None))
         self._seq += 1
 
     # ------------------------------------------------------------------ running
     def start(self) -> None:
         if not self._started:
             self._started = True
+            self._receivers = [h.receive for h in self.handlers]
             for i, h in enumerate(self.handlers):
                 h.start(self.contexts[i])
 
@@ -205,8 +208,8 @@ class MessageExecutor:
     def run(self, until: int | None = None, max_events: int | None = None) -> "MessageExecutor":
         """Process events up to time ``until`` (inclusive) or until none is left."""
         self.start()
-        heap, pop = self._heap, heapq.heappop
-        handlers, contexts, loads = self.handlers, self.contexts, self.loads
+        heap, pop = self._heap, heappop
+        receivers, contexts, loads, log = self._receivers, self.contexts, self.loads, self.load_log
         horizon = float("inf") if until is None else until
         limit = float("inf") if max_events is None else max_events
         while heap and heap[0][0] <= horizon:
@@ -217,15 +220,15 @@ class MessageExecutor:
             if tokens:
                 loads[dst] += tokens
                 self.in_transit -= tokens
-                if self.load_log is not None:
-                    self.load_log += (dst, tokens)
+                if log is not None:
+                    log += (dst, tokens)
             self.events += 1
-            handlers[dst].receive(contexts[dst], src, message, tokens)
+            receivers[dst](contexts[dst], src, message, tokens)
             if on_delivery is not None:
                 # The self-timer the sender would have set for the delivery time: it came right
                 # after the message in (time, seq) order, so nothing can run in between.
                 self.events += 1
-                handlers[src].receive(contexts[src], src, on_delivery, 0)
+                receivers[src](contexts[src], src, on_delivery, 0)
         if until is not None and (not heap or heap[0][0] > until):
             self.now = max(self.now, until)
         return self
