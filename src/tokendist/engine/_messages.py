@@ -1,8 +1,11 @@
 """The message-passing executor: per-node handlers exchanging real messages over FIFO channels.
 
-A small deterministic discrete-event simulator in the style of SimPy's core: one heap of
-``(time, seq, event)``; ``seq`` (the order in which events were scheduled) breaks ties, so a run is
-a pure function of the handlers, the schedule and the seed.
+A small deterministic discrete-event simulator in the style of SimPy's core: events run in
+``(time, seq)`` order, ``seq`` being the order in which they were scheduled, so a run is a pure
+function of the handlers, the schedule and the seed. Times are whole time units and every event is
+scheduled at least one unit ahead, so the queue is a calendar: one list per time unit (appended in
+``seq`` order) and a heap of the times that have one; the same order as one heap of
+``(time, seq, event)``, with a list append per event instead of a heap push and pop.
 
 Model (Margara, Pistocchi, Vassura, Sec. 2; Ghosh et al., Sec. 5.2):
 
@@ -129,8 +132,10 @@ class MessageExecutor:
             raise TokendistError(f"unknown schedule {schedule!r}; choose from {', '.join(SCHEDULES)} or pass a callable")
         self.allow_negative = allow_negative
         self.now = 0
-        self._heap: list = []
-        self._seq = 0
+        # The event queue (see the module docstring): time -> the events due then, in seq order,
+        # each (src, dst, message, tokens, on_delivery); and a heap of those times.
+        self._buckets: dict[int, list] = {}
+        self._times: list[int] = []
         # Per node, its channels: neighbour -> time of the last delivery on that channel (-1: none yet).
         # One dict look-up per send both checks that ``dst`` is a neighbour and finds the channel's
         # FIFO constraint (a set of neighbours and a dict keyed by (src, dst) before: two look-ups
@@ -200,14 +205,25 @@ class MessageExecutor:
             kinds[kind] += 1
         else:
             kinds[kind] = 1
-        seq = self._seq
-        self._seq = seq + 1
-        heappush(self._heap, (when, seq, src, dst, message, tokens, on_delivery))
+        bucket = self._buckets.get(when)
+        if bucket is None:
+            self._buckets[when] = bucket = []
+            heappush(self._times, when)
+        bucket.append((src, dst, message, tokens, on_delivery))
         return when
 
     def set_timer(self, node: int, delay: int, message: Any) -> None:
-        heappush(self._heap, (self.now + max(1, int(delay)), self._seq, node, node, message, 0, None))
-        self._seq += 1
+        when = self.now + max(1, int(delay))
+        bucket = self._buckets.get(when)
+        if bucket is None:
+            self._buckets[when] = bucket = []
+            heappush(self._times, when)
+        bucket.append((node, node, message, 0, None))
+
+    @property
+    def next_time(self) -> int | None:
+        """The time of the next event, None if nothing is pending."""
+        return self._times[0] if self._times else None
 
     # ------------------------------------------------------------------ running
     def start(self) -> None:
@@ -221,33 +237,42 @@ class MessageExecutor:
     @property
     def idle(self) -> bool:
         """No message in transit and no timer pending."""
-        return not self._heap
+        return not self._times
 
     def run(self, until: int | None = None, max_events: int | None = None) -> "MessageExecutor":
         """Process events up to time ``until`` (inclusive) or until none is left."""
         self.start()
-        heap, pop = self._heap, heappop
+        times, buckets = self._times, self._buckets
         receivers, contexts, held, log = self._receivers, self.contexts, self._view(), self.load_log
         horizon = float("inf") if until is None else until
         limit = float("inf") if max_events is None else max_events
-        while heap and heap[0][0] <= horizon:
-            if self.events >= limit:
-                raise TokendistError(f"message-passing run exceeded {max_events} events")
-            when, _, src, dst, message, tokens, on_delivery = pop(heap)
-            self.now = when
-            if tokens:
-                held[dst] += tokens
-                self.in_transit -= tokens
-                if log is not None:
-                    log += (dst, tokens)
-            self.events += 1
-            receivers[dst](contexts[dst], src, message, tokens)
-            if on_delivery is not None:
-                # The self-timer the sender would have set for the delivery time: it came right
-                # after the message in (time, seq) order, so nothing can run in between.
-                self.events += 1
-                receivers[src](contexts[src], src, on_delivery, 0)
-        if until is not None and (not heap or heap[0][0] > until):
+        events = self.events
+        try:
+            while times and times[0] <= horizon:
+                when = heappop(times)
+                bucket = buckets.pop(when)
+                self.now = when
+                # (Nothing a handler schedules now can join this bucket: every event is >= 1 unit ahead.)
+                for k, (src, dst, message, tokens, on_delivery) in enumerate(bucket):
+                    if events >= limit:
+                        buckets[when] = bucket[k:]  # back in the queue, in the same order
+                        heappush(times, when)
+                        raise TokendistError(f"message-passing run exceeded {max_events} events")
+                    if tokens:
+                        held[dst] += tokens
+                        self.in_transit -= tokens
+                        if log is not None:
+                            log += (dst, tokens)
+                    events += 1
+                    receivers[dst](contexts[dst], src, message, tokens)
+                    if on_delivery is not None:
+                        # The self-timer the sender would have set for the delivery time: it came right
+                        # after the message in (time, seq) order, so nothing can run in between.
+                        events += 1
+                        receivers[src](contexts[src], src, on_delivery, 0)
+        finally:
+            self.events = events
+        if until is not None and (not times or times[0] > until):
             self.now = max(self.now, until)
         return self
 
