@@ -269,3 +269,12 @@ def test_a_rebound_loads_array_is_followed():
     ex.loads = ex.loads + 10  # a new array (an engine could rebind it): the executor writes to it
     ex.run()
     assert ex.loads.tolist() == [11, 12] and ex.in_transit == 0
+
+
+@given(st.integers(0, 2**63 - 1), st.integers(1, 10**9), st.integers(0, 3000))
+def test_block_drawn_delays_are_the_per_message_draws(seed, max_delay, count):
+    from tokendist.engine._messages import _block_draws
+
+    one, block = np.random.default_rng(seed), np.random.default_rng(seed)
+    draw = _block_draws(block, 1, max_delay + 1).__next__
+    assert [draw() for _ in range(count)] == [int(one.integers(1, max_delay + 1)) for _ in range(count)]
