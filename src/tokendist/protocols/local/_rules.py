@@ -924,7 +924,7 @@ class AsyncMultiPort(Protocol):
         if schedule == "sync":
             delay = "sync"
         elif schedule == "random":
-            delay = lambda src, dst, now, message: int(rng.integers(1, max_delay + 1))  # noqa: E731
+            delay = "async"  # the executor's: int(rng.integers(1, max_delay + 1)) per message, drawn in blocks
         elif schedule == "slow-tokens":
             # Adversary: the messages that carry a token are the slow ones.
             def delay(src, dst, now, message):
@@ -937,7 +937,8 @@ class AsyncMultiPort(Protocol):
 
             def delay(src, dst, now, message):
                 return max_delay if eidx[(min(src, dst), max(src, dst))] else 1
-        self.executor = MessageExecutor(graph, handlers, np.asarray(loads, dtype=np.int64), schedule=delay)
+        self.executor = MessageExecutor(graph, handlers, np.asarray(loads, dtype=np.int64), schedule=delay, rng=rng,
+                                        max_delay=max_delay)
         self._moved = 0
         self._messages = 0
         self._last = np.asarray(loads, dtype=np.int64).copy()
