@@ -37,6 +37,8 @@ __all__ = ["MessageExecutor", "NodeContext", "SCHEDULES"]
 SCHEDULES = ("sync", "async")
 
 
+_INF = float("inf")
+
 #: Delays the ``async`` schedule draws at once (see :func:`_block_draws`).
 DELAY_BLOCK = 1024
 
@@ -257,11 +259,15 @@ class MessageExecutor:
 
     def run(self, until: int | None = None, max_events: int | None = None) -> "MessageExecutor":
         """Process events up to time ``until`` (inclusive) or until none is left."""
-        self.start()
+        # (The engine's event-driven path calls this once per time unit with events: a lean preamble.)
+        if not self._started:
+            self.start()
         times, buckets = self._times, self._buckets
-        receivers, contexts, held, log = self._receivers, self.contexts, self._view(), self.load_log
-        horizon = float("inf") if until is None else until
-        limit = float("inf") if max_events is None else max_events
+        receivers, contexts, held, log = self._receivers, self.contexts, self._held, self.load_log
+        if held.obj is not self.loads:
+            held = self._view()
+        horizon = _INF if until is None else until
+        limit = _INF if max_events is None else max_events
         events = self.events
         try:
             while times and times[0] <= horizon:

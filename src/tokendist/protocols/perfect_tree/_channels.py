@@ -24,7 +24,7 @@ The primitives, as the paper defines them:
 * ``safeSend(c, m)`` -- wait until the link is free (re-trying once per time unit: polling),
   reserve, send, release.
 * ``receiveToken(c)``, ``receiveTokensFromAll()``, ``sendToken(c)`` -- in
-  :mod:`._perfect_tree_node`, since they update the node's token variables.
+  :mod:`._node`, since they update the node's token variables.
 
 Channels are numbered 1..deg (the node's neighbours in increasing id order), ``0`` is "none",
 as in the paper's pseudocode.

@@ -51,7 +51,7 @@ class PerfectTreeNode(ChannelNode):
     links : list of Link
         The link of each channel 1..deg.
     release : {"delivery", "send"}
-        Link release rule of ``send`` (see :mod:`._perfect_tree_channels`).
+        Link release rule of ``send`` (see :mod:`._channels`).
     pick : {"first", "largest"}
         Which subtree gets the next token in S2.3 and S3.1.
     phase_overlap : {"defer", "merge"}
