@@ -267,7 +267,9 @@ class PerfectTreeNode(ChannelNode):
         while not (self.Tv <= self.Avg + 1 and self.parent == 0):
             if self.Tv > self.Avg + 1 and self.parent == 0:
                 self.state = "S3.1"
-                cands = [i for i in range(1, self.deg + 1) if i != p and self._subtree_room(i, self.Avg + 1) > 0]
+                # The sons whose subtree can take a token: _subtree_room(i, Avg + 1) > 0, written out.
+                level, T, N = self.Avg + 1, self.subTreeT, self.subTreeN
+                cands = [i for i in self.channels if i != p and level * N[i] > T[i]]
                 if not cands:  # Theorem 3 says it cannot happen; record it and stop here
                     self.stuck = True
                     yield Wait(lambda: False)
