@@ -8,7 +8,7 @@ from tokendist.engine import EdgeFailures, GraphSequence, run_node_rules, simula
 from tokendist.engine._injection import Injection
 from tokendist.engine._metrics import local_discrepancy
 from tokendist.graphs import make_graph
-from tokendist.protocols.local._rules import AsyncMultiPort, DynamicSynchronous, _BlockDelays
+from tokendist.protocols.local._rules import AsyncMultiPort, DynamicSynchronous
 
 
 # ------------------------------------------------------------------ DS
@@ -91,26 +91,9 @@ def test_async_through_engine_is_deterministic():
     assert local_discrepancy(a.graph, a.loads) <= 12 * 4
 
 
-@settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), max_delay=st.sampled_from([1, 2, 3, 5, 7, 64, 1000, 2**31, 2**32, 10**9]),
-       count=st.integers(0, 3000))
-def test_block_drawn_delays_equal_one_draw_per_message(seed, max_delay, count):
-    # The random schedule draws its delays a block at a time: the same numbers, in the same order,
-    # as one rng.integers(1, max_delay + 1) per message, and the generator is then no further ahead
-    # than the blocks drawn (the last block's unused values are the only extra draws).
-    block, scalar = np.random.default_rng(seed), np.random.default_rng(seed)
-    delays = _BlockDelays(block, max_delay)
-    got = [delays(0, 1, 0, ("load", 0, 0)) for _ in range(count)]
-    assert got == [int(scalar.integers(1, max_delay + 1)) for _ in range(count)]
-    assert all(type(d) is int and 1 <= d <= max_delay for d in got)
-    for _ in range(len(delays.buf)):  # the rest of the block: what the next scalar draws give
-        assert delays(0, 1, 0, None) == int(scalar.integers(1, max_delay + 1))
-    assert block.bit_generator.state == scalar.bit_generator.state
-
-
 @pytest.mark.parametrize("max_delay", [2, 3, 6])
 def test_async_random_schedule_equals_one_scalar_draw_per_message(max_delay):
-    # The protocol's block-drawn schedule against the executor fed one scalar draw per message from
+    # The executor's block-drawn async schedule against one fed one scalar draw per message from
     # a generator in the same state: the same time units, loads, tokens moved and messages.
     g = make_graph("torus:5x4")
     loads0 = np.random.default_rng(1).integers(0, 300, g.n)

@@ -1,9 +1,12 @@
 """The Sec. 2 primitives of Margara, Pistocchi, Vassura on the executor: reserve is atomic, a send
 keeps the link busy until delivery, channels are FIFO, waitany/wait block, safeSend waits."""
 
+import pytest
+
 from tokendist.engine import MessageExecutor
 from tokendist.graphs import path_graph, star_graph
 from tokendist.protocols.perfect_tree._channels import ChannelNode, Link
+from tokendist.protocols.perfect_tree._node import KINDS, PHASE_OVERLAP, PerfectTreeNode, _accept_defer, _accept_merge
 
 
 class Scripted(ChannelNode):
@@ -92,3 +95,15 @@ def test_waitany_takes_the_lowest_readable_channel():
     nodes = [Scripted([None] + links, centre, log)] + [Scripted([None, links[i]], leaf, log) for i in range(3)]
     MessageExecutor(star_graph(3), nodes, [0, 0, 0, 0]).run()
     assert log == [1, 2, 3]  # all three arrive at time 1; channels interrogated in order
+
+
+@pytest.mark.parametrize("overlap", PHASE_OVERLAP)
+def test_the_kinds_a_receive_takes_are_the_phase_overlap_rule(overlap):
+    # PerfectTreeNode.takes[k] (a set per phase, what receive/readable test) against the rule itself.
+    node = PerfectTreeNode([None, Link()], phase_overlap=overlap)
+    rule = _accept_defer if overlap == "defer" else _accept_merge
+    for phase in (1, 2, 3):
+        for kind in KINDS:
+            assert (kind in node.takes[phase]) == rule(phase, kind), (phase, kind)
+    # and the generic channel node takes every message in every phase
+    assert "anything" in Scripted([None, Link()], None, []).takes[2]

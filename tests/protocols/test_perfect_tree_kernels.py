@@ -41,7 +41,7 @@ def _lockstep(spec, seed, params, init="random:0..9"):
     kr.start()
     units = {1}  # the engine runs start() inside time unit 1
     while not ex.idle:
-        t = ex._heap[0][0]
+        t = ex.next_time
         ex.run(until=t)
         kr.advance(t)
         units.add(t)

@@ -112,7 +112,7 @@ def run_event_steps(protocol, graph, *, max_steps, until_discrepancy, until_loca
     clock = [time.perf_counter()]
     seen: dict[bytes, tuple[int, int]] = {}
     stop_reason, cycle_length, t = "max-steps", None, 0
-    heap = ex._heap
+    times = ex._times  # the executor's heap of event times (its calendar queue)
     period = protocol.period
     if stop_targets and reached():
         stop_reason = "target-reached"
@@ -132,7 +132,7 @@ def run_event_steps(protocol, graph, *, max_steps, until_discrepancy, until_loca
             before, moved0, messages0 = len(log), ex.tokens_moved, ex.messages
             if not ex._started:
                 ex.start()  # inside step 0, after its cycle check, as the synchronous loop does
-            if heap and heap[0][0] <= step_no:
+            if times and times[0] <= step_no:
                 ex.run(until=step_no)
             else:
                 ex.now = step_no  # nothing due in this time unit: the clock moves, nothing else

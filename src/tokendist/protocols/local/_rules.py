@@ -872,32 +872,6 @@ class _AsyncNode:
         self._send(ctx, src)
 
 
-class _BlockDelays:
-    """The ``random`` schedule's delays, uniform in ``1..max_delay``, drawn a block at a time.
-
-    ``rng.integers(1, max_delay + 1, size=k)`` gives the k int64 values that k calls of
-    ``rng.integers(1, max_delay + 1)`` give, in the same order
-    (tests/protocols/test_local_balancing_dynamic.py), and after ``reset`` nothing but the
-    executor's one call per message draws from the protocol's generator (the MPI form draws its
-    delays from counters, not from it). So the delays are those of one scalar draw per message,
-    without its ~2 us of call overhead; the block drawn past the run's last message is never used.
-    """
-
-    __slots__ = ("rng", "high", "block", "buf")
-
-    def __init__(self, rng, max_delay: int):
-        self.rng, self.high = rng, max_delay + 1
-        self.block = 256  # doubled up to 8192 per refill: a short run draws little more than it uses
-        self.buf: list = []
-
-    def __call__(self, src, dst, now, message) -> int:
-        buf = self.buf
-        if not buf:
-            buf = self.buf = self.rng.integers(1, self.high, size=self.block).tolist()[::-1]
-            self.block = min(2 * self.block, 8192)
-        return buf.pop()  # (reversed block: pop() takes the earliest draw)
-
-
 @register_protocol
 class AsyncMultiPort(Protocol):
     """The asynchronous multi-port algorithm (Sec. 5, after [2]) on the message-passing executor.
@@ -959,7 +933,7 @@ class AsyncMultiPort(Protocol):
         if schedule == "sync":
             delay = "sync"
         elif schedule == "random":
-            delay = _BlockDelays(rng, max_delay)
+            delay = "async"  # the executor's: int(rng.integers(1, max_delay + 1)) per message, drawn in blocks
         elif schedule == "slow-tokens":
             # Adversary: the messages that carry a token are the slow ones.
             def delay(src, dst, now, message):
@@ -972,7 +946,8 @@ class AsyncMultiPort(Protocol):
 
             def delay(src, dst, now, message):
                 return max_delay if eidx[(min(src, dst), max(src, dst))] else 1
-        self.executor = MessageExecutor(graph, handlers, np.asarray(loads, dtype=np.int64), schedule=delay)
+        self.executor = MessageExecutor(graph, handlers, np.asarray(loads, dtype=np.int64), schedule=delay, rng=rng,
+                                        max_delay=max_delay)
         self._moved = 0
         self._messages = 0
         self._last = np.asarray(loads, dtype=np.int64).copy()

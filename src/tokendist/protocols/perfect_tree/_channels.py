@@ -17,14 +17,14 @@ The primitives, as the paper defines them:
   returns), so a link stays busy while a message is on it; with ``release="send"`` it returns at
   once (see docs/protocols/perfect-tree.md: this reading lets the election deadlock).
 * ``receive(c)`` -- the first message of channel ``c`` or None (no blocking). Messages are typed
-  by phase: a receive made in phase ``k`` takes only messages of the kinds ``accept`` allows, so a
+  by phase: a receive made in phase ``k`` takes only messages of the kinds in ``takes[k]``, so a
   message of a later phase waits in the FIFO channel (``phase_overlap`` in the protocol).
 * ``waitany()``, ``wait(c)`` -- block until a message is readable, then receive it (``waitany``
   interrogates channels 1..deg in order, so the lowest readable channel wins).
 * ``safeSend(c, m)`` -- wait until the link is free (re-trying once per time unit: polling),
   reserve, send, release.
 * ``receiveToken(c)``, ``receiveTokensFromAll()``, ``sendToken(c)`` -- in
-  :mod:`._perfect_tree_node`, since they update the node's token variables.
+  :mod:`._node`, since they update the node's token variables.
 
 Channels are numbered 1..deg (the node's neighbours in increasing id order), ``0`` is "none",
 as in the paper's pseudocode.
@@ -48,6 +48,18 @@ class Link:
 
     def __init__(self):
         self.holder = None
+
+
+class _AllKinds:
+    """``takes`` of a node whose receives take every message, whatever the phase."""
+
+    __slots__ = ()
+
+    def __getitem__(self, phase):
+        return self
+
+    def __contains__(self, kind) -> bool:
+        return True
 
 
 class Wait:
@@ -83,7 +95,9 @@ class ChannelNode:
         self._wait: Wait | None = None
         self._polling = False
         self.done = False
-        self.accept: Callable[[int, str], bool] = lambda phase, kind: True
+        # takes[k]: the message kinds a receive of phase k takes (a set look-up per receive; a
+        # subclass fills it from its rule, e.g. PerfectTreeNode's ``phase_overlap``).
+        self.takes = _AllKinds()
 
     # ------------------------------------------------------------------ the program
     def program(self):  # pragma: no cover - overridden
@@ -94,6 +108,7 @@ class ChannelNode:
     # ------------------------------------------------------------------ executor handler
     def start(self, ctx) -> None:
         self.ctx = ctx
+        self.me = ctx.node  # (read by every reserve and release)
         self.chan_of = {int(nb): i + 1 for i, nb in enumerate(ctx.neighbours)}
         self.neighbour = [-1] + [int(nb) for nb in ctx.neighbours]
         self._gen = self.program()
@@ -110,17 +125,22 @@ class ChannelNode:
         self._advance()
 
     def _advance(self) -> None:
+        # Resume the program while what it waits for holds.
         if self.done:
             return
-        wait, gen = self._wait, self._gen
-        while wait is None or wait.ready():
-            try:
-                wait = next(gen)
-            except StopIteration:
-                self.done = True
-                self._wait = None
-                return
-        self._wait = wait
+        wait = self._wait
+        if wait is None or wait.ready():
+            gen = self._gen
+            while True:
+                try:
+                    wait = next(gen)
+                except StopIteration:
+                    self.done = True
+                    self._wait = None
+                    return
+                if not wait.ready():
+                    break
+            self._wait = wait
         if wait.poll and not self._polling:
             self._polling = True
             self.ctx.set_timer(1, ("poll",))
@@ -129,15 +149,16 @@ class ChannelNode:
     def reserve(self, c: int) -> bool:
         """Reserve channel ``c``; False means *busy* (the other end holds it)."""
         link = self.links[c]
-        if link.holder is not None and link.holder != self.ctx.node:
+        holder = link.holder
+        if holder is not None and holder != self.me:
             return False
-        link.holder = self.ctx.node
+        link.holder = self.me
         return True
 
     def release(self, c: int) -> None:
         """Release channel ``c``."""
         link = self.links[c]
-        if link.holder == self.ctx.node:
+        if link.holder == self.me:
             link.holder = None
 
     def send(self, c: int, message: tuple, tokens: int = 0):
@@ -152,22 +173,24 @@ class ChannelNode:
             self.ctx.send(self.neighbour[c], message, tokens)
 
     def readable(self, c: int, phase: int) -> bool:
+        """Whether channel ``c``'s first message is one a receive of ``phase`` takes."""
         q = self.inbox[c]
-        return bool(q) and self.accept(phase, q[0][0][0])
+        return bool(q) and q[0][0][0] in self.takes[phase]
 
     def any_readable(self, phase: int, channels) -> bool:
         """Whether some channel of ``channels`` has a message a receive of ``phase`` takes."""
-        inbox, accept = self.inbox, self.accept
+        inbox, takes = self.inbox, self.takes[phase]
         for c in channels:
             q = inbox[c]
-            if q and accept(phase, q[0][0][0]):
+            if q and q[0][0][0] in takes:
                 return True
         return False
 
     def receive_from(self, c: int, phase: int):
         """``receive(c)``: the first message of channel ``c`` as ``(message, tokens)``, or None."""
-        if self.readable(c, phase):
-            return self.inbox[c].popleft()
+        q = self.inbox[c]  # (readable's test, written out: this runs for every channel polled)
+        if q and q[0][0][0] in self.takes[phase]:
+            return q.popleft()
         return None
 
     def waitany(self, phase: int, channels: Iterable[int] | None = None):

@@ -51,7 +51,7 @@ class PerfectTreeNode(ChannelNode):
     links : list of Link
         The link of each channel 1..deg.
     release : {"delivery", "send"}
-        Link release rule of ``send`` (see :mod:`._perfect_tree_channels`).
+        Link release rule of ``send`` (see :mod:`._channels`).
     pick : {"first", "largest"}
         Which subtree gets the next token in S2.3 and S3.1.
     phase_overlap : {"defer", "merge"}
@@ -61,7 +61,9 @@ class PerfectTreeNode(ChannelNode):
     def __init__(self, links, *, release="delivery", pick="first", phase_overlap="defer"):
         super().__init__(links, release)
         self.pick = pick
-        self.accept = _accept_defer if phase_overlap == "defer" else _accept_merge
+        accept = _accept_defer if phase_overlap == "defer" else _accept_merge
+        # The rule above as one set of kinds per phase (index 0 unused): a receive tests membership.
+        self.takes = tuple(frozenset(kind for kind in KINDS if accept(phase, kind)) for phase in range(4))
         self._state = "start"
         self.entered = {}      # state -> time the node first entered it
         # How S1.2 made this node the root: "busy" (the link was reserved by the other end: the
@@ -108,11 +110,15 @@ class PerfectTreeNode(ChannelNode):
             return candidates[0]
         return max(candidates, key=lambda i: (self._subtree_room(i, level), -i))
 
+    # bigger / smaller (Sec. 3.2): the sons whose subtree holds more / fewer than Avg tokens a node,
+    # i.e. _subtree_room(i, Avg) < 0 / > 0, written out (Phase 2 recomputes them at every step).
     def _bigger(self):
-        return [i for i in range(1, self.deg + 1) if i != self.parent and self._subtree_room(i, self.Avg) < 0]
+        avg, parent, T, N = self.Avg, self.parent, self.subTreeT, self.subTreeN
+        return [i for i in self.channels if i != parent and avg * N[i] < T[i]]
 
     def _smaller(self):
-        return [i for i in range(1, self.deg + 1) if i != self.parent and self._subtree_room(i, self.Avg) > 0]
+        avg, parent, T, N = self.Avg, self.parent, self.subTreeT, self.subTreeN
+        return [i for i in self.channels if i != parent and avg * N[i] > T[i]]
 
     # ------------------------------------------------------------------ the program
     def program(self):
@@ -204,8 +210,10 @@ class PerfectTreeNode(ChannelNode):
 
     def receive_tokens_from_all(self, phase: int) -> bool:
         got = False
-        for c in range(1, self.deg + 1):
-            got |= self.receive_token(c, phase)
+        inbox = self.inbox
+        for c in self.channels:
+            if inbox[c]:  # (an empty channel has nothing to receive: no call)
+                got |= self.receive_token(c, phase)
         return got
 
     def send_token(self, c: int, kind: str):
@@ -259,7 +267,9 @@ class PerfectTreeNode(ChannelNode):
         while not (self.Tv <= self.Avg + 1 and self.parent == 0):
             if self.Tv > self.Avg + 1 and self.parent == 0:
                 self.state = "S3.1"
-                cands = [i for i in range(1, self.deg + 1) if i != p and self._subtree_room(i, self.Avg + 1) > 0]
+                # The sons whose subtree can take a token: _subtree_room(i, Avg + 1) > 0, written out.
+                level, T, N = self.Avg + 1, self.subTreeT, self.subTreeN
+                cands = [i for i in self.channels if i != p and level * N[i] > T[i]]
                 if not cands:  # Theorem 3 says it cannot happen; record it and stop here
                     self.stuck = True
                     yield Wait(lambda: False)

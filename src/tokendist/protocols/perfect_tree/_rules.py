@@ -1,9 +1,9 @@
 """Perfect token distribution on trees, fully decentralised (Margara, Pistocchi, Vassura).
 
 The protocol ``perfect-tree`` runs the three-phase algorithm of the paper as per-node state
-machines (:mod:`._perfect_tree_node`) that exchange real messages on the engine's
+machines (:mod:`._node`) that exchange real messages on the engine's
 :class:`~tokendist.engine.MessageExecutor`, through the channel primitives of the paper's Sec. 2
-(:mod:`._perfect_tree_channels`). One engine step is one time unit of the executor.
+(:mod:`._channels`). One engine step is one time unit of the executor.
 
 Nodes know nothing global (no N, no T, no ids): Phase 1 computes T and N by a convergecast that
 elects the root implicitly, Phase 2 balances every subtree to ``Avg = floor(T/N)`` tokens per node
