@@ -38,8 +38,11 @@ def _below(c, x, node_hi, base):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def stratified_step(indptr, indices, col, c, loads, key, t, new):  # pragma: no cover - compiled
-    """One step: writes ``new``; returns the tokens moved (to neighbours, not kept)."""
+def stratified_step(indptr, indices, col, c, key, t, loads, new):  # pragma: no cover - compiled
+    """One step: writes ``new``; returns the tokens moved (to neighbours, not kept).
+
+    The arguments that stay the same for a run come first, the step's (``t``, ``loads``, ``new``) last.
+    """
     n = loads.shape[0]
     base = _step_base(np.uint64(key), np.uint64(t))
     new[:] = loads
