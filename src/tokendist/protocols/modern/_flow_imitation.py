@@ -121,7 +121,11 @@ class FlowImitation(Protocol):
         # D: cumulative discrete flow u -> v; F: cumulative continuous flow u -> v; xi: the continuous process
         self.D, self.F, self.xi = self._views[0]
         self.xi[:] = loads
-        self._d_is_trunc = True  # D = trunc(F) on every edge: the stencil kernel may run
+        # D = trunc(F) on every edge (exactly: each step that leaves an edge behind its continuous flow
+        # clears it, each that pays every edge in full sets it): the stencil kernel may run, and the
+        # state key leaves D out.
+        self._d_is_trunc = True
+        self._without_d = slice(8 * m, None)  # F and xi in a state buffer
         proc = self.options["process"]
         self._prev = np.zeros(graph.m) if proc == "sos" else None  # SOS: the previous step's flow
         self._key = stream_key(rng)
@@ -223,6 +227,7 @@ class FlowImitation(Protocol):
         # A node sends at most degree * biggest tokens: when that is within the smallest load, nobody
         # owes more than it holds (the guard then changes nothing, and the per-slot sums are not needed).
         exact = biggest * order.degree < _EXACT_SUMS  # the float64 sums per node below are then exact integers
+        held = self.held_back
         if not biggest and _EXACT_SUMS:  # nothing to send (most steps, once the process has settled)
             gap = self.F - whole
             new = loads.copy()
@@ -239,6 +244,8 @@ class FlowImitation(Protocol):
             gap = self.F - whole
             sendf = send.astype(np.float64)  # (bincount's weights are float64: converted once)
             new = loads + (np.bincount(order.v, sendf, n) - np.bincount(order.u, sendf, n)).astype(np.int64)
+        # D = trunc(F) again unless the guard held tokens back (only on an edge it did not pay in full)
+        self._d_is_trunc = self.held_back == held
         if m:
             self.max_gap = max(self.max_gap, float(np.abs(gap).max()))
         return Step(new, moved=int(size.sum()), messages=2 * m, flows=send)
@@ -312,11 +319,16 @@ class FlowImitation(Protocol):
 
     def state_key(self):
         # The bytes of D, F and xi: one copy of the buffer in use while they are its views (see reset).
+        # While D = trunc(F) on every edge, D follows from F and the key is F and xi only: a third less
+        # for the engine to hash each step, and as exact (it is shorter than any key with D, so it
+        # never equals one; and within each form equal keys are equal states).
         cur = self._cur
         d, f, xi = self._views[cur]
         if self.D is d and self.F is f and self.xi is xi:
-            return self._bufs[cur].tobytes()
-        return self.D.tobytes() + self.F.tobytes() + self.xi.tobytes()
+            buf = self._bufs[cur]
+            return (buf[self._without_d] if self._d_is_trunc else buf).tobytes()
+        short = np.array_equal(self.D, np.trunc(self.F))
+        return (b"" if short else self.D.tobytes()) + self.F.tobytes() + self.xi.tobytes()
 
     def report(self):
         return {"process": self.options["process"], "held_back": self.held_back,
