@@ -118,13 +118,15 @@ class FlowImitation(Protocol):
         self._views = tuple((b[:8 * m].view(np.int64), b[8 * m:16 * m].view(np.float64), b[16 * m:].view(np.float64))
                             for b in self._bufs)
         self._cur = 0
-        # D: cumulative discrete flow u -> v; F: cumulative continuous flow u -> v; xi: the continuous process
+        # D (see the property): cumulative discrete flow u -> v; F: cumulative continuous flow u -> v;
+        # xi: the continuous process, run alongside
         self.D, self.F, self.xi = self._views[0]
         self.xi[:] = loads
         # D = trunc(F) on every edge (exactly: each step that leaves an edge behind its continuous flow
         # clears it, each that pays every edge in full sets it): the stencil kernel may run, and the
         # state key leaves D out.
         self._d_is_trunc = True
+        self._d_stale = False  # True: the stencil kernel ran, D (= trunc(F)) is not written yet
         self._without_d = slice(8 * m, None)  # F and xi in a state buffer
         proc = self.options["process"]
         self._prev = np.zeros(graph.m) if proc == "sos" else None  # SOS: the previous step's flow
@@ -137,6 +139,24 @@ class FlowImitation(Protocol):
         self.held_back = 0
         self.max_gap = 0.0
         self._order = None  # the numpy step's _EdgeOrder (exact int64 row sums), made at its first step
+
+    @property
+    def D(self) -> np.ndarray:
+        """The cumulative discrete flow per edge, ``u -> v``.
+
+        The stencil kernel does not write it while every edge's ``D_e`` equals ``trunc(F_e)`` (it then
+        follows from ``F``; on a large torus writing it would be a sixth more memory traffic a step); it
+        is brought up to date here, and before any step that reads it.
+        """
+        if self._d_stale:
+            np.copyto(self._D, np.trunc(self.F), casting="unsafe")  # trunc(F_e), as an int64 conversion
+            self._d_stale = False
+        return self._D
+
+    @D.setter
+    def D(self, value):
+        self._D = value
+        self._d_stale = False
 
     def _kernel_state(self, graph):
         # The compiled step's inputs: each node's group of edges (u = i), scratch per node (left zeroed).
@@ -177,7 +197,7 @@ class FlowImitation(Protocol):
                 prevs = (self._prev, np.zeros(m)) if sos else (self._dummy_f, self._dummy_f)
                 self._stencil_args = tuple(
                     fixed + (self._views[k][2], self._views[1 - k][2], self._views[k][1], self._views[1 - k][1],
-                             self._views[1 - k][0], prevs[k], prevs[1 - k]) for k in (0, 1))
+                             prevs[k], prevs[1 - k]) for k in (0, 1))
                 self._prevs = prevs
 
     def _continuous_flow(self, t, graph) -> np.ndarray:
@@ -292,7 +312,8 @@ class FlowImitation(Protocol):
         if binding:
             return None
         cur = self._cur = 1 - cur
-        self.D, self.F, self.xi = self._views[cur]
+        self._D, self.F, self.xi = self._views[cur]
+        self._d_stale = True  # (the buffer's D is two steps old: D is brought up to date when read)
         if self._prev is not None:  # SOS: this step's flows, written beside the new state
             self._prev = self._prevs[cur]
         self._out = loads
@@ -324,8 +345,8 @@ class FlowImitation(Protocol):
         # never equals one; and within each form equal keys are equal states).
         cur = self._cur
         d, f, xi = self._views[cur]
-        if self.D is d and self.F is f and self.xi is xi:
-            buf = self._bufs[cur]
+        if self._D is d and self.F is f and self.xi is xi:
+            buf = self._bufs[cur]  # (its D is written whenever D is not trunc(F))
             return (buf[self._without_d] if self._d_is_trunc else buf).tobytes()
         short = np.array_equal(self.D, np.trunc(self.F))
         return (b"" if short else self.D.tobytes()) + self.F.tobytes() + self.xi.tobytes()

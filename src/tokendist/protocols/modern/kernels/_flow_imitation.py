@@ -16,7 +16,7 @@ Why one pass is enough: edges are sorted by ``(u, v)`` with ``u < v``.
   so far), and nothing waits for a later turn.
 
 On tori and rings, while every ``D_e`` equals ``trunc(F_e)``, :func:`flow_imitation_stencil_step`
-runs instead: each node pulls from its own edges (no scatter, ``D`` only written); see there.
+runs instead: each node pulls from its own edges (no scatter, ``D`` implicit); see there.
 """
 
 from __future__ import annotations
@@ -186,18 +186,18 @@ def _sos_flow(f, prev, e, sos, sos_on, b1, beta):
 
 @numba.njit(cache=True, nogil=True, fastmath={"nnan"})
 def flow_imitation_stencil_step(ustart, indptr, indices, csr_edges, starts, ends, lower, upper, delta, sos, beta, a0,
-                                guard, want_outflow, outflow, xi, xi_new, F, F_new, D_new, prev, prev_new, sos_on,
+                                guard, want_outflow, outflow, xi, xi_new, F, F_new, prev, prev_new, sos_on,
                                 loads, new):  # pragma: no cover - compiled
     """One step while every ``D_e == trunc(F_e)``, on a graph with an offset stencil (tori); FOS or SOS, one ``P_ij``.
 
     The same step as :func:`flow_imitation_step_uniform` in the common case where no node owes more
     than it holds (the guard pays everything) and no edge lags behind its continuous flow: then
-    ``D_e = trunc(F_e)`` before and after the step, ``D`` need not be read, and each node's new load is its load plus ``trunc(F_e) - trunc(F_e^old)``
+    ``D_e = trunc(F_e)`` before and after the step, ``D`` need not be read or written (the caller
+    keeps it implicit), and each node's new load is its load plus ``trunc(F_e) - trunc(F_e^old)``
     over its edges, signed. Every node pulls from its own edges only (both ends compute an edge's
     flow from the same old values, so the same bits): no scatter to neighbours, no scratch, the
     old ``xi``, ``F``, ``prev`` only read, the new ones written to ``xi_new``, ``F_new``,
-    ``prev_new``, and ``D_new = trunc(F_new)`` (each edge by its ``u`` end: ``D`` is never read, and
-    the caller's state stays whole, ``D``, ``F`` and ``xi`` side by side for the cycle key). Nodes in the runs ``[starts[r], ends[r])`` (:func:`tokendist.graphs._stencil.
+    ``prev_new``. Nodes in the runs ``[starts[r], ends[r])`` (:func:`tokendist.graphs._stencil.
     lower_edge_runs`) read their neighbours at ``i + lower[k]``, ``i + upper[k]`` and their edges at
     ``e_i + delta[k]``, ``e_i + k`` (``e_i = ustart[i]``, affine in a run); the others their CSR rows.
 
@@ -213,15 +213,14 @@ def flow_imitation_stencil_step(ustart, indptr, indices, csr_edges, starts, ends
     # same code with the flags read at run time.
     if not sos and guard and not want_outflow:
         return _stencil_rows(ustart, indptr, indices, csr_edges, starts, ends, lower, upper, delta, False, sos_on,
-                             beta, a0, xi, xi_new, F, F_new, D_new, prev, prev_new, loads, True, new, False, outflow)
+                             beta, a0, xi, xi_new, F, F_new, prev, prev_new, loads, True, new, False, outflow)
     return _stencil_rows(ustart, indptr, indices, csr_edges, starts, ends, lower, upper, delta, sos, sos_on,
-                         beta, a0, xi, xi_new, F, F_new, D_new, prev, prev_new, loads, guard, new, want_outflow,
-                         outflow)
+                         beta, a0, xi, xi_new, F, F_new, prev, prev_new, loads, guard, new, want_outflow, outflow)
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"nnan"}, inline="always")
 def _stencil_rows(ustart, indptr, indices, csr_edges, starts, ends, lower, upper, delta, sos, sos_on, beta, a0, xi,
-                  xi_new, F, F_new, D_new, prev, prev_new, loads, guard, new, want_outflow, outflow):  # pragma: no cover
+                  xi_new, F, F_new, prev, prev_new, loads, guard, new, want_outflow, outflow):  # pragma: no cover
     # The step of flow_imitation_stencil_step (see there); inlined at each call, its flags constants there.
     n = loads.shape[0]
     nu = len(upper)
@@ -256,9 +255,7 @@ def _stencil_rows(ustart, indptr, indices, csr_edges, starts, ends, lower, upper
                     acc += f
                     Fe = Fo + f
                     F_new[e] = Fe
-                    De = np.int64(Fe)
-                    D_new[e] = De
-                    s = De - np.int64(Fo)
+                    s = np.int64(Fe) - np.int64(Fo)
                     net -= s
                     out += s & ~(s >> 63)
                     g = abs(Fe - np.trunc(Fe))
@@ -309,9 +306,7 @@ def _stencil_rows(ustart, indptr, indices, csr_edges, starts, ends, lower, upper
                 acc += f
                 Fe = Fo + f
                 F_new[e] = Fe
-                De = np.int64(Fe)
-                D_new[e] = De
-                s = De - np.int64(Fo)
+                s = np.int64(Fe) - np.int64(Fo)
                 if k == 0:
                     fh = f
                     sh = s
