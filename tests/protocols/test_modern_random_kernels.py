@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tokendist.engine import simulate
-from tokendist.protocols.modern import _randomized_diffusion
+from tokendist.protocols.modern import _matching, _randomized_diffusion
 
 from .test_modern_kernels import GRAPHS
 
@@ -68,6 +68,16 @@ def test_randomized_diffusion_kernel_without_its_mix_table_equals_reference(spec
     for seed in SEEDS:
         for init in INITS:
             _assert_pair(spec, "randomized-diffusion", {}, seed=seed, init=init)
+
+
+@pytest.mark.parametrize("params", [{}, {"drawing": "active-passive"}])
+def test_random_matching_kernel_without_its_mix_table_equals_reference(params, monkeypatch):
+    # Past _MIX_TABLE_EDGES edges the kernel computes each edge's index mix instead of reading it from
+    # its table: the same matchings and coins.
+    monkeypatch.setattr(_matching, "_MIX_TABLE_EDGES", 0)
+    for spec in ("torus:5x5", "random-regular:40,3"):
+        for seed in SEEDS:
+            _assert_pair(spec, "random-matching", params, seed=seed, init="random:0..60", check=True)
 
 
 def test_randomized_diffusion_kernel_with_loads_past_2_to_53():

@@ -26,6 +26,9 @@ __all__ = ["RandomMatching", "BalancingCircuit", "random_matching", "balance_pai
 _DRAWINGS = ("edge-coin", "active-passive")
 _EXCESS = ("random", "heavier")
 _TAG_MATCH, _TAG_ACTIVE, _TAG_PICK, _TAG_COIN = 1, 2, 3, 4
+#: Up to this many edges the kernel reads each edge's index mix from a table (8 bytes an edge, 512 kB
+#: at most: in cache) instead of computing it every round.
+_MIX_TABLE_EDGES = 1 << 16
 
 
 def _tag_key(key: int, tag: int) -> int:
@@ -285,7 +288,8 @@ class RandomMatching(_MatchingBase):
             self._out = np.empty(graph.n, dtype=np.int64)
             self._count = np.zeros(graph.n, dtype=np.int64)
             self._mask = np.zeros(graph.m, dtype=np.bool_)
-            self._mixed = mix_index(np.arange(graph.m))  # each edge's own part of its draws (matching_step)
+            # each edge's own part of its draws (matching_step), while the table is small (in cache)
+            self._mixed = mix_index(np.arange(graph.m)) if graph.m <= _MIX_TABLE_EDGES else np.zeros(0, np.uint64)
             # The reference's default p, the same float, once (max_degree is a pass over the degrees).
             self._p_default = 1.0 / (4 * graph.max_degree) if graph.m else None
         # The edge-coin kernel's arguments that stay the same for the run, made once (a step is a few
