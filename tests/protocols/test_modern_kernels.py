@@ -111,7 +111,8 @@ def test_flow_imitation_state_key_leaves_d_out_exactly_when_d_is_trunc_f(spec):
     g = make_graph(spec)
     loads = np.zeros(g.n, dtype=np.int64)
     loads[0] = 500  # SOS from a point load: the front owes more than it holds
-    protos = [make_protocol("flow-imitation", {"process": "sos", "beta": "1.9", "kernel": k}) for k in ("numpy", "numba")]
+    params = {"process": "sos", "beta": "1.9"}
+    protos = [make_protocol("flow-imitation", dict(params, kernel=k)) for k in ("numpy", "numba")]
     for p in protos:
         p.reset(g, loads, np.random.default_rng(0))
     cur = [loads.copy() for _ in protos]

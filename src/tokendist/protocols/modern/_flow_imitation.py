@@ -313,7 +313,7 @@ class FlowImitation(Protocol):
             return None
         cur = self._cur = 1 - cur
         self._D, self.F, self.xi = self._views[cur]
-        self._d_stale = True  # (the buffer's D is two steps old: D is brought up to date when read)
+        self._d_stale = True  # (this buffer's D is an older state's: brought up to date when read)
         if self._prev is not None:  # SOS: this step's flows, written beside the new state
             self._prev = self._prevs[cur]
         self._out = loads

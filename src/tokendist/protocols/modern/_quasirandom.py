@@ -259,7 +259,8 @@ class Quasirandom(Protocol):
         if self.options["kernel"] == "numpy":
             self._fast = None
         elif self._degree and self._stencil is not None:
-            self._fast = (quasirandom_stencil_step, (self._indices, self._degree, int(self._q[0])) + run + self._stencil)
+            self._fast = (quasirandom_stencil_step,
+                          (self._indices, self._degree, int(self._q[0])) + run + self._stencil)
         elif self._degree:
             self._fast = (quasirandom_step_regular, (self._indices, self._degree, int(self._q[0])) + run)
         else:
