@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tokendist.engine import simulate
+from tokendist.protocols.modern import _matching, _randomized_diffusion
 
 from .test_modern_kernels import GRAPHS
 
@@ -57,6 +58,33 @@ def test_randomized_diffusion_kernel_equals_reference(spec, denominator):
     for seed in SEEDS:
         for init in INITS:
             _assert_pair(spec, "randomized-diffusion", {"denominator": denominator}, seed=seed, init=init)
+
+
+@pytest.mark.parametrize("spec", ["torus:5x5", "random-regular:40,3", "star:6"])
+def test_randomized_diffusion_kernel_without_its_mix_table_equals_reference(spec, monkeypatch):
+    # Past _MIX_TABLE_SLOTS slots the kernel computes each slot's index mix instead of reading it from
+    # its table: the same draws. (The graphs above all have tables; this one forces the other path.)
+    monkeypatch.setattr(_randomized_diffusion, "_MIX_TABLE_SLOTS", 0)
+    for seed in SEEDS:
+        for init in INITS:
+            _assert_pair(spec, "randomized-diffusion", {}, seed=seed, init=init)
+
+
+@pytest.mark.parametrize("params", [{}, {"drawing": "active-passive"}])
+def test_random_matching_kernel_without_its_mix_table_equals_reference(params, monkeypatch):
+    # Past _MIX_TABLE_EDGES edges the kernel computes each edge's index mix instead of reading it from
+    # its table: the same matchings and coins.
+    monkeypatch.setattr(_matching, "_MIX_TABLE_EDGES", 0)
+    for spec in ("torus:5x5", "random-regular:40,3"):
+        for seed in SEEDS:
+            _assert_pair(spec, "random-matching", params, seed=seed, init="random:0..60", check=True)
+
+
+def test_randomized_diffusion_kernel_with_loads_past_2_to_53():
+    # Loads of 2**53 and more: the kernel splits them by an integer division (below, by a float
+    # reciprocal, exact there only): the same shares either way.
+    _assert_pair("torus:5x5", "randomized-diffusion", {}, seed=4, init=f"point:{2**60 + 3}")
+    _assert_pair("hypercube:4", "randomized-diffusion", {}, seed=4, init=f"random:{2**53 - 40}..{2**53 + 40}")
 
 
 @pytest.mark.parametrize("spec", GRAPHS)

@@ -111,16 +111,23 @@ class FlowImitation(Protocol):
         # One value when every P_ij is the same (tori, hypercubes, max-degree, uniform:W): 8 bytes
         # per edge less, and the same products (a scalar broadcast is the same multiplication).
         self._alpha = alpha[0] if alpha.size and bool(np.all(alpha == alpha[0])) else alpha
-        # D, F and xi side by side in one buffer, so that the state key is one copy (state_key).
-        m = graph.m
-        self._state = np.zeros(8 * (2 * m + graph.n), dtype=np.uint8)
-        self._d_implicit = False  # True: D is stale and equals trunc(F) (the D property)
-        self._d_implicit_ok = True  # D = trunc(F) on every edge: the stencil kernel may run
-        self.D = self._state[:8 * m].view(np.int64)           # cumulative discrete flow u -> v (see D)
-        self.F = self._state[8 * m:16 * m].view(np.float64)   # cumulative continuous flow u -> v
-        self.xi = self._state[16 * m:].view(np.float64)       # the continuous process, run alongside
+        # D, F and xi side by side in one buffer, so that the state key is one copy (state_key). Two
+        # such buffers: the stencil kernel reads one and writes the next step's state into the other.
+        m, n = graph.m, graph.n
+        self._bufs = np.zeros((2, 8 * (2 * m + n)), dtype=np.uint8)
+        self._views = tuple((b[:8 * m].view(np.int64), b[8 * m:16 * m].view(np.float64), b[16 * m:].view(np.float64))
+                            for b in self._bufs)
+        self._cur = 0
+        # D (see the property): cumulative discrete flow u -> v; F: cumulative continuous flow u -> v;
+        # xi: the continuous process, run alongside
+        self.D, self.F, self.xi = self._views[0]
         self.xi[:] = loads
-        self._state_views = (self.D, self.F, self.xi)
+        # D = trunc(F) on every edge (exactly: each step that leaves an edge behind its continuous flow
+        # clears it, each that pays every edge in full sets it): the stencil kernel may run, and the
+        # state key leaves D out.
+        self._d_is_trunc = True
+        self._d_stale = False  # True: the stencil kernel ran, D (= trunc(F)) is not written yet
+        self._without_d = slice(8 * m, None)  # F and xi in a state buffer
         proc = self.options["process"]
         self._prev = np.zeros(graph.m) if proc == "sos" else None  # SOS: the previous step's flow
         self._key = stream_key(rng)
@@ -128,6 +135,7 @@ class FlowImitation(Protocol):
         if proc == "circuit":
             self._colours = edge_colouring(graph) if graph.m else np.zeros(0, dtype=np.int64)
             self.period = int(self._colours.max()) + 1 if graph.m else 1
+        self._messages = 2 * m
         self.held_back = 0
         self.max_gap = 0.0
         self._order = None  # the numpy step's _EdgeOrder (exact int64 row sums), made at its first step
@@ -136,21 +144,19 @@ class FlowImitation(Protocol):
     def D(self) -> np.ndarray:
         """The cumulative discrete flow per edge, ``u -> v``.
 
-        The stencil kernel does not keep it while every edge's ``D_e`` equals ``trunc(F_e)`` (it then
-        follows from ``F``); it is brought up to date here, and before any step that reads it.
+        The stencil kernel does not write it while every edge's ``D_e`` equals ``trunc(F_e)`` (it then
+        follows from ``F``; on a large torus writing it would be a sixth more memory traffic a step); it
+        is brought up to date here, and before any step that reads it.
         """
-        self._sync_d()
+        if self._d_stale:
+            np.copyto(self._D, np.trunc(self.F), casting="unsafe")  # trunc(F_e), as an int64 conversion
+            self._d_stale = False
         return self._D
 
     @D.setter
     def D(self, value):
         self._D = value
-        self._d_implicit = False
-
-    def _sync_d(self):
-        if self._d_implicit:
-            np.copyto(self._D, np.trunc(self.F), casting="unsafe")  # trunc(F_e), as an int64 conversion
-            self._d_implicit = False
+        self._d_stale = False
 
     def _kernel_state(self, graph):
         # The compiled step's inputs: each node's group of edges (u = i), scratch per node (left zeroed).
@@ -165,6 +171,7 @@ class FlowImitation(Protocol):
         self._ustart = np.searchsorted(u, np.arange(n + 1)).astype(np.uint64)
         self._out = np.empty(n, dtype=np.int64)
         self._outflow = np.empty(n if self.options["guard"] == "off" else 1, dtype=np.int64)
+        self._step_outflow = None if self.options["guard"] == "on" else self._outflow  # (Step.outflow)
         self._B = np.zeros(n)
         self._recv = np.zeros(n, dtype=np.int64)
         self._spent = np.zeros(n, dtype=np.int64)
@@ -173,15 +180,25 @@ class FlowImitation(Protocol):
         self._dummy_mask = np.zeros(1, dtype=np.bool_)
         self._dummy_f = np.zeros(1)
         # Offset stencil (tori, rings), FOS or SOS, one P_ij, no speeds: the pull kernel, while D = trunc(F).
-        self._stencil = None
+        self._stencil_args = None
         if (self.options["process"] in ("fos", "sos") and graph.speeds is None and np.ndim(self._alpha) == 0
                 and graph.stencil is not None):
             st = graph.stencil
             starts, ends, delta = lower_edge_runs(st, graph.csr_edges)
             if starts.size:
                 sos = self.options["process"] == "sos"
-                self._stencil = (starts, ends, st.lower, st.upper, delta)
-                self._spare = (np.empty(n), np.empty(m), np.empty(m) if sos else self._dummy_f)
+                guard = self.options["guard"] == "on"
+                # The kernel's arguments but the step's own (t > 0, loads, new), made once: a step on a
+                # small torus is a few microseconds of kernel, and building them cost as much. One
+                # tuple per state buffer read (the step writes the other); SOS's flows alternate alike.
+                fixed = (self._ustart, graph.indptr, unsigned_view(graph.indices), unsigned_view(graph.csr_edges),
+                         starts, ends, st.lower, st.upper, delta, sos, float(self.options["beta"]),
+                         float(self._alpha), guard, not guard, self._outflow)
+                prevs = (self._prev, np.zeros(m)) if sos else (self._dummy_f, self._dummy_f)
+                self._stencil_args = tuple(
+                    fixed + (self._views[k][2], self._views[1 - k][2], self._views[k][1], self._views[1 - k][1],
+                             prevs[k], prevs[1 - k]) for k in (0, 1))
+                self._prevs = prevs
 
     def _continuous_flow(self, t, graph) -> np.ndarray:
         proc = self.options["process"]
@@ -191,10 +208,11 @@ class FlowImitation(Protocol):
             ends = self._order.ends  # (u, v) as intp, gathered in one call
             pot = pot[ends]
             f = self._alpha * (pot[0] - pot[1])
-            if proc == "sos" and t > 0:
-                beta = self.options["beta"]
-                f = (beta - 1.0) * self._prev + beta * f
-            self._prev = f
+            if proc == "sos":
+                if t > 0:
+                    beta = self.options["beta"]
+                    f = (beta - 1.0) * self._prev + beta * f
+                self._prev[:] = f  # (in place: the compiled step's buffers are these arrays)
             return f
         matched = (self._colours == t % self.period) if proc == "circuit" else random_matching(graph, self._key, t)
         su, sv = self._speeds[graph.u], self._speeds[graph.v]
@@ -203,10 +221,14 @@ class FlowImitation(Protocol):
         return np.where(matched, self.xi[graph.u] - total * su / (su + sv), 0.0)
 
     def step(self, t, graph, loads):
-        if self._compiled and graph is self._graph:
-            return self._compiled_step(t, graph, loads)
-        if self._d_implicit:
-            self._sync_d()
+        if graph is self._graph and self._compiled:
+            loads = np.ascontiguousarray(loads, dtype=np.int64)
+            new = self._out if self._out is not loads else np.empty_like(loads)
+            if self._d_is_trunc and self._stencil_args is not None:
+                step = self._stencil_step(t, loads, new)
+                if step is not None:
+                    return step
+            return self._compiled_step(t, graph, loads, new)
         loads = np.asarray(loads, dtype=np.int64)
         order = self._order
         if order is None or order.graph is not graph:
@@ -218,13 +240,14 @@ class FlowImitation(Protocol):
         np.add(xi, np.bincount(order.v, f, n), out=xi)
         self.F += f
         whole = np.trunc(self.F)  # D(t) of the rule
-        send = whole.astype(np.int64) - self._D
+        send = whole.astype(np.int64) - self.D
         size = np.abs(send)
         biggest = int(size.max()) if m else 0
         guard = self.options["guard"] == "on"
         # A node sends at most degree * biggest tokens: when that is within the smallest load, nobody
         # owes more than it holds (the guard then changes nothing, and the per-slot sums are not needed).
         exact = biggest * order.degree < _EXACT_SUMS  # the float64 sums per node below are then exact integers
+        held = self.held_back
         if not biggest and _EXACT_SUMS:  # nothing to send (most steps, once the process has settled)
             gap = self.F - whole
             new = loads.copy()
@@ -233,20 +256,21 @@ class FlowImitation(Protocol):
             if guard:
                 send, out = self._guarded(graph, loads, send, out)
                 size = np.abs(send)
-            self._D += send
-            gap = self.F - self._D
+            self.D += send
+            gap = self.F - self.D
             new = loads - order.sums(out)  # int64 sums: exact
         else:
-            self._D += send  # = trunc(F): F - D is F - trunc(F)
+            self.D += send  # = trunc(F): F - D is F - trunc(F)
             gap = self.F - whole
             sendf = send.astype(np.float64)  # (bincount's weights are float64: converted once)
             new = loads + (np.bincount(order.v, sendf, n) - np.bincount(order.u, sendf, n)).astype(np.int64)
+        # D = trunc(F) again unless the guard held tokens back (only on an edge it did not pay in full)
+        self._d_is_trunc = self.held_back == held
         if m:
             self.max_gap = max(self.max_gap, float(np.abs(gap).max()))
         return Step(new, moved=int(size.sum()), messages=2 * m, flows=send)
 
-    def _compiled_step(self, t, graph, loads):
-        loads = np.ascontiguousarray(loads, dtype=np.int64)
+    def _compiled_step(self, t, graph, loads, new):
         proc = self.options["process"]
         mode = {"fos": FOS, "sos": SOS}.get(proc, MATCHED)
         if proc == "circuit":
@@ -258,12 +282,6 @@ class FlowImitation(Protocol):
         has_speeds = graph.speeds is not None
         guard = self.options["guard"] == "on"
         speeds = self._speeds if has_speeds or mode == MATCHED else self._dummy_f
-        new = self._out if self._out is not loads else np.empty_like(loads)
-        if self._stencil is not None and self._d_implicit_ok:
-            step = self._stencil_step(t, graph, loads, new, mode == SOS, guard)
-            if step is not None:
-                return step
-        self._sync_d()
         scratch = (self._B, self._recv, self._spent)
         if mode != MATCHED and not has_speeds and np.ndim(self._alpha) == 0:
             moved, held, gap = flow_imitation_step_uniform(
@@ -278,33 +296,30 @@ class FlowImitation(Protocol):
         self._out = loads
         self.held_back += int(held)
         # Every edge paid in full this step: D = trunc(F) on every edge again, the stencil kernel may resume.
-        self._d_implicit_ok = held == 0
+        self._d_is_trunc = held == 0
         if graph.m:
             self.max_gap = max(self.max_gap, float(gap))
         # guard=off may overdraw: the outflow lets the engine count the infeasible steps as it does
         # from the reference's flows; guard=on never overdraws (the engine checks the new loads).
-        return Step(new, moved=int(moved), messages=2 * graph.m, outflow=None if guard else self._outflow)
+        return Step(new, moved=int(moved), messages=self._messages, outflow=self._step_outflow)
 
-    def _stencil_step(self, t, graph, loads, new, sos, guard):
-        # The pull kernel on the stencil, with D implicit (= trunc(F)). None when some node owes more
-        # than it holds: the kernel has then changed nothing, and the general kernel takes the step.
-        xi_new, F_new, prev_new = self._spare
-        moved, binding, gap = flow_imitation_stencil_step(
-            self._ustart, graph.indptr, unsigned_view(graph.indices), unsigned_view(graph.csr_edges), *self._stencil,
-            sos, t > 0, float(self.options["beta"]), float(self._alpha), self.xi, xi_new, self.F, F_new,
-            self._prev if sos else self._dummy_f, prev_new, loads, guard, new, not guard, self._outflow)
+    def _stencil_step(self, t, loads, new):
+        # The pull kernel on the stencil, while D = trunc(F): it reads the state buffer in use and writes
+        # the next state into the other one. None when some node owes more than it holds: the kernel
+        # has then changed nothing, and the general kernel takes the step.
+        cur = self._cur
+        moved, binding, gap = flow_imitation_stencil_step(*self._stencil_args[cur], t > 0, loads, new)
         if binding:
-            self._d_implicit_ok = False
             return None
-        self._spare = (self.xi, self.F, self._prev if sos else self._dummy_f)
-        self.xi, self.F = xi_new, F_new
-        if sos:
-            self._prev = prev_new
-        self._d_implicit = True
+        cur = self._cur = 1 - cur
+        self._D, self.F, self.xi = self._views[cur]
+        self._d_stale = True  # (this buffer's D is an older state's: brought up to date when read)
+        if self._prev is not None:  # SOS: this step's flows, written beside the new state
+            self._prev = self._prevs[cur]
         self._out = loads
-        if graph.m:
-            self.max_gap = max(self.max_gap, float(gap))
-        return Step(new, moved=int(moved), messages=2 * graph.m, outflow=None if guard else self._outflow)
+        if gap > self.max_gap:  # (max(max_gap, gap), without the call)
+            self.max_gap = gap
+        return Step(new, moved=int(moved), messages=self._messages, outflow=self._step_outflow)
 
     def _guarded(self, graph, loads, send, out):
         over = np.flatnonzero(self._order.sums(np.maximum(out, 0)) > loads)
@@ -324,11 +339,17 @@ class FlowImitation(Protocol):
         return send, self._order.sent(send)
 
     def state_key(self):
-        # The bytes of D, F and xi: one copy of their buffer while they are its views (see reset).
-        d, views = self.D, self._state_views
-        if d is views[0] and self.F is views[1] and self.xi is views[2]:
-            return self._state.tobytes()
-        return d.tobytes() + self.F.tobytes() + self.xi.tobytes()
+        # The bytes of D, F and xi: one copy of the buffer in use while they are its views (see reset).
+        # While D = trunc(F) on every edge, D follows from F and the key is F and xi only: a third less
+        # for the engine to hash each step, and as exact (it is shorter than any key with D, so it
+        # never equals one; and within each form equal keys are equal states).
+        cur = self._cur
+        d, f, xi = self._views[cur]
+        if self._D is d and self.F is f and self.xi is xi:
+            buf = self._bufs[cur]  # (its D is written whenever D is not trunc(F))
+            return (buf[self._without_d] if self._d_is_trunc else buf).tobytes()
+        short = np.array_equal(self.D, np.trunc(self.F))
+        return (b"" if short else self.D.tobytes()) + self.F.tobytes() + self.xi.tobytes()
 
     def report(self):
         return {"process": self.options["process"], "held_back": self.held_back,

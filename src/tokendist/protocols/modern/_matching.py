@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._random import CounterDraws, counter_uniform, stream_key
+from ..._random import CounterDraws, counter_uniform, mix_index, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from ...graphs import edge_colouring
@@ -26,6 +26,9 @@ __all__ = ["RandomMatching", "BalancingCircuit", "random_matching", "balance_pai
 _DRAWINGS = ("edge-coin", "active-passive")
 _EXCESS = ("random", "heavier")
 _TAG_MATCH, _TAG_ACTIVE, _TAG_PICK, _TAG_COIN = 1, 2, 3, 4
+#: Up to this many edges the kernel reads each edge's index mix from a table (8 bytes an edge, 512 kB
+#: at most: in cache) instead of computing it every round.
+_MIX_TABLE_EDGES = 1 << 16
 
 
 def _tag_key(key: int, tag: int) -> int:
@@ -285,10 +288,29 @@ class RandomMatching(_MatchingBase):
             self._out = np.empty(graph.n, dtype=np.int64)
             self._count = np.zeros(graph.n, dtype=np.int64)
             self._mask = np.zeros(graph.m, dtype=np.bool_)
+            # each edge's own part of its draws (matching_step), while the table is small (in cache)
+            self._mixed = mix_index(np.arange(graph.m)) if graph.m <= _MIX_TABLE_EDGES else np.zeros(0, np.uint64)
             # The reference's default p, the same float, once (max_degree is a pass over the degrees).
             self._p_default = 1.0 / (4 * graph.max_degree) if graph.m else None
+        # The edge-coin kernel's arguments that stay the same for the run, made once (a step is a few
+        # microseconds of kernel; building them, the keys' big-int arithmetic included, cost as much).
+        self._fast = None
+        if self.options["kernel"] == "numba" and self.options["drawing"] == "edge-coin" and graph.m:
+            p = self.options["p"] or self._p_default  # (p=0 means the default)
+            self._fast = (unsigned_view(graph.u), unsigned_view(graph.v), True, float(p),
+                          _tag_key(self._key, _TAG_MATCH), self._mixed, self._mask, self.options["excess"] == "random",
+                          _tag_key(self._key, _TAG_COIN), self._count)
 
     def step(self, t, graph, loads):
+        fast = self._fast
+        if fast is not None and graph is self._graph:  # the default: edge-coin drawing, in numba
+            loads = np.ascontiguousarray(loads, dtype=np.int64)
+            new = self._out if self._out is not loads else np.empty_like(loads)
+            # A fresh flows array: the engine reads it during the step, and a caller may keep a Step.
+            flows = np.empty(graph.u.shape[0], dtype=np.int64)
+            moved, matched = matching_step(*fast, t, loads, new, flows)
+            self._out = loads  # the engine's previous loads: next step's output buffer
+            return Step(new, moved=int(moved), messages=2 * int(matched), flows=flows)
         rounds = self._per_node
         if rounds is not None and graph is self._graph:  # the reference, edge-coin rounds, odd token at random
             edges, ends_u, partner, odd_here = rounds.nodes_at(t)
@@ -306,9 +328,10 @@ class RandomMatching(_MatchingBase):
         new = self._out if self._out is not loads else np.empty_like(loads)
         # A fresh flows array: the engine reads it during the step, and a caller may keep a Step.
         flows = np.empty(graph.m, dtype=np.int64)
-        moved, matched = matching_step(unsigned_view(graph.u), unsigned_view(graph.v), loads, draw, float(p),
-                                       _tag_key(self._key, _TAG_MATCH), mask, self.options["excess"] == "random",
-                                       _tag_key(self._key, _TAG_COIN), t, self._count, new, flows)
+        moved, matched = matching_step(unsigned_view(graph.u), unsigned_view(graph.v), draw, float(p),
+                                       _tag_key(self._key, _TAG_MATCH), self._mixed, mask,
+                                       self.options["excess"] == "random", _tag_key(self._key, _TAG_COIN),
+                                       self._count, t, loads, new, flows)
         self._out = loads  # the engine's previous loads: next step's output buffer
         return Step(new, moved=int(moved), messages=2 * int(matched), flows=flows)
 
@@ -383,7 +406,14 @@ class BalancingCircuit(_MatchingBase):
             self._class_start = np.searchsorted(self.colours[self._by_colour], np.arange(self.period + 1))
             self._out = np.empty(graph.n, dtype=np.int64)
             self._flows = np.zeros(graph.m, dtype=np.int64)
-            self._written = -1  # the class whose flows are in self._flows
+            self._written = (0, 0)  # the bounds of the class whose flows are in self._flows (none yet)
+            # Per class, once: its bounds in _by_colour as Python ints and its messages (two per edge);
+            # and the kernel's arguments that stay the same for the run (a round is a microsecond or
+            # two of kernel: looking these up every step cost several times that).
+            bounds = self._class_start.tolist()
+            self._rounds = [((bounds[c], bounds[c + 1]), 2 * (bounds[c + 1] - bounds[c])) for c in range(self.period)]
+            self._fixed = (unsigned_view(self._by_colour), unsigned_view(graph.u), unsigned_view(graph.v),
+                           self.options["excess"] == "random", _tag_key(self._key, _TAG_COIN), self._flows)
 
     @staticmethod
     def _class_nodes(graph, edges):
@@ -432,16 +462,11 @@ class BalancingCircuit(_MatchingBase):
                 return self._balance_nodes(loads, partner, self._odd[t - first], edges, ends_u, flows)
             return self._balance(graph, loads, edges, ends_u, ends_v, None)
         loads = np.ascontiguousarray(loads, dtype=np.int64)
-        c = t % self.period
-        lo, hi = int(self._class_start[c]), int(self._class_start[c + 1])
-        # the previous round's flows are cleared in the kernel: only a class's edges are touched
-        w = self._written
-        w0, w1 = (int(self._class_start[w]), int(self._class_start[w + 1])) if w >= 0 else (0, 0)
+        bounds, messages = self._rounds[t % self.period]  # round t: the colour class t mod period
         new = self._out if self._out is not loads else np.empty_like(loads)
-        moved = circuit_step(unsigned_view(self._by_colour), lo, hi, w0, w1, unsigned_view(graph.u),
-                             unsigned_view(graph.v), loads, self.options["excess"] == "random",
-                             _tag_key(self._key, _TAG_COIN), t, new, self._flows)
-        self._written = c
+        # the previous round's flows are cleared in the kernel: only a class's edges are touched
+        moved = circuit_step(*self._fixed, *bounds, *self._written, t, loads, new)
+        self._written = bounds
         self._out = loads
         # The flows buffer is reused: the engine reads it during the step (feasibility, single-port check).
-        return Step(new, moved=int(moved), messages=2 * (hi - lo), flows=self._flows)
+        return Step(new, moved=int(moved), messages=messages, flows=self._flows)

@@ -71,8 +71,13 @@ class PairwiseAveraging(Protocol):
         self._graph = graph
         self._out = np.empty(graph.n, dtype=np.int64)
         self._outflow = np.zeros(graph.n, dtype=np.int64)
-        self._ends = (unsigned_view(graph.u), unsigned_view(graph.v))  # (once: a step is a few microseconds)
         self._last = np.zeros(2, dtype=np.int64)  # the nodes of the previous interaction (nonzero outflow)
+        # The kernel's arguments that stay the same for the run, made once: a step is a microsecond of
+        # kernel, and looking them up every step cost more than that.
+        self._fast = None
+        if self.options["kernel"] == "numba" and graph.m:
+            self._fast = (unsigned_view(graph.u), unsigned_view(graph.v), self.options["excess"] == "random",
+                          self._key, self._outflow, self._last)
         self._draws = None  # the reference's draws, made at its first step
 
     def pair(self, t, graph, draw: float | None = None) -> int:
@@ -81,11 +86,11 @@ class PairwiseAveraging(Protocol):
         return min(int(u * graph.m), graph.m - 1)
 
     def step(self, t, graph, loads):
-        if self.options["kernel"] == "numba" and graph is self._graph and graph.m:
+        fast = self._fast
+        if fast is not None and graph is self._graph:
             loads = np.ascontiguousarray(loads, dtype=np.int64)
             new = self._out if self._out is not loads else np.empty_like(loads)
-            moved = pairwise_step(*self._ends, loads,
-                                  self.options["excess"] == "random", self._key, t, new, self._outflow, self._last)
+            moved = pairwise_step(*fast, t, loads, new)
             self._out = loads  # the engine's previous loads: next step's output buffer
             # The outflow buffer is reused: the engine reads it during the step (feasibility).
             return Step(new, moved=int(moved), messages=2, outflow=self._outflow)

@@ -253,6 +253,18 @@ class Quasirandom(Protocol):
         # Offset stencil (tori, rings): its runs send to i + offset, no CSR index read.
         st = graph.stencil if self._degree else None
         self._stencil = (st.starts, st.ends, st.offsets) if st is not None and st.degree == self._degree else None
+        # The kernel and its arguments that stay the same for the run, made once (a step on a small
+        # torus is a few microseconds of kernel; looking them up every step cost about as much).
+        run = (self._ties_up, self._guard, self._buf)
+        if self.options["kernel"] == "numpy":
+            self._fast = None
+        elif self._degree and self._stencil is not None:
+            self._fast = (quasirandom_stencil_step,
+                          (self._indices, self._degree, int(self._q[0])) + run + self._stencil)
+        elif self._degree:
+            self._fast = (quasirandom_step_regular, (self._indices, self._degree, int(self._q[0])) + run)
+        else:
+            self._fast = (quasirandom_step, (graph.indptr, self._indices, self._q) + run)
 
     @property
     def err(self) -> np.ndarray:
@@ -261,6 +273,12 @@ class Quasirandom(Protocol):
 
     def step(self, t, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
+        fast = self._fast
+        if fast is not None and graph is self._graph:  # the kernel for the graph of the start
+            new = self._out if self._out is not loads else np.empty_like(loads)
+            kernel, fixed = fast
+            moved, held = kernel(*fixed, self.err_units, loads, new)
+            return self._kernel_step(graph, new, moved, held, loads)
         regular = self._regular
         if regular is not None and graph is self._graph and regular.err is self.err_units:  # (a small run on a
             # torus or hypercube: fewer calls; err_units is the array the step was made with)
@@ -284,16 +302,12 @@ class Quasirandom(Protocol):
                 self._track(graph, new)
             return Step(new, moved=int(sent.sum()), messages=2 * graph.m)
         new = self._out if self._out is not loads else np.empty_like(loads)
-        D = self._degree if graph is self._graph else 0
-        if D and self._stencil is not None:
-            moved, held = quasirandom_stencil_step(self._indices, D, int(self._q[0]), loads, self.err_units,
-                                                   self._ties_up, self._guard, new, self._buf, *self._stencil)
-        elif D:
-            moved, held = quasirandom_step_regular(self._indices, D, int(self._q[0]), loads,
-                                                    self.err_units, self._ties_up, self._guard, new, self._buf)
-        else:
-            moved, held = quasirandom_step(graph.indptr, unsigned_view(graph.indices), self._q, loads,
-                                            self.err_units, self._ties_up, self._guard, new, self._buf)
+        moved, held = quasirandom_step(graph.indptr, unsigned_view(graph.indices), self._q, self._ties_up,
+                                        self._guard, self._buf, self.err_units, loads, new)
+        return self._kernel_step(graph, new, moved, held, loads)
+
+    def _kernel_step(self, graph, new, moved, held, loads):
+        # The bookkeeping after a kernel's step.
         if held < 0:  # (error_dtype leaves a margin of q/2 over the errors ever measured: not expected)
             raise TokendistError(f"{self.name}: an accumulated error left the range of its "
                                  f"{self.err_units.dtype} store; the run cannot continue exactly")
@@ -301,7 +315,7 @@ class Quasirandom(Protocol):
         self.held_back += int(held)
         if self._xi is not None:
             self._track(graph, new)
-        return Step(new, moved=int(moved), messages=2 * graph.m)
+        return Step(new, moved=int(moved), messages=self._messages if graph is self._graph else 2 * graph.m)
 
     def _track(self, graph, new):
         # The idealised process from the same start (FGS Sec. 2), for the report only.

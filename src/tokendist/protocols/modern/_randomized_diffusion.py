@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._random import CounterDraws, counter_uniform, counter_uniform_scalar, stream_key
+from ..._random import CounterDraws, counter_uniform, counter_uniform_scalar, mix_index, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
 from ...kernels._report import instrument_kernels
 from .kernels._randomized_diffusion import randomized_diffusion_step
@@ -21,6 +21,9 @@ __all__ = ["RandomizedDiffusion", "slot_table"]
 _add_reduce, _max_reduce = np.add.reduce, np.maximum.reduce
 _NARROW = np.uint64(1 << 62)  # (loads below: x + S - 1 fits int64 for any S up to 2**62)
 _DENOMINATORS = ("max-degree+1", "2max-degree")
+#: Up to this many slots (n S) the kernel reads each slot's index mix from a table (8 bytes a slot,
+#: 512 kB at most: in cache) instead of computing it every step.
+_MIX_TABLE_SLOTS = 1 << 16
 
 
 def slot_table(graph, slots: int) -> np.ndarray:
@@ -175,17 +178,23 @@ class RandomizedDiffusion(Protocol):
         self._table = slot_table(graph, self.slots)
         self._key = stream_key(rng)
         self._out = np.empty(graph.n, dtype=np.int64)
-        self._u = np.empty(self.slots)
-        self._extra = np.empty(self.slots, dtype=np.int64)
+        # The kernel's arguments that stay the same for the run, made once (see step); with each slot's
+        # own part of its draws in a table while it is small (one SplitMix64 a draw instead of two).
+        size = graph.n * self.slots
+        mixed = mix_index(np.arange(size)) if size <= _MIX_TABLE_SLOTS else np.zeros(0, dtype=np.uint64)
+        self._fast = ((self._table, mixed, self._key, np.empty(self.slots), np.empty(self.slots, dtype=np.int64),
+                       np.empty(self.slots, dtype=np.uint64)) if self.options["kernel"] == "numba" else None)
+        self._messages = 2 * graph.m
         self._ranks = None  # the reference's draws and slot sources, made at its first step
 
     def step(self, t, graph, loads):
-        if self.options["kernel"] == "numba" and graph is self._graph:
+        fast = self._fast
+        if fast is not None and graph is self._graph:
             loads = np.ascontiguousarray(loads, dtype=np.int64)
             new = self._out if self._out is not loads else np.empty_like(loads)
-            moved = randomized_diffusion_step(self._table, loads, self._key, t, new, self._u, self._extra)
+            moved = randomized_diffusion_step(*fast, t, loads, new)
             self._out = loads  # the engine's previous loads: next step's output buffer
-            return Step(new, moved=int(moved), messages=2 * graph.m)
+            return Step(new, moved=int(moved), messages=self._messages)
         loads = np.asarray(loads, dtype=np.int64)
         n, S = graph.n, self.slots
         if graph is not self._graph:

@@ -109,7 +109,12 @@ class RotorRouter(Protocol):
         self._regular = None  # and on a regular graph those of _regular_step
         # Offset stencil (tori, rings; regular, so every node has maxdeg ports): no index reads in its runs.
         st = graph.stencil
-        self._stencil = (st.starts, st.ends, st.offsets) if st is not None and self._maxdeg > 0 else None
+        self._stencil = stencil = (st.starts, st.ends, st.offsets) if st is not None and self._maxdeg > 0 else None
+        # The kernel and its arguments that stay the same for the run, made once (a step on a small
+        # torus is a few microseconds of kernel; looking them up every step cost about as much).
+        fixed = (graph.indptr, unsigned_view(graph.indices), lazy, self._maxdeg)
+        self._fast = (rotor_stencil_step, fixed + stencil) if stencil is not None else (rotor_step, fixed)
+        self._messages = 2 * graph.m
 
     def step(self, t, graph, loads):
         loads = np.ascontiguousarray(loads, dtype=np.int64)
@@ -129,14 +134,13 @@ class RotorRouter(Protocol):
             self.rotor = np.where(self._ports > 0, (self.rotor + rem) % L, 0)
             return Step(new, moved=int(c.sum()), messages=2 * graph.m)
         new = self._out if self._out is not loads else np.empty_like(loads)
-        if self._stencil is not None and graph is self._graph:
-            moved = rotor_stencil_step(graph.indptr, unsigned_view(graph.indices), loads, self.rotor, lazy,
-                                       self._maxdeg, new, *self._stencil)
+        if graph is self._graph:
+            kernel, fixed = self._fast
+            moved = kernel(*fixed, self.rotor, loads, new)
         else:
-            moved = rotor_step(graph.indptr, unsigned_view(graph.indices), loads, self.rotor, lazy, self._maxdeg,
-                               new)
+            moved = rotor_step(graph.indptr, unsigned_view(graph.indices), lazy, self._maxdeg, self.rotor, loads, new)
         self._out = loads
-        return Step(new, moved=int(moved), messages=2 * graph.m)
+        return Step(new, moved=int(moved), messages=self._messages)
 
     def _slots(self, graph, lazy: bool):
         # The numpy step's per-slot constants, made once per graph.

@@ -137,6 +137,10 @@ class StratifiedDiffusion(Protocol):
         self._bounds = None  # the reference's boundaries, made at its first step
         self._mixes, self._mix_width = None, 0  # and its table of token mixes (_token_mixes)
         self._table = None  # on a regular graph, the boundaries as a table (_boundary_table)
+        # The kernel's arguments that stay the same for the run, made once (see step).
+        self._fast = ((graph.indptr, self._indices, self._col, self._c, self._key)
+                      if self.options["kernel"] == "numba" else None)
+        self._messages = 2 * graph.m
 
     def _boundaries(self):
         """The reference's boundaries: ``(c, row, lo, hi)``, each (row, column) once.
@@ -216,13 +220,13 @@ class StratifiedDiffusion(Protocol):
         return mix_index(tokens).ravel(), self._bounds[1] * K
 
     def step(self, t, graph, loads):
-        if self.options["kernel"] == "numba" and graph is self._graph:
+        fast = self._fast
+        if fast is not None and graph is self._graph:
             loads = np.ascontiguousarray(loads, dtype=np.int64)
             new = self._out if self._out is not loads else np.empty_like(loads)
-            moved = stratified_step(graph.indptr, self._indices, self._col, self._c, loads,
-                                    self._key, t, new)
+            moved = stratified_step(*fast, t, loads, new)
             self._out = loads  # the engine's previous loads: next step's output buffer
-            return Step(new, moved=int(moved), messages=2 * graph.m)
+            return Step(new, moved=int(moved), messages=self._messages)
         loads = np.asarray(loads, dtype=np.int64)
         if self._bounds is None:
             self._bounds = self._boundaries()

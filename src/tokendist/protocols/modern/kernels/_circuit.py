@@ -18,12 +18,13 @@ __all__ = ["circuit_step"]
 
 
 @numba.njit(cache=True, nogil=True)
-def circuit_step(edges, lo, hi, old_lo, old_hi, uu, vv, loads, random_excess, key, t, new,
-                 flows):  # pragma: no cover - compiled
+def circuit_step(edges, uu, vv, random_excess, key, flows, lo, hi, old_lo, old_hi, t, loads,
+                 new):  # pragma: no cover - compiled
     """Round over the edges ``edges[lo:hi]`` (one colour class); writes ``new`` and the class's ``flows``.
 
     ``flows`` holds the flows of the class ``edges[old_lo:old_hi]`` (the previous round's), zero
-    elsewhere; they are cleared first. Returns the tokens moved.
+    elsewhere; they are cleared first. Returns the tokens moved. The arguments that stay the same
+    for a run come first, the round's last.
     """
     for k in range(old_lo, old_hi):
         flows[edges[k]] = 0

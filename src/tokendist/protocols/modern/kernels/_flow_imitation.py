@@ -185,9 +185,9 @@ def _sos_flow(f, prev, e, sos, sos_on, b1, beta):
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"nnan"})
-def flow_imitation_stencil_step(ustart, indptr, indices, csr_edges, starts, ends, lower, upper, delta, sos, sos_on,
-                                beta, a0, xi, xi_new, F, F_new, prev, prev_new, loads, guard, new, want_outflow,
-                                outflow):  # pragma: no cover - compiled
+def flow_imitation_stencil_step(ustart, indptr, indices, csr_edges, starts, ends, lower, upper, delta, sos, beta, a0,
+                                guard, want_outflow, outflow, xi, xi_new, F, F_new, prev, prev_new, sos_on,
+                                loads, new):  # pragma: no cover - compiled
     """One step while every ``D_e == trunc(F_e)``, on a graph with an offset stencil (tori); FOS or SOS, one ``P_ij``.
 
     The same step as :func:`flow_imitation_step_uniform` in the common case where no node owes more
@@ -204,6 +204,9 @@ def flow_imitation_stencil_step(ustart, indptr, indices, csr_edges, starts, ends
     Returns ``(moved, binding, max |F - D|)``. ``binding > 0``: some node owes more than it holds
     (guard on); the outputs are then not valid and the inputs untouched: the caller runs the
     general kernel on this step instead.
+
+    The arguments that stay the same for a run come first and those of the step last (``sos_on``,
+    ``loads``, ``new``): the caller keeps the others in a tuple, one per state buffer.
     """
     # The default (FOS, guard on, no outflow) with its flags as constants: LLVM drops their
     # branches from the slot loops (5-8% on torus:1000x1000); any other combination runs the

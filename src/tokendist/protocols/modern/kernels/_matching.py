@@ -14,25 +14,33 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ....kernels._coins import _step_base, _uniform
+from ....kernels._coins import _splitmix64, _step_base
 
 __all__ = ["matching_step"]
 
+_S11 = np.uint64(11)
+_TO_UNIT = 1.0 / (1 << 53)
+
 
 @numba.njit(cache=True, nogil=True)
-def matching_step(uu, vv, loads, draw, p, match_key, mask, random_excess, coin_key, t, count, new,
+def matching_step(uu, vv, draw, p, match_key, mixed, mask, random_excess, coin_key, count, t, loads, new,
                   flows):  # pragma: no cover - compiled
     """One round: writes ``new`` and every edge's ``flows`` (0 off the matching); returns (moved, matched).
 
     ``draw``: draw the edge-coin matching into ``mask`` (scratch of m booleans); else ``mask`` is
-    the round's matching. ``count`` is scratch of n integers.
+    the round's matching. ``mixed[e]`` is edge ``e``'s own part of its draw
+    (:func:`tokendist._random.mix_index`, made once a run; empty: computed here): a draw is then one
+    SplitMix64 mix, not two, the same bits as ``_uniform(base, e)``. ``count`` is scratch of n integers. The arguments
+    that stay the same for a run come first, the step's (``t``, ``loads``, ``new``, ``flows``) last.
     """
     m = uu.shape[0]
+    tabled = mixed.shape[0] > 0
     if draw:
         count[:] = 0
         mbase = _step_base(np.uint64(match_key), np.uint64(t))
         for e in range(m):
-            c = _uniform(mbase, e) < p
+            mix = mixed[e] if tabled else _splitmix64(np.uint64(e))
+            c = np.float64(_splitmix64(mbase ^ mix) >> _S11) * _TO_UNIT < p
             mask[e] = c
             if c:
                 count[uu[e]] += 1
@@ -53,7 +61,8 @@ def matching_step(uu, vv, loads, draw, p, match_key, mask, random_excess, coin_k
                 half = s // 2
                 odd = s - 2 * half
                 if random_excess:
-                    up = 1 if _uniform(cbase, e) < 0.5 else 0
+                    mix = mixed[e] if tabled else _splitmix64(np.uint64(e))
+                    up = 1 if np.float64(_splitmix64(cbase ^ mix) >> _S11) * _TO_UNIT < 0.5 else 0
                 else:
                     up = 1 if xa >= xb else 0
                 f = xa - (half + (odd & up))

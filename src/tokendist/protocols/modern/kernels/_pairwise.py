@@ -18,11 +18,12 @@ __all__ = ["pairwise_step"]
 
 
 @numba.njit(cache=True, nogil=True)
-def pairwise_step(uu, vv, loads, random_excess, key, t, new, outflow, last):  # pragma: no cover - compiled
+def pairwise_step(uu, vv, random_excess, key, outflow, last, t, loads, new):  # pragma: no cover - compiled
     """One interaction: writes ``new`` and ``outflow``; returns the tokens moved.
 
     ``outflow`` is zero but at the two nodes in ``last`` (the previous interaction's), which are
-    cleared first and replaced by this step's two nodes.
+    cleared first and replaced by this step's two nodes. The arguments that stay the same for a run
+    come first, the step's (``t``, ``loads``, ``new``) last.
     """
     m = uu.shape[0]
     outflow[last[0]] = 0

@@ -49,8 +49,12 @@ def _guard(a, b, sent, err, q, one, total, x):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def quasirandom_step(indptr, indices, q, loads, err, ties_up, guard, out, buf):  # pragma: no cover - compiled
-    """One step, per-node CSR loop (``q`` per slot, or one value); returns (moved, held back)."""
+def quasirandom_step(indptr, indices, q, ties_up, guard, buf, err, loads, out):  # pragma: no cover - compiled
+    """One step, per-node CSR loop (``q`` per slot, or one value); returns (moved, held back).
+
+    As in every step kernel here, the arguments that stay the same for a run come first, then the
+    errors (updated in place) and the step's loads and output.
+    """
     n = loads.shape[0]
     out[:] = 0  # (a write-only pass: each node adds its own kept tokens below)
     moved = 0
@@ -86,7 +90,7 @@ def quasirandom_step(indptr, indices, q, loads, err, ties_up, guard, out, buf): 
 
 
 @numba.njit(cache=True, nogil=True)
-def quasirandom_step_regular(indices, D, q, loads, err, ties_up, guard, out, buf):  # pragma: no cover - compiled
+def quasirandom_step_regular(indices, D, q, ties_up, guard, buf, err, loads, out):  # pragma: no cover - compiled
     """The same step on a D-regular graph with one ``q``: rows of D slots, one division per node."""
     n = loads.shape[0]
     out[:] = 0  # (a write-only pass: each node adds its own kept tokens below)
@@ -206,8 +210,8 @@ def _stencil_rows(indices, D, q, loads, err, tie, guard, out, buf, starts, ends,
 
 
 @numba.njit(cache=True, nogil=True)
-def quasirandom_stencil_step(indices, D, q, loads, err, ties_up, guard, out, buf, starts, ends,
-                             offsets):  # pragma: no cover - compiled
+def quasirandom_stencil_step(indices, D, q, ties_up, guard, buf, starts, ends, offsets, err, loads,
+                             out):  # pragma: no cover - compiled
     """:func:`quasirandom_step_regular` on a graph with an offset stencil (tori, rings): the same results.
 
     Nodes in the runs ``[starts[r], ends[r])`` (:class:`tokendist.graphs._stencil.Stencil`) send

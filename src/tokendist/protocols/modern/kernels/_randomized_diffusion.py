@@ -13,43 +13,58 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ....kernels._coins import _step_base, _uniform
+from ....kernels._coins import _splitmix64, _step_base, _uniform
+from ....kernels._divide import divmod_by
 
 __all__ = ["randomized_diffusion_step"]
 
-#: Up to this many slots a slot's rank is counted by S comparisons; above, numpy's stable sort.
+#: Up to this many slots a slot's rank is counted by comparisons; above, numpy's stable sort.
 _COUNT_SLOTS = 32
+_S11 = np.uint64(11)
+#: divmod_by is exact for loads of magnitude below this.
+_EXACT = 2**53
 
 
 @numba.njit(cache=True, nogil=True)
-def randomized_diffusion_step(table, loads, key, t, new, u, extra):  # pragma: no cover - compiled
+def randomized_diffusion_step(table, mixed, key, u, extra, bits, t, loads, new):  # pragma: no cover - compiled
     """One step: writes ``new``; returns the tokens moved (to neighbours, not kept).
 
-    ``u`` (float64) and ``extra`` (int64) are scratch arrays of ``S`` entries.
+    ``mixed[i * S + s]`` is slot ``(i, s)``'s own part of its draw (:func:`tokendist._random.mix_index`,
+    made once a run; empty: computed here), so that a draw is one SplitMix64 mix, not two.
+    ``u`` (float64), ``extra`` (int64) and ``bits`` (uint64) are scratch arrays of ``S`` entries.
+    The arguments that stay the same for a run come first, the step's (``t``, ``loads``, ``new``) last.
     """
     if table.shape[1] > _COUNT_SLOTS:
         return _step_sorted(table, loads, key, t, new, u, extra)
     n, S = table.shape
     base = _step_base(np.uint64(key), np.uint64(t))
+    tabled = mixed.shape[0] > 0
+    inv = 1.0 / S
     new[:] = loads
     moved = 0
     for i in range(n):
         x = loads[i]
-        q = x // S
-        r = x - q * S
+        if -_EXACT < x < _EXACT:  # (every load of a run that does not approach 2**53)
+            q, r = divmod_by(x, S, inv)  # a multiplication: a 64-bit division costs tens of cycles
+        else:
+            q = x // S
+            r = x - q * S
         out = 0
         if r > 0:
             first = np.uint64(i) * np.uint64(S)
             for s in range(S):
-                u[s] = _uniform(base, first + np.uint64(s))
+                # The draw's 53 bits: the draw is these times 2^-53, exactly, so they compare as the
+                # draws do (ties included), without the conversion to float.
+                slot = first + np.uint64(s)
+                bits[s] = _splitmix64(base ^ (mixed[slot] if tabled else _splitmix64(slot))) >> _S11
             for s in range(S):
                 # rank of slot s: the slots with a smaller draw, or an equal one and a smaller number
                 # (the reference's stable argsort); counted without branches, the draws being coin flips
-                us = u[s]
+                bs = bits[s]
                 rank = 0
                 for z in range(S):
-                    uz = u[z]
-                    rank += (uz < us) | ((uz == us) & (z < s))
+                    bz = bits[z]
+                    rank += (bz < bs) | ((bz == bs) & (z < s))
                 j = table[i, s]
                 if j >= 0:
                     give = q + (rank < r)

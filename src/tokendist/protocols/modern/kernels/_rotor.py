@@ -16,11 +16,12 @@ _U = np.uint64
 
 
 @numba.njit(cache=True, nogil=True)
-def rotor_step(indptr, indices, loads, rotor, lazy, maxdeg, out):  # pragma: no cover - compiled
+def rotor_step(indptr, indices, lazy, maxdeg, rotor, loads, out):  # pragma: no cover - compiled
     """One step: every node deals ``x`` tokens round its ``L`` ports from its rotor; returns tokens moved.
 
     Every node with a neighbour has the same L (2 Delta or Delta): ``x = base L + rem`` by a float
-    reciprocal and one correction (no integer division per node).
+    reciprocal and one correction (no integer division per node). The arguments that stay the same
+    for a run come first, then the rotors (updated in place) and the step's loads and output.
     """
     n = loads.shape[0]
     out[:] = 0  # (a write-only pass: each node adds its own kept tokens below)
@@ -68,7 +69,7 @@ def _deal(x, r, L, inv):
 
 
 @numba.njit(cache=True, nogil=True)
-def rotor_stencil_step(indptr, indices, loads, rotor, lazy, maxdeg, out, starts, ends, offsets):  # pragma: no cover
+def rotor_stencil_step(indptr, indices, lazy, maxdeg, starts, ends, offsets, rotor, loads, out):  # pragma: no cover
     """:func:`rotor_step` on a regular graph with an offset stencil (tori, rings): same counts, same rotors.
 
     The nodes of the runs ``[starts[r], ends[r])`` send port ``k``'s tokens to ``i + offsets[k]``
