@@ -143,10 +143,29 @@ def _step_pass(new, old, sent, mode, tol, share, k, fu, fv, scratch, ratios, spe
 
 def _step_pass_numpy(new, old, sent, mode, tol, share, k, fu, fv, scratch, ratios, speed_sum, indptr, indices, runs,
                      upper, ext, met):
-    """:func:`_step_pass` in numpy calls, the same values (for small runs on a cold cache)."""
+    """:func:`_step_pass` in numpy calls, the same values (for small runs on a cold cache).
+
+    Every numpy call costs about a microsecond on a small graph, more than its arithmetic: a record
+    of real loads takes the three sums in index order (the loads, ``|e|`` and ``e**2``, as the
+    compiled loop adds them) from one ``np.add.accumulate`` over their rows, the reductions are the
+    ufuncs' own (not the methods' Python wrappers), and the maximum load is taken once.
+    """
     n = new.shape[0]
-    total = new.sum() if new.dtype.kind != "f" else np.cumsum(new)[-1]  # (index order, as the loop)
-    lo = new.min()
+    homogeneous = ratios.shape[1] == 0
+    sums = None
+    if new.dtype.kind != "f":
+        total = new.sum()
+    elif k >= 0 and not np.isnan(share):
+        e = new - share if homogeneous else _hetero_errors_numpy(new, share, 0.0, ratios[1], ratios[2])
+        rows = np.empty((3, n))
+        rows[0] = new
+        a = np.abs(e, out=rows[1])
+        np.multiply(e, e, out=rows[2])
+        sums = np.add.accumulate(rows, axis=1)[:, -1]  # (each row in index order, as np.cumsum)
+        total = sums[0]
+    else:
+        total = np.add.accumulate(new)[-1]  # (index order, as the loop)
+    lo = np.minimum.reduce(new)
     bad = -1
     if mode == OUTFLOW:
         over = sent > (old + tol if tol != 0 else old)
@@ -154,28 +173,35 @@ def _step_pass_numpy(new, old, sent, mode, tol, share, k, fu, fv, scratch, ratio
         over = outflow_of(fu, fv, n, sent) > (old + tol if tol != 0 else old)
     else:
         over = new < -tol if mode == SIGN and lo < -tol else None
-    if over is not None and over.any():
-        bad = int(np.argmax(over))
+    if over is not None:
+        first = int(over.argmax())  # (the first True, or 0 when there is none)
+        bad = first if over[first] else -1
     if k < 0:
         return total, lo, bad
-    if np.isnan(share):  # (total: the int64 sum, exact when the total fits int64, as the engine checks)
-        base, rest = divmod(int(total), n)
-        frac, (wa, wb) = rest / n, _total_halves(int(total))
+    if sums is None:
+        if np.isnan(share):  # (total: the int64 sum, exact when the total fits int64, as the engine checks)
+            base, rest = divmod(int(total), n)
+            frac, (wa, wb) = rest / n, _total_halves(int(total))
+        else:
+            base, frac, wa, wb = 0, share, share, 0.0
+        if homogeneous:
+            e = new - frac if new.dtype.kind == "f" else _homogeneous_errors_numpy(new, base, frac)
+        else:
+            e = _hetero_errors_numpy(new, wa, wb, ratios[1], ratios[2])
+        a = np.abs(e)
+        sums = (None, np.cumsum(a)[-1], np.cumsum(e * e)[-1])
+    hi = np.maximum.reduce(new)
+    wmax = float(hi) if homogeneous else float((new / (ratios[0] * (n / speed_sum))).max())
+    ext[0, k], ext[1, k] = hi, lo
+    if fu.size:
+        d = new.take(fu)
+        d -= new.take(fv)
+        ext[2, k] = np.maximum.reduce(np.abs(d, out=d))
     else:
-        base, frac, wa, wb = 0, share, share, 0.0
-    if ratios.shape[1] == 0:  # homogeneous
-        e = new - frac if new.dtype.kind == "f" else _homogeneous_errors_numpy(new, base, frac)
-        wmax = float(new.max())
-    else:
-        speeds, rh, rl = ratios
-        e = _hetero_errors_numpy(new, wa, wb, rh, rl)
-        wmax = float((new / (speeds * (n / speed_sum))).max())
-    a = np.abs(e)
-    ext[0, k], ext[1, k] = new.max(), lo
-    ext[2, k] = np.abs(new[fu] - new[fv]).max() if fu.size else new[0] - new[0]
-    met[0, k] = np.cumsum(a)[-1]
-    met[1, k] = np.cumsum(e * e)[-1]
-    met[2, k] = a.max()
+        ext[2, k] = new[0] - new[0]
+    met[0, k] = sums[1]
+    met[1, k] = sums[2]
+    met[2, k] = np.maximum.reduce(a)
     met[3, k] = wmax
     return total, lo, bad
 
@@ -283,10 +309,7 @@ class StepPass:
                 if not kernel_ready(_step_pass, (new, old, probe, 0, 0.0, 0.0, 0, *fixed)):
                     fn = _step_pass_numpy
             self._ready[key] = fn
-        # (the numpy form is looked up again every call: it counts its calls and gives way to the
-        # compiled pass at NUMPY_PASS_LIMIT)
-        self._last = (new.dtype, sent.dtype, fn, fixed, to_int64) if fn is _step_pass else (None, None, None, None,
-                                                                                          False)
+        self._last = (new.dtype, sent.dtype, fn, fixed, to_int64)
         return fn, fixed, to_int64
 
     def check(self, new, old, mode, sent, tol, record):
@@ -301,11 +324,13 @@ class StepPass:
         else:
             k, share = -1, np.nan
         new_type, sent_type, fn, fixed, to_int64 = self._last
-        if new.dtype is not new_type or sent.dtype is not sent_type:
+        # (the numpy form gives way to the compiled pass once the process has made NUMPY_PASS_LIMIT)
+        if (new.dtype is not new_type or sent.dtype is not sent_type
+                or fn is _step_pass_numpy and _numpy_passes[0] >= NUMPY_PASS_LIMIT):
             fn, fixed, to_int64 = self._setup(new, old, sent)
         if to_int64:
             sent = sent.astype(np.int64)
-        if fn is not _step_pass:
+        if fn is _step_pass_numpy:
             _numpy_passes[0] += 1
         result = fn(new, old, sent, mode, float(tol), share, k, *fixed)
         if record:
