@@ -188,8 +188,10 @@ def _step_pass_numpy(new, old, sent, mode, tol, share, k, fu, fv, scratch, ratio
             e = new - frac if new.dtype.kind == "f" else _homogeneous_errors_numpy(new, base, frac)
         else:
             e = _hetero_errors_numpy(new, wa, wb, ratios[1], ratios[2])
-        a = np.abs(e)
-        sums = (None, np.cumsum(a)[-1], np.cumsum(e * e)[-1])
+        rows = np.empty((2, n))
+        a = np.abs(e, out=rows[0])
+        np.multiply(e, e, out=rows[1])
+        sums = (None, *np.add.accumulate(rows, axis=1)[:, -1])  # (index order, as np.cumsum)
     hi = np.maximum.reduce(new)
     wmax = float(hi) if homogeneous else float((new / (ratios[0] * (n / speed_sum))).max())
     ext[0, k], ext[1, k] = hi, lo
