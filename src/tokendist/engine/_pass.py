@@ -17,8 +17,9 @@ the graph has no stencil: a maximum does not depend on the order of the edges).
 A run whose pass is neither compiled nor in numba's on-disk cache, and that is small
 (:func:`tokendist.kernels._choice.reference_seconds` under the cost of one compilation), runs
 :func:`_step_pass_numpy` instead: numpy calls giving the same values (sums accumulated in index
-order with ``np.cumsum``), with nothing to compile, but about 32 against 4.6 us a recorded step on
-``torus:16x16`` (``benchmarks/probes/pass_cost.py``). So a process compiles the pass after all once
+order with ``np.add.accumulate``), with nothing to compile, but about 24 against 3.5 us a recorded
+step of int64 loads on ``torus:16x16`` (``benchmarks/probes/pass_cost.py``; float64 loads: about 19
+against 5.4). So a process compiles the pass after all once
 its numpy passes have cost about as much as compiling (:data:`NUMPY_PASS_LIMIT`): the first
 ``tokendist compare`` after an install compiles it part way, and every later one finds it in the cache.
 """
@@ -41,10 +42,9 @@ __all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row", "
 #: Feasibility modes: from the sign of the new loads, from the per-node outflow, from per-edge flows;
 #: RECORD_ONLY checks nothing (a record of loads already checked).
 SIGN, OUTFLOW, FLOWS, RECORD_ONLY = 0, 1, 2, 3
-_NO_RUNS = np.zeros(0, dtype=np.int64)
 #: The numpy passes a process makes before it compiles the pass after all: a recorded step costs
-#: about 32 us on the numpy pass against 4.6 compiled (torus:16x16), and compiling one signature
-#: about 2.5 s (``benchmarks/probes/pass_cost.py``), so some 90,000 steps pay for a compilation in
+#: about 24 us on the numpy pass against 3.5 compiled (torus:16x16), and compiling one signature
+#: about 2.5 s (``benchmarks/probes/pass_cost.py``), so some 120,000 steps pay for a compilation in
 #: one process. The limit is lower, at about half a tokendist compare's steps per worker, because
 #: the compiled pass lands in numba's cache and serves every later run too (one compilation per
 #: install instead of a numpy pass in every small run).
@@ -154,7 +154,7 @@ def _step_pass_numpy(new, old, sent, mode, tol, share, k, fu, fv, scratch, ratio
     homogeneous = ratios.shape[1] == 0
     sums = None
     if new.dtype.kind != "f":
-        total = new.sum()
+        total = np.add.reduce(new)  # (integers: exact in any order)
     elif k >= 0 and not np.isnan(share):
         e = new - share if homogeneous else _hetero_errors_numpy(new, share, 0.0, ratios[1], ratios[2])
         rows = np.empty((3, n))

@@ -581,7 +581,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
             sent, flows = out.outflow, out.flows
             if sent is None and flows is not None and check:
                 _check_model(protocol, g, flows, t)
-            if fused and (new.dtype is run_dtype or new.dtype == run_dtype) and new.ndim == 1:
+            if fused and new.dtype == run_dtype and new.ndim == 1:
                 # One compiled call: the sum (conservation, below), the first node that sent more
                 # than it held and, on a step recorded for sure, the trace metrics.
                 recorded = step_no % record_every == 0 or step_no == max_steps
