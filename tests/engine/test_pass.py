@@ -131,3 +131,20 @@ def test_a_cold_small_run_compiles_the_pass_once_the_numpy_form_has_cost_enough(
     rec.add(loads)
     assert rec._ready[(loads.dtype.num, loads.dtype.num)] is _step_pass
     assert rec.columns()["l1_error"][0] == rec.columns()["l1_error"][1]
+
+
+@pytest.mark.parametrize("fn", [_step_pass, _step_pass_numpy])
+def test_columns_past_the_first_buffer_keep_every_record(fn):
+    """Records beyond the buffer's first size (it doubles, and the pass's packed arguments with it)."""
+    graph = GRAPHS["torus:6x5"]
+    rng = np.random.default_rng(11)
+    rec = StepPass(graph, np.dtype(np.int64), 2, small=False)
+    rec._ready[(np.dtype(np.int64).num, np.dtype(np.int64).num)] = fn
+    steps = [rng.integers(0, 50, graph.n) for _ in range(9)]
+    for loads in steps:
+        rec.check(loads, loads, OUTFLOW, np.zeros(graph.n, dtype=np.int64), 0, True)
+    columns = rec.columns()
+    assert rec.ext.shape[1] >= len(steps) and len(columns["max"]) == len(steps)
+    for k, loads in enumerate(steps):
+        want = summary(graph, loads, int(loads.sum()))
+        assert {name: columns[name][k] for name in want} == want, k
