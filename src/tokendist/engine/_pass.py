@@ -270,13 +270,13 @@ class StepPass:
         self.small = small
         self._ready: dict = {}
         # What stays the same from step to step, packed once and passed after a step's own
-        # arguments (a step's Python is most of what the engine costs on a small graph): the
-        # fixed arguments with the float scratch, with the integer scratch, and the tail after it.
-        self._tail = (ratios, speed_sum, indptr, indices, runs, upper)
-        self._fixed = {False: (self.u, self.v, scratch, *self._tail, self.ext, self.met),
-                       True: (self.u, self.v, scratch if int_scratch is None else int_scratch, *self._tail,
+        # arguments (a step's Python is most of what the engine costs on a small graph); keyed by
+        # whether the flows are integers (their own scratch).
+        tail = (ratios, speed_sum, indptr, indices, runs, upper)
+        self._fixed = {False: (self.u, self.v, scratch, *tail, self.ext, self.met),
+                       True: (self.u, self.v, scratch if int_scratch is None else int_scratch, *tail,
                               self.ext, self.met)}
-        # The last (loads type, sent type) seen and its pass, fixed arguments and conversion.
+        # The last (loads type, sent type) seen, with its pass, fixed arguments and conversion.
         self._last = (None, None, None, None, False)
 
     def _grow(self):
