@@ -68,15 +68,43 @@ def pass_columns(graph, loads) -> list[dict]:
     return outs
 
 
-def test_numpy_form_is_the_compiled_pass_bit_for_bit():
-    graph = GRAPHS["torus:6x5"]
+@pytest.mark.parametrize("spec", ["torus:6x5", "random-regular:12,3"])
+@pytest.mark.parametrize("speeds", [False, True])
+def test_numpy_form_is_the_compiled_pass_bit_for_bit(spec, speeds):
+    graph = GRAPHS[spec]
     rng = np.random.default_rng(5)
+    if speeds:
+        graph = graph.with_speeds(rng.uniform(0.5, 2.0, graph.n))
     for dtype in (np.int64, np.float64):
         new = (rng.integers(0, 100, graph.n) + (rng.random(graph.n) if dtype is np.float64 else 0)).astype(dtype)
         outs = pass_columns(graph, new)
         for name in outs[0]:
             assert outs[0][name].dtype == outs[1][name].dtype
             assert outs[0][name].tobytes() == outs[1][name].tobytes(), name
+
+
+@settings(max_examples=30, deadline=None)
+@given(real=st.booleans(), mode=st.sampled_from([SIGN, OUTFLOW, FLOWS]), record=st.booleans(),
+       seed=st.integers(0, 2**32 - 1))
+def test_numpy_form_checks_a_step_as_the_compiled_pass(real, mode, record, seed):
+    """Sum, minimum and first infeasible node: the same numbers from both forms, recorded or not."""
+    graph = GRAPHS["torus:6x5"]
+    rng = np.random.default_rng(seed)
+    old, new = rng.integers(-3, 40, graph.n), rng.integers(-3, 40, graph.n)
+    sent = {SIGN: None, OUTFLOW: rng.integers(0, 45, graph.n), FLOWS: rng.integers(-4, 5, graph.m)}[mode]
+    tol = 0
+    if real:
+        old, new = old + rng.random(graph.n), new + rng.random(graph.n)
+        sent = None if sent is None else sent + rng.random(sent.size)
+        tol = 1e-9 * (abs(float(old.sum())) + graph.n)
+    results = []
+    for fn in (_step_pass, _step_pass_numpy):
+        rec = StepPass(graph, new.dtype, 2, small=False)
+        rec._ready[(new.dtype.num, (old if sent is None else sent).dtype.num)] = fn
+        results.append((rec.check(new, old, mode, sent, tol, record), rec.count))
+    (got, count), (want, want_count) = results
+    assert count == want_count == int(record)
+    assert [float(x) for x in got] == [float(x) for x in want] and got[2] == want[2]
 
 
 @pytest.mark.parametrize("algo", ["single-port", "random-matching", "pairwise-averaging", "diffusion"])
@@ -103,3 +131,20 @@ def test_a_cold_small_run_compiles_the_pass_once_the_numpy_form_has_cost_enough(
     rec.add(loads)
     assert rec._ready[(loads.dtype.num, loads.dtype.num)] is _step_pass
     assert rec.columns()["l1_error"][0] == rec.columns()["l1_error"][1]
+
+
+@pytest.mark.parametrize("fn", [_step_pass, _step_pass_numpy])
+def test_columns_past_the_first_buffer_keep_every_record(fn):
+    """Records beyond the buffer's first size (it doubles, and the pass's packed arguments with it)."""
+    graph = GRAPHS["torus:6x5"]
+    rng = np.random.default_rng(11)
+    rec = StepPass(graph, np.dtype(np.int64), 2, small=False)
+    rec._ready[(np.dtype(np.int64).num, np.dtype(np.int64).num)] = fn
+    steps = [rng.integers(0, 50, graph.n) for _ in range(9)]
+    for loads in steps:
+        rec.check(loads, loads, OUTFLOW, np.zeros(graph.n, dtype=np.int64), 0, True)
+    columns = rec.columns()
+    assert rec.ext.shape[1] >= len(steps) and len(columns["max"]) == len(steps)
+    for k, loads in enumerate(steps):
+        want = summary(graph, loads, int(loads.sum()))
+        assert {name: columns[name][k] for name in want} == want, k

@@ -17,8 +17,9 @@ the graph has no stencil: a maximum does not depend on the order of the edges).
 A run whose pass is neither compiled nor in numba's on-disk cache, and that is small
 (:func:`tokendist.kernels._choice.reference_seconds` under the cost of one compilation), runs
 :func:`_step_pass_numpy` instead: numpy calls giving the same values (sums accumulated in index
-order with ``np.cumsum``), with nothing to compile, but about 32 against 4.6 us a recorded step on
-``torus:16x16`` (``benchmarks/probes/pass_cost.py``). So a process compiles the pass after all once
+order with ``np.add.accumulate``), with nothing to compile, but about 24 against 3.5 us a recorded
+step of int64 loads on ``torus:16x16`` (``benchmarks/probes/pass_cost.py``; float64 loads: about 19
+against 5.4). So a process compiles the pass after all once
 its numpy passes have cost about as much as compiling (:data:`NUMPY_PASS_LIMIT`): the first
 ``tokendist compare`` after an install compiles it part way, and every later one finds it in the cache.
 """
@@ -41,10 +42,9 @@ __all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row", "
 #: Feasibility modes: from the sign of the new loads, from the per-node outflow, from per-edge flows;
 #: RECORD_ONLY checks nothing (a record of loads already checked).
 SIGN, OUTFLOW, FLOWS, RECORD_ONLY = 0, 1, 2, 3
-_NO_RUNS = np.zeros(0, dtype=np.int64)
 #: The numpy passes a process makes before it compiles the pass after all: a recorded step costs
-#: about 32 us on the numpy pass against 4.6 compiled (torus:16x16), and compiling one signature
-#: about 2.5 s (``benchmarks/probes/pass_cost.py``), so some 90,000 steps pay for a compilation in
+#: about 24 us on the numpy pass against 3.5 compiled (torus:16x16), and compiling one signature
+#: about 2.5 s (``benchmarks/probes/pass_cost.py``), so some 120,000 steps pay for a compilation in
 #: one process. The limit is lower, at about half a tokendist compare's steps per worker, because
 #: the compiled pass lands in numba's cache and serves every later run too (one compilation per
 #: install instead of a numpy pass in every small run).
@@ -53,17 +53,20 @@ _numpy_passes = [0]
 
 
 @numba.njit(cache=True, nogil=True)
-def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum, rh, rl,
-               indptr, indices, starts, ends, upper, ext, met, k):
-    """Sum, minimum and first infeasible node of a step; with ``record``, its metrics in column ``k``.
+def _step_pass(new, old, sent, mode, tol, share, k, fu, fv, scratch, ratios, speed_sum, indptr, indices, runs, upper,
+               ext, met):
+    """Sum, minimum and first infeasible node of a step; with ``k >= 0``, its metrics in column ``k``.
 
     ``sent`` is the outflow per node (``mode`` OUTFLOW) or the signed flow per edge ``(fu, fv)``
-    (FLOWS; ``pos`` and ``neg`` are scratch of n float64); ``tol`` 0 compares exactly. ``share``
-    is the ideal share of real loads (numpy's pairwise sum over n, or that sum with ``speeds``); for
-    integer loads (NaN) the error terms are taken from the exact sum, as
-    :func:`tokendist.engine._metrics.summary` does (``rh + rl``: each speed over their exact sum).
-    Returns ``(sum, min, bad, recorded)``: ``bad`` the lowest node that sent more than it held (-1:
-    none); ``recorded`` whether the metrics were written.
+    (FLOWS; ``scratch`` holds two rows of n sums, integers for integer flows); ``tol`` 0 compares
+    exactly. ``share`` is the ideal share of real loads (numpy's pairwise sum over n, or that sum
+    with speeds); for integer loads (NaN) the error terms are taken from the exact sum, as
+    :func:`tokendist.engine._metrics.summary` does. ``ratios`` holds the speeds and ``s_i / sum(s)``
+    as ``rh + rl`` (three rows; none on a homogeneous graph), ``runs`` the offset stencil's runs
+    (``starts``, ``ends``; :mod:`tokendist.graphs._stencil`). The per-step arguments come first and
+    the fixed ones are packed in a few arrays: each argument costs the call about 60-85 ns to unbox,
+    a microsecond a step at the 24 this call took. Returns ``(sum, min, bad)``: ``bad`` the lowest
+    node that sent more than it held (-1: none).
     """
     n = new.shape[0]
     total = new[0] - new[0]
@@ -85,6 +88,8 @@ def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous,
                     bad = i
                     break
     elif mode == 2:
+        pos = scratch[0]
+        neg = scratch[1]
         pos[:] = 0
         neg[:] = 0
         for e in range(sent.shape[0]):
@@ -116,15 +121,16 @@ def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous,
             if new[i] < -tol:
                 bad = i
                 break
-    if not record:
-        return total, lo, bad, False
+    if k < 0:
+        return total, lo, bad
     if np.isnan(share):  # integer loads: the error terms from the exact sum, as summary() takes them
         base, frac, wa, wb = _share_args(total, n)
     else:
         base, frac, wa, wb = 0, share, share, 0.0
+    speeds, rh, rl = ratios[0], ratios[1], ratios[2]
     hi, lo2, local, l1, sq, linf, wmax = _summary_kernel(new, fu[:0], fv[:0], base, frac, wa, wb, speeds, speed_sum,
                                                          rh, rl)
-    local = _local_discrepancy_stencil(new, indptr, indices, starts, ends, upper)
+    local = _local_discrepancy_stencil(new, indptr, indices, runs[0], runs[1], upper)
     ext[0, k] = hi
     ext[1, k] = lo2
     ext[2, k] = local
@@ -132,15 +138,34 @@ def _step_pass(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous,
     met[1, k] = sq
     met[2, k] = linf
     met[3, k] = wmax
-    return total, lo, bad, True
+    return total, lo, bad
 
 
-def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homogeneous, share, speeds, speed_sum, rh,
-                     rl, indptr, indices, starts, ends, upper, ext, met, k, *, u=None, v=None):
-    """:func:`_step_pass` in numpy calls, the same values (for small runs on a cold cache)."""
+def _step_pass_numpy(new, old, sent, mode, tol, share, k, fu, fv, scratch, ratios, speed_sum, indptr, indices, runs,
+                     upper, ext, met):
+    """:func:`_step_pass` in numpy calls, the same values (for small runs on a cold cache).
+
+    Every numpy call costs about a microsecond on a small graph, more than its arithmetic: a record
+    of real loads takes the three sums in index order (the loads, ``|e|`` and ``e**2``, as the
+    compiled loop adds them) from one ``np.add.accumulate`` over their rows, the reductions are the
+    ufuncs' own (not the methods' Python wrappers), and the maximum load is taken once.
+    """
     n = new.shape[0]
-    total = new.sum() if new.dtype.kind != "f" else np.cumsum(new)[-1]  # (index order, as the loop)
-    lo = new.min()
+    homogeneous = ratios.shape[1] == 0
+    sums = None
+    if new.dtype.kind != "f":
+        total = np.add.reduce(new)  # (integers: exact in any order)
+    elif k >= 0 and not np.isnan(share):
+        e = new - share if homogeneous else _hetero_errors_numpy(new, share, 0.0, ratios[1], ratios[2])
+        rows = np.empty((3, n))
+        rows[0] = new
+        a = np.abs(e, out=rows[1])
+        np.multiply(e, e, out=rows[2])
+        sums = np.add.accumulate(rows, axis=1)[:, -1]  # (each row in index order, as np.cumsum)
+        total = sums[0]
+    else:
+        total = np.add.accumulate(new)[-1]  # (index order, as the loop)
+    lo = np.minimum.reduce(new)
     bad = -1
     if mode == OUTFLOW:
         over = sent > (old + tol if tol != 0 else old)
@@ -148,29 +173,39 @@ def _step_pass_numpy(new, old, sent, fu, fv, mode, tol, pos, neg, record, homoge
         over = outflow_of(fu, fv, n, sent) > (old + tol if tol != 0 else old)
     else:
         over = new < -tol if mode == SIGN and lo < -tol else None
-    if over is not None and over.any():
-        bad = int(np.argmax(over))
-    if not record:
-        return total, lo, bad, False
-    if np.isnan(share):  # (total: the int64 sum, exact when the total fits int64, as the engine checks)
-        base, rest = divmod(int(total), n)
-        frac, (wa, wb) = rest / n, _total_halves(int(total))
+    if over is not None:
+        first = int(over.argmax())  # (the first True, or 0 when there is none)
+        bad = first if over[first] else -1
+    if k < 0:
+        return total, lo, bad
+    if sums is None:
+        if np.isnan(share):  # (total: the int64 sum, exact when the total fits int64, as the engine checks)
+            base, rest = divmod(int(total), n)
+            frac, (wa, wb) = rest / n, _total_halves(int(total))
+        else:
+            base, frac, wa, wb = 0, share, share, 0.0
+        if homogeneous:
+            e = new - frac if new.dtype.kind == "f" else _homogeneous_errors_numpy(new, base, frac)
+        else:
+            e = _hetero_errors_numpy(new, wa, wb, ratios[1], ratios[2])
+        rows = np.empty((2, n))
+        a = np.abs(e, out=rows[0])
+        np.multiply(e, e, out=rows[1])
+        sums = (None, *np.add.accumulate(rows, axis=1)[:, -1])  # (index order, as np.cumsum)
+    hi = np.maximum.reduce(new)
+    wmax = float(hi) if homogeneous else float((new / (ratios[0] * (n / speed_sum))).max())
+    ext[0, k], ext[1, k] = hi, lo
+    if fu.size:
+        d = new.take(fu)
+        d -= new.take(fv)
+        ext[2, k] = np.maximum.reduce(np.abs(d, out=d))
     else:
-        base, frac, wa, wb = 0, share, share, 0.0
-    if homogeneous:
-        e = new - frac if new.dtype.kind == "f" else _homogeneous_errors_numpy(new, base, frac)
-        wmax = float(new.max())
-    else:
-        e = _hetero_errors_numpy(new, wa, wb, rh, rl)
-        wmax = float((new / (speeds * (n / speed_sum))).max())
-    a = np.abs(e)
-    ext[0, k], ext[1, k] = new.max(), lo
-    ext[2, k] = np.abs(new[u] - new[v]).max() if u.size else new[0] - new[0]
-    met[0, k] = np.cumsum(a)[-1]
-    met[1, k] = np.cumsum(e * e)[-1]
-    met[2, k] = a.max()
+        ext[2, k] = new[0] - new[0]
+    met[0, k] = sums[1]
+    met[1, k] = sums[2]
+    met[2, k] = np.maximum.reduce(a)
     met[3, k] = wmax
-    return total, lo, bad, True
+    return total, lo, bad
 
 
 _INT64_MAX = 2**63 - 1
@@ -211,36 +246,38 @@ class StepPass:
         self.kind = np.dtype(dtype).kind
         self.dtype = np.dtype(np.float64 if self.kind == "f" else np.int64)
         self.homogeneous = graph.speeds is None
-        self.speeds, self.speed_sum = ((np.empty(0), 1.0) if self.homogeneous
-                                       else (graph.speeds, float(graph.speeds.sum())))
-        self.rh, self.rl = _speed_ratios(graph.speeds)  # (once per run: the error terms' s_i / sum(s))
+        speed_sum = 1.0 if self.homogeneous else float(graph.speeds.sum())
+        rh, rl = _speed_ratios(graph.speeds)  # (once per run: the error terms' s_i / sum(s))
+        # speeds, rh, rl as the rows of one array (none on a homogeneous graph): one argument, not three.
+        ratios = np.zeros((3, 0)) if self.homogeneous else np.stack([np.asarray(graph.speeds, np.float64), rh, rl])
         stencil = graph.stencil
         self.graph = graph
         self.u, self.v = unsigned_view(graph.u), unsigned_view(graph.v)
-        self.indptr, self.indices = graph.indptr, unsigned_view(graph.indices)
+        indptr, indices = graph.indptr, unsigned_view(graph.indices)
         if stencil is None:  # the CSR rows' upper halves: every edge once
-            self.starts, self.ends, self.upper = _NO_RUNS, _NO_RUNS, (0,)
+            runs, upper = np.zeros((2, 0), dtype=np.int64), (0,)
         else:
-            self.starts, self.ends, self.upper = stencil.starts, stencil.ends, stencil.upper
+            runs, upper = np.stack([stencil.starts, stencil.ends]).astype(np.int64), stencil.upper
         cap = max(2, min(max_records, 1024))
         self.ext = np.zeros((3, cap), dtype=self.dtype)
         self.met = np.zeros((4, cap), dtype=np.float64)
         self.count = 0
-        self.pos = np.zeros(graph.n)
-        self.neg = np.zeros(graph.n)
-        # Integer flows of an integer run are summed per node in int64 (exact): their own scratch.
-        self._int_scratch = None if self.kind == "f" else (np.zeros(graph.n, dtype=np.int64),
-                                                          np.zeros(graph.n, dtype=np.int64))
+        # Per-node sums of a step's per-edge flows: float64, or int64 (exact) for integer flows of
+        # an integer run.
+        scratch = np.zeros((2, graph.n))
+        int_scratch = None if self.kind == "f" else np.zeros((2, graph.n), dtype=np.int64)
         # A small run on a cold cache: numpy calls rather than compiling the pass (per signature).
         self.small = small
         self._ready: dict = {}
-        # The arguments that stay the same from step to step, packed once (a step's Python is
-        # most of what the engine costs on a small graph).
-        self._edges, self._scratch = (self.u, self.v), (self.pos, self.neg)
-        self._graph_args = (self.speeds, self.speed_sum, self.rh, self.rl, self.indptr, self.indices, self.starts,
-                            self.ends, self.upper)
-        self._columns = (self.ext, self.met)
-        self._fn, self._fn_types = None, (None, None)
+        # What stays the same from step to step, packed once and passed after a step's own
+        # arguments (a step's Python is most of what the engine costs on a small graph); keyed by
+        # whether the flows are integers (their own scratch).
+        tail = (ratios, speed_sum, indptr, indices, runs, upper)
+        self._fixed = {False: (self.u, self.v, scratch, *tail, self.ext, self.met),
+                       True: (self.u, self.v, scratch if int_scratch is None else int_scratch, *tail,
+                              self.ext, self.met)}
+        # The last (loads type, sent type) seen, with its pass, fixed arguments and conversion.
+        self._last = (None, None, None, None, False)
 
     def _grow(self):
         cap = 2 * self.ext.shape[1]
@@ -249,64 +286,62 @@ class StepPass:
             new = np.zeros((old.shape[0], cap), dtype=old.dtype)
             new[:, :old.shape[1]] = old
             setattr(self, name, new)
-        self._columns = (self.ext, self.met)
+        self._fixed = {key: (*fixed[:-2], self.ext, self.met) for key, fixed in self._fixed.items()}
+        self._last = (None, None, None, None, False)
 
-    def _share(self, loads, total):
+    def _share(self, loads):
         if self.kind == "f":  # real loads: numpy's own (pairwise) sum, as summary() takes it
             s = loads.sum()
             return float(s / self.n if self.homogeneous else float(s))
         return np.nan  # the pass takes the error terms from the integer sum it computes (exact)
 
-    def _run(self, new, old, mode, sent, tol, record, share):
-        k = self.count
-        if record and k == self.ext.shape[1]:
-            self._grow()
-        if sent is None:
-            sent = old
-        elif self.small and sent.dtype.kind in "ib" and sent.dtype != np.int64:
-            sent = sent.astype(np.int64)  # (a small copy: one compiled signature fewer, the same numbers)
-        scratch = (self._int_scratch if self._int_scratch is not None and sent.dtype.kind in "iub"
-                   else self._scratch)
-        args = (new, old, sent, *self._edges, mode, float(tol), *scratch, record, self.homogeneous, share,
-                *self._graph_args, *self._columns, k)
-        fn = self._fn
-        types = (new.dtype, sent.dtype)
-        if fn is not _step_pass or types[0] is not self._fn_types[0] or types[1] is not self._fn_types[1]:
-            fn = self._choose(args, types)
-        if fn is _step_pass:
-            total, lo, bad, recorded = fn(*args)
-        else:
-            _numpy_passes[0] += 1
-            total, lo, bad, recorded = fn(*args, u=self.u, v=self.v)
-        if recorded:
-            self.count = k + 1
-        return total, lo, bad, recorded
-
-    def _choose(self, args, types):
-        # The compiled pass, or its numpy form for a small run while the pass would compile.
-        key = (types[0].num, types[1].num)
+    def _setup(self, new, old, sent):
+        # The pass for these argument types (compiled, or its numpy form for a small run while the
+        # pass would compile), its fixed arguments, and whether sent is widened to int64 first.
+        to_int64 = self.small and sent.dtype.kind in "ib" and sent.dtype != np.int64
+        # (to_int64: a small copy, one compiled signature fewer, the same numbers)
+        widened = np.dtype(np.int64) if to_int64 else sent.dtype
+        fixed = self._fixed[widened.kind in "iub"]
+        key = (new.dtype.num, widened.num)
         fn = self._ready.get(key)
         if fn is None or (fn is _step_pass_numpy and _numpy_passes[0] >= NUMPY_PASS_LIMIT):
             fn = _step_pass
-            if self.small and _numpy_passes[0] < NUMPY_PASS_LIMIT and not kernel_ready(_step_pass, args):
-                fn = _step_pass_numpy
+            if self.small and _numpy_passes[0] < NUMPY_PASS_LIMIT:
+                probe = sent.astype(np.int64) if to_int64 else sent
+                if not kernel_ready(_step_pass, (new, old, probe, 0, 0.0, 0.0, 0, *fixed)):
+                    fn = _step_pass_numpy
             self._ready[key] = fn
-        self._fn, self._fn_types = fn, types
-        return fn
+        self._last = (new.dtype, sent.dtype, fn, fixed, to_int64)
+        return fn, fixed, to_int64
 
     def check(self, new, old, mode, sent, tol, record):
         """A step's checks (and, with ``record``, its metrics); returns ``(sum, min, bad)``."""
-        share = self._share(new, None) if record and self.kind == "f" else np.nan  # (integers: the pass's sum)
-        total, lo, bad, recorded = self._run(new, old, mode, sent, tol, record, share)
-        if record and not recorded:
-            self.add(new, total)
-        return total, lo, bad
+        if sent is None:
+            sent = old
+        if record:
+            k = self.count
+            if k == self.ext.shape[1]:
+                self._grow()
+            share = self._share(new) if self.kind == "f" else np.nan  # (integers: the pass's sum)
+        else:
+            k, share = -1, np.nan
+        new_type, sent_type, fn, fixed, to_int64 = self._last
+        # (the numpy form gives way to the compiled pass once the process has made NUMPY_PASS_LIMIT)
+        if (new.dtype is not new_type or sent.dtype is not sent_type
+                or fn is _step_pass_numpy and _numpy_passes[0] >= NUMPY_PASS_LIMIT):
+            fn, fixed, to_int64 = self._setup(new, old, sent)
+        if to_int64:
+            sent = sent.astype(np.int64)
+        if fn is _step_pass_numpy:
+            _numpy_passes[0] += 1
+        result = fn(new, old, sent, mode, float(tol), share, k, *fixed)
+        if record:
+            self.count = k + 1
+        return result
 
     def add(self, loads, total=None):
-        """Record the metrics of ``loads`` (``total``: their sum, for integer loads)."""
-        if total is None and self.kind != "f":
-            total = loads.sum()
-        self._run(loads, loads, RECORD_ONLY, None, 0, True, self._share(loads, total))
+        """Record the metrics of ``loads`` (``total``: their sum, ignored: the pass computes it)."""
+        self.check(loads, loads, RECORD_ONLY, None, 0, True)
 
     def columns(self) -> dict:
         """Each metric of the trace as an array (integer loads: int64 extremes, as summary's ints)."""

@@ -542,7 +542,10 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
     targets = until_discrepancy is not None or until_local_discrepancy is not None
     # The fused pass needs the loads' type to stay the run's, and sees the loads before injection.
     fused = fast is not None and injection is None
+    fast_check = fast.check if fused else None
     run_dtype = loads.dtype
+    static_run = dynamics is None and injection is None  # (stability is a stop only on a static run)
+    clock_now, sha256 = time.perf_counter, hashlib.sha256
     steps_clock, steps_col, moved_col, messages_col = clock.append, trace["step"].append, \
         trace["tokens_moved"].append, trace["messages"].append
     if targets and reached(graph, loads):
@@ -554,7 +557,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
             if cycles and t % protocol.period == 0 and (state := protocol.state_key()) is not None:
                 # sha256 (the CPU's SHA instructions): half blake2b's time on a small graph's state
                 # (7 against 13 us for 10 kB here); either digest only tells equal states apart.
-                digest = hashlib.sha256(loads.data if loads.flags.c_contiguous else loads.tobytes())
+                digest = sha256(loads.data if loads.flags.c_contiguous else loads.tobytes())
                 digest.update(state)
                 key = digest.digest()
                 if key in seen:
@@ -583,7 +586,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
                 # than it held and, on a step recorded for sure, the trace metrics.
                 recorded = step_no % record_every == 0 or step_no == max_steps
                 mode = _OUTFLOW if sent is not None else _FLOWS if flows is not None else _SIGN
-                new_sum, new_min, bad_node = fast.check(new, loads, mode, sent if sent is not None else flows, tol,
+                new_sum, new_min, bad_node = fast_check(new, loads, mode, sent if sent is not None else flows, tol,
                                                         recorded)
                 if bad_node >= 0 and sent is None and flows is not None:
                     sent = _outflow(g, flows)  # (for the message only)
@@ -626,7 +629,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
             moved_total += out.moved
             messages_total += out.messages
             done = targets and reached(g, loads)
-            if not done and out.moved == 0 and in_transit == 0 and dynamics is None and injection is None:
+            if not done and out.moved == 0 and in_transit == 0 and static_run:
                 if protocol.is_stable(g, loads):
                     stop_reason = "stable"
                     done = True
@@ -635,7 +638,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
             if history is not None and step_no % keep_loads_every == 0:
                 history.append(loads.copy())
             if recorded:  # the metrics are in; the columns the pass does not write
-                steps_clock(time.perf_counter())
+                steps_clock(clock_now())
                 steps_col(step_no)
                 moved_col(moved_total)
                 messages_col(messages_total)
