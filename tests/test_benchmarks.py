@@ -162,3 +162,12 @@ def test_pass_cost(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("pass on ring:8: compiling (int64 loads)")
     assert "compiled" in lines[1] and "numpy form" in lines[1] and float(lines[1].split()[-1]) > 0
+
+
+def test_engine_step(capsys):
+    _load("engine_step").main(["--graph", "ring:8", "--steps", "20", "--reps", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["int64", "float64"]
+    for line in lines:
+        figures = [float(part.split()[-1]) for part in line.split(": ", 2)[-1].split(", ")]
+        assert len(figures) == 3 and all(f > 0 for f in figures)
