@@ -11,7 +11,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._common import _INF_BITS, _U, _bits_float, _float_bits
+from ._common import _INF_BITS, _U, _bits_float, _float_bits, _times
 
 __all__: list[str] = []
 
@@ -391,7 +391,7 @@ def _upper_edges(s, en, e, upper, a0, beta, first, owed_stored, x, yhat, iou, ke
         for k in range(nu):
             ue = _U(eb + k)
             f = a0 * (xi - np.float64(x[_U(i + upper[k])]))
-            y = f if first else beta * f + bm1 * yhat[ue]
+            y = f if first else beta * f + _times(bm1, yhat[ue])  # (bm1 * yhat: see _times)
             yhat[ue] = y
             p = iou[ue]
             if owed_stored:
