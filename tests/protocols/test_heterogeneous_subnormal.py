@@ -3,8 +3,8 @@
 * :func:`~tokendist.protocols.heterogeneous.kernels._common._times` (``c * y`` with a subnormal
   ``y`` taken by integers) against numpy's ``c * y``, bit for bit: a Hypothesis property and every
   small subnormal with factors whose products fall on ties.
-* The stencil kernels (which use it) against the CSR kernels (plain float products) on flows that
-  are partly subnormal.
+* The stencil and CSR kernels (which use it) on flows that are partly subnormal: against each
+  other, and their flows against eq. (4) in numpy.
 * ``sos-iou`` and ``sos`` on torus:16x16 (the default compare's scenario) through the step where
   their flows become subnormal: the numba path against the numpy reference, step by step, loads,
   moves and state keys (``sos-iou``'s key from :func:`._sos_readings.shadow_step`).
@@ -83,7 +83,7 @@ def _subnormal_flows(rng, m, share):
 @settings(max_examples=20, deadline=None)
 @given(spec=st.sampled_from(["torus:6x6", "torus:8x8", "ring:16"]), seed=st.integers(0, 2**31),
        share=st.sampled_from([0.3, 0.9]))
-def test_eq4_sos_stencil_kernels_equal_csr_kernels_on_subnormal_flows(spec, seed, share):
+def test_eq4_sos_kernels_on_subnormal_flows(spec, seed, share):
     g = make_graph(spec)
     s = find_stencil(g, min_coverage=0.0)
     n, m, rng = g.n, g.m, np.random.default_rng(seed)
@@ -96,18 +96,22 @@ def test_eq4_sos_stencil_kernels_equal_csr_kernels_on_subnormal_flows(spec, seed
     w[g.v[0]] = w[g.u[0]]
     flow1 = _subnormal_flows(rng, m, share)
     flow1[0] = 37 * 5e-324
+    # Eq. (4) in flow form, in numpy (float products on the FPU), edge by edge.
+    want = beta * (a0 * (w[g.u] - w[g.v])) + (beta - 1.0) * flow1
     flow2 = flow1.copy()
     o1, f1, o2, f2 = (np.empty(n) for _ in range(4))
     m1 = sos_real_step(g.indptr, g.indices, g.csr_edges, 0, a0, _Z, _Z, beta, False, w, w, flow1, o1, f1)
     m2 = sos_real_stencil(g.indptr, g.indices, g.csr_edges, starts, ends, s.lower, s.upper, delta, a0, beta, False,
                           w, w, flow2, o2, f2)
     assert m1 == m2
-    assert all(np.array_equal(p, q) for p, q in ((o1, o2), (f1, f2), (_bits(flow1), _bits(flow2))))
+    assert np.array_equal(o1, o2) and np.array_equal(f1, f2)
+    assert np.array_equal(_bits(flow1), _bits(want)) and np.array_equal(_bits(flow2), _bits(want))
     assert _subnormal_count(flow2) > 0  # (edge 0 at least)
 
     wi = w.astype(np.int64)
     yhat = _subnormal_flows(rng, m, share)
     yhat[0] = -37 * 5e-324
+    want = beta * (a0 * (w[g.u] - w[g.v])) + (beta - 1.0) * yhat
     iou = rng.normal(0.0, 0.3, m)
     results = []
     for stencil in (False, True):
@@ -121,7 +125,7 @@ def test_eq4_sos_stencil_kernels_equal_csr_kernels_on_subnormal_flows(spec, seed
         results.append((r, _bits(y), _bits(io), bits, out, owe))
     (r1, *a1), (r2, *a2) = results
     assert r1 == r2 and all(np.array_equal(p, q) for p, q in zip(a1, a2))
-    assert _subnormal_count(y) > 0
+    assert np.array_equal(a1[0], _bits(want)) and _subnormal_count(y) > 0
 
 
 @pytest.mark.slow

@@ -712,7 +712,6 @@ class SOSIOU(_SecondOrder):
         super().reset(graph, loads, rng)
         self._iou = None
         self._exc_bits = None
-        self._pay_iou = self.options["overdraw"] == "iou"
         #: ideal=shadow: the idealised real-valued SOS process's own loads w' (w'^0 = w^0).
         self._shadow = np.array(loads, dtype=np.float64) if self.options["ideal"] == "shadow" else None
         self._ref_graph = None  # the reference path's previous graph (ideal=shadow folds its dropped IOUs)
@@ -809,7 +808,7 @@ class SOSIOU(_SecondOrder):
         if bits is None or bits.shape[0] != (graph.m + 7) // 8:
             bits = self._exc_bits = np.zeros((graph.m + 7) // 8, np.uint8)  # m / 8 bytes
         iou_before = _actual_ious(iou, self._owed_stored, self._has_exc, bits) if keep_sent else None
-        res = run_kernel(self.beta, first, self._owed_stored, self._has_exc, bits, self._pay_iou,
+        res = run_kernel(self.beta, first, self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou",
                          self._x(loads) if x is None else x, loads, yhat, iou, out, outflow)
         moved, short, units, biggest, self._has_exc = res
         self._owed_stored = True
@@ -855,7 +854,9 @@ class SOSIOU(_SecondOrder):
             def threaded(k, *tail):
                 return run_blocks(sos_iou_step_par, *csr, mode, a0, inv, alpha, *tail, *self._blocks(graph))
         if use_threads(self.name, threads):
-            run = partial(threaded, threads)
+            def run(*tail):
+                use_threads(self.name, threads)  # numba's thread count, set every step as before
+                return threaded(threads, *tail)
         elif self._may_race(graph):
             def run(*tail):
                 return self._race(graph, partial(serial, *tail), lambda k: threaded(k, *tail))
