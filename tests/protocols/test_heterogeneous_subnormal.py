@@ -3,8 +3,8 @@
 * :func:`~tokendist.protocols.heterogeneous.kernels._common._times` (``c * y`` with a subnormal
   ``y`` taken by integers) against numpy's ``c * y``, bit for bit: a Hypothesis property and every
   small subnormal with factors whose products fall on ties.
-* The stencil and CSR kernels (which use it) on flows that are partly subnormal: against each
-  other, and their flows against eq. (4) in numpy.
+* The stencil kernels (``sos-iou``'s uses it) and the CSR kernels on flows that are partly
+  subnormal: against each other, and their flows against eq. (4) in numpy.
 * ``sos-iou`` and ``sos`` on torus:16x16 (the default compare's scenario) through the step where
   their flows become subnormal: the numba path against the numpy reference, step by step, loads,
   moves and state keys (``sos-iou``'s key from :func:`._sos_readings.shadow_step`).

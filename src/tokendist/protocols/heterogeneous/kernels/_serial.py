@@ -72,7 +72,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._common import COEF_EDGE, COEF_NODE, COEF_SCALAR, _U, _times
+from ._common import COEF_EDGE, COEF_NODE, COEF_SCALAR, _U
 
 __all__ = ["fos_real_step", "fos_floor_step", "sos_real_step", "sos_iou_step", "node_alpha_sums",
            "COEF_SCALAR", "COEF_NODE", "COEF_EDGE"]
@@ -223,7 +223,7 @@ def _sos_real_pass(indptr, indices, csr_edges, a0, inv, alpha, beta, first, x, l
             elif inv is not None:
                 a = min(ai, inv[j])
             f = a * (xi - x[j])
-            y = f if first else beta * f + _times(bm1, flow[ue])  # (bm1 * flow: see _times)
+            y = f if first else beta * f + bm1 * flow[ue]
             flow[ue] = y
             e += 1
             outs += y
@@ -330,7 +330,7 @@ def _sos_iou_pass(indptr, indices, csr_edges, a0, inv, alpha, beta, first, owed_
             elif inv is not None:
                 a = min(ai, inv[j])
             f = a * (xi - np.float64(x[j]))
-            y = f if first else beta * f + _times(bm1, yhat[ue])
+            y = f if first else beta * f + bm1 * yhat[ue]
             yhat[ue] = y
             p = iou[ue]
             if has_exc and (exc_bits[_U(e >> 3)] >> (e & 7)) & 1:

@@ -175,7 +175,7 @@ def sos_real_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edg
             for kk in range(k, end):
                 ue = _U(e)
                 f = a0 * (xi - x[_U(indices[_U(kk)])])
-                y = f if first else beta * f + _times(bm1, flow[ue])  # (bm1 * flow: see _times)
+                y = f if first else beta * f + bm1 * flow[ue]
                 flow[ue] = y
                 e += 1
                 outs += y
@@ -195,7 +195,7 @@ def sos_real_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edg
             for k in range(nu):
                 ue = _U(eb + k)
                 f = a0 * (xi - x[_U(i + upper[k])])
-                flow[ue] = f if first else beta * f + _times(bm1, flow[ue])
+                flow[ue] = f if first else beta * f + bm1 * flow[ue]
         for i in range(s, en):
             ui = _U(i)
             inn = 0.0
@@ -288,7 +288,7 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
             for kk in range(mid, end):
                 ue = _U(e)
                 f = a0 * (xi - np.float64(x[_U(indices[_U(kk)])]))
-                y = f if first else beta * f + _times(bm1, yhat[ue])
+                y = f if first else beta * f + _times(bm1, yhat[ue])  # (bm1 * yhat: see _times)
                 yhat[ue] = y
                 p = iou[ue]
                 if has_exc and (exc_bits[_U(e >> 3)] >> (e & 7)) & 1:
