@@ -875,8 +875,8 @@ class SOSIOU(_SecondOrder):
             # yhat is then the shadow's own SOS flow (same expression, same bits as the reference).
             if self._state_graph is not None and graph is not self._state_graph:
                 self.iou_returned += fold_dropped_ious(self._shadow, self._state_graph, self._iou, graph)
-            x = self._shadow if self._unit else self._shadow / self._s
-            step = self._fast_step(graph, loads, x=np.ascontiguousarray(x))
+            x = self._shadow if self._unit else np.ascontiguousarray(self._shadow / self._s)  # (w' is ours)
+            step = self._fast_step(graph, loads, x=x)
             if self._prev.ndim == 2:  # by dimension (the cube kernel)
                 shadow_update(graph.u, graph.v, flows_from_cube(graph, self._prev), self._shadow)
             else:  # w' - div y, and the state key's buffer [y | IOU | w'] filled, in one call
