@@ -150,3 +150,25 @@ def test_theorem1_kernels_equal_reference_through_subnormal_flows(algo, steps):
     assert _subnormal_count(fast._prev) > g.m // 2  # the run reached the subnormal flows
     if algo == "sos-iou":  # the key shadow_step wrote is the state's bytes
         assert fast.state_key() == np.concatenate((fast._prev, fast._iou, fast._shadow)).tobytes()
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_sos_iou_state_key_whether_or_not_asked_every_step(asked):
+    # The kernel path writes the key's buffer in shadow_step once the engine has asked for a key
+    # (small graphs, every step); a protocol never asked (large graphs) writes none, and a key
+    # asked for later is the state's bytes all the same.
+    g = make_graph("torus:8x8")
+    loads = np.asarray(make_loads("random:0..50", g, 1))
+    p = make_protocol("sos-iou", {"kernel": "numba"})
+    p.reset(g, loads.copy(), np.random.default_rng(0))
+    w = loads.copy()
+    for t in range(40):
+        if asked:
+            p.state_key()
+        w = p.step(t, g, w).loads
+        if asked:
+            assert p._state.views is not None
+    assert p._state.wanted == asked
+    assert p.state_key() == np.concatenate((p._prev, p._iou, p._shadow)).tobytes()
+    w = p.step(40, g, w).loads
+    assert p.state_key() == np.concatenate((p._prev, p._iou, p._shadow)).tobytes()

@@ -871,18 +871,18 @@ class SOSIOU(_SecondOrder):
             self.path = "numba"
             if ideal != "shadow":
                 return self._fast_step(graph, loads, keep_sent=ideal == "sent")
-            # The kernels of reading driven, fed the shadow's x' = w' / s instead of w / s: their
-            # yhat is then the shadow's own SOS flow (same expression, same bits as the reference).
+            # The kernels of reading driven, fed the shadow's x' = w' / s: their yhat is the shadow's own SOS flow.
             if self._state_graph is not None and graph is not self._state_graph:
                 self.iou_returned += fold_dropped_ious(self._shadow, self._state_graph, self._iou, graph)
             x = self._shadow if self._unit else np.ascontiguousarray(self._shadow / self._s)  # (w' is ours)
             step = self._fast_step(graph, loads, x=x)
             if self._prev.ndim == 2:  # by dimension (the cube kernel)
                 shadow_update(graph.u, graph.v, flows_from_cube(graph, self._prev), self._shadow)
-            else:  # w' - div y, and the state key's buffer [y | IOU | w'] filled, in one call
+            else:  # w' - div y and, while the engine reads state_key (small graphs), [y | IOU | w'] for it
+                key = self._state.next(2 * graph.m + graph.n) if self._state.wanted else _EMPTY
                 shadow_step(graph.u, graph.v, self._prev, self._shadow, self._iou_raw, self._has_exc, self._exc_bits,
-                            self._state.next(2 * graph.m + graph.n))
-                self._state.views = (self._prev, self._iou_raw, self._shadow)
+                            key)
+                self._state.views = (self._prev, self._iou_raw, self._shadow) if key.size else None
             return step
         self.path = "numpy"  # the reference
         same = graph is self._ref_graph  # the same graph as last step: no edge came or went
@@ -973,10 +973,10 @@ class SOSIOU(_SecondOrder):
     partitioned_finish = _partitioned.sos_iou_finish
 
     def state_key(self):
+        self._state.wanted = True  # (the kernel path writes the key from now on: shadow_step)
         if self._prev is None:
             return b""
-        # The bytes of prev, then the IOUs, then the shadow loads: the numpy step's buffer, which holds
-        # them side by side, else one copy instead of three and two joins.
+        # The bytes of prev, the IOUs, the shadow loads: the buffer that holds them side by side, if current.
         views = self._state.views
         if views is not None and self._prev is views[0] and self._iou_raw is views[1] and self._shadow is views[2]:
             return self._state.current.tobytes()
