@@ -65,8 +65,8 @@ def _times(c, y):
     subnormal range, where round to nearest keeps them at a few units of ``2^-1074`` for good:
     ``sos-iou`` on torus:16x16 then spent three quarters of its kernel time in these assists
     (424 of 512 edges, from step 1,950 of the default compare's 10,000). Used by ``sos-iou``'s
-    stencil kernels: in the CSR rows, and in a run's loop where :func:`_any_subnormal` finds the
-    run settled (on normal flows it costs about 1 ns per edge more than the plain product).
+    stencil kernels in a run's loop where :func:`_any_subnormal` finds the run settled (on
+    normal flows it costs about 1 ns per edge more than the plain product).
 
     For ``|c|`` in ``[2^-10, 1)`` (the momentum factor ``beta - 1``) and ``y = m 2^-1074``
     subnormal with ``m < 2^10``, the product ``m B 2^-s 2^-1074`` (``|c| = B 2^-s``, ``B`` an

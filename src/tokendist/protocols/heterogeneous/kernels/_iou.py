@@ -428,6 +428,14 @@ def _count_bits(bits, lo, hi):
 
 
 @numba.njit(cache=True, nogil=True)
+def _run_upper_settled(s, en, e, upper, a0, beta, x, yhat, iou, keep):
+    """:func:`_upper_edges` (every step after the first) on a run whose flows are subnormal: ``(beta - 1)
+    yhat`` by :func:`._common._times`. A function of its own, called: inlined into :func:`_run_upper`,
+    the extra loop made the kernel slower on normal flows too."""
+    _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou, keep, True)
+
+
+@numba.njit(cache=True, nogil=True)
 def _run_upper(s, en, e, upper, a0, beta, first, owed_stored, has_exc, exc_bits, x, yhat, iou, exc_idx, exc_val):
     """Loop (1) of :func:`sos_iou_stencil` over the rows ``s .. en - 1`` of a run (first upper edge ``e``).
 
@@ -457,7 +465,7 @@ def _run_upper(s, en, e, upper, a0, beta, first, owed_stored, has_exc, exc_bits,
         for ee in range(e, hi):
             keep[_U(ee - e)] = (exc_bits[_U(ee >> 3)] >> (ee & 7)) & 1
         if _any_subnormal(yhat, e, hi):
-            _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou, keep, True)
+            _run_upper_settled(s, en, e, upper, a0, beta, x, yhat, iou, keep)
         else:
             _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou, keep, False)
         return
@@ -466,7 +474,7 @@ def _run_upper(s, en, e, upper, a0, beta, first, owed_stored, has_exc, exc_bits,
         nexc = _save_exceptions(exc_bits, e, hi, iou, exc_idx, exc_val)
     if owed_stored and not first:  # every step after the first
         if _any_subnormal(yhat, e, hi):  # (a settled run: see _times)
-            _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou, None, True)
+            _run_upper_settled(s, en, e, upper, a0, beta, x, yhat, iou, None)
         else:
             _upper_edges(s, en, e, upper, a0, beta, False, True, x, yhat, iou, None, False)
     elif owed_stored:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._common import _U, _times
+from ._common import _U
 from ._iou import _clear_bits, _iou_settle, _largest, _pay_run, _pay_short_rows, _run_transfers, _run_upper
 
 __all__ = ["fos_real_stencil", "fos_floor_stencil", "sos_real_stencil", "sos_iou_stencil"]
@@ -288,7 +288,7 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
             for kk in range(mid, end):
                 ue = _U(e)
                 f = a0 * (xi - np.float64(x[_U(indices[_U(kk)])]))
-                y = f if first else beta * f + _times(bm1, yhat[ue])  # (bm1 * yhat: see _times)
+                y = f if first else beta * f + bm1 * yhat[ue]
                 yhat[ue] = y
                 p = iou[ue]
                 if has_exc and (exc_bits[_U(e >> 3)] >> (e & 7)) & 1:
