@@ -61,13 +61,17 @@ class StatePair:
     step's from the other.
 
     ``sos-iou``'s numpy step keeps ``[y | IOU | w']`` so, side by side, so that its state key (the
-    bytes the engine hashes every step to detect cycles) is one copy of :attr:`current`;
-    :attr:`views` are the arrays of that step, to tell whether the protocol's state is still them.
+    bytes the engine hashes every step to detect cycles) is one copy of :attr:`current`; its
+    kernel path writes them there (:func:`._sos_readings.shadow_step`) once the engine has asked
+    for a key (:attr:`wanted`). :attr:`views` are the arrays of that step, to tell whether the
+    protocol's state is still them.
     """
 
     def __init__(self):
         self.bufs = None
         self.views = None
+        #: Whether the engine has asked for a state key (it does on small static graphs, every step).
+        self.wanted = False
 
     def next(self, size: int) -> np.ndarray:
         """The buffer of ``size`` values to write this step's state into (the other holds last step's)."""

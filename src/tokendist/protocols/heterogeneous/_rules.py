@@ -37,6 +37,7 @@ carried by node pair; an edge that disappears drops its state (counted in ``repo
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numba
 import numpy as np
@@ -56,7 +57,7 @@ from ...kernels._choice import AUTO, AUTO_MIN_NODES, MeasuredChoice, auto_thread
 from .kernels._stencil_threaded import STENCIL_CHUNKS_PER_THREAD, sos_iou_stencil_par, stencil_chunks
 from .kernels._sos_cube_threaded import cube_chunk_bits, sos_iou_cube_par
 from ._node import fos_node_flows, node_publish, shadow_publish, sos_iou_node_sends, sos_node_flows
-from ._sos_readings import IDEAL_READINGS, fold_dropped_ious, shadow_update
+from ._sos_readings import IDEAL_READINGS, fold_dropped_ious, shadow_step, shadow_update
 from ._edge_state import StatePair, actual_ious as _actual_ious, carry as _carry, sent_flows as _sent_flows
 from . import _partitioned
 from ._partitioned import partitioned_coefs as _partitioned_coefs
@@ -261,7 +262,7 @@ class HeterogeneousDiffusion(Protocol):
         machine's k numba threads (:class:`._measured_choice.MeasuredChoice`). The two must give
         the same results bit for bit."""
         k = numba.config.NUMBA_NUM_THREADS
-        if not (self.options.get("threads") == AUTO and k > 1 and graph.n >= AUTO_MIN_NODES and auto_threads_allowed()):
+        if not (self._may_race(graph) and auto_threads_allowed()):
             return serial()
 
         def run_threaded():
@@ -269,6 +270,11 @@ class HeterogeneousDiffusion(Protocol):
             return threaded(k)
 
         return self.kernel_choice.run(serial, run_threaded)
+
+    def _may_race(self, graph) -> bool:
+        """Whether :meth:`_race` can run anything but ``serial()`` on ``graph`` (fixed for a run)."""
+        return (self.options.get("threads") == AUTO and numba.config.NUMBA_NUM_THREADS > 1
+                and graph.n >= AUTO_MIN_NODES)
 
     def _kernel_args(self, graph):
         mode, a0, inv, alpha = self._kernel_coefs(graph)
@@ -505,6 +511,7 @@ class _SecondOrder(HeterogeneousDiffusion):
         self.dropped = 0.0
         self._net = None  # sos-iou's numpy step: integer sends applied per CSR slot (RowOrder.net)
         self._index = None  # the numpy steps' EdgeIndex of the graph of _sos_flow
+        self._plan_graph = self._plan = None  # sos-iou's kernel for the graph (_kernel_plan)
 
     def _cube_dimension(self, graph, mode):
         """``d`` when the step runs a hypercube kernel (:mod:`._heterogeneous_sos_cube`), else None.
@@ -725,12 +732,7 @@ class SOSIOU(_SecondOrder):
         raw = self._iou_raw
         if raw is None:
             return raw
-        iou = raw
-        if self._owed_stored:
-            iou = raw - np.trunc(raw)
-            if self._has_exc:
-                exc = np.unpackbits(self._exc_bits, count=raw.size, bitorder="little").view(bool)
-                iou.reshape(-1)[exc] = raw.reshape(-1)[exc]
+        iou = _actual_ious(raw, True, self._has_exc, self._exc_bits) if self._owed_stored else raw
         return flows_from_cube(self._state_graph, iou) if iou.ndim == 2 else iou
 
     @_iou.setter
@@ -758,21 +760,6 @@ class SOSIOU(_SecondOrder):
             return None  # too small to cut: the threaded row blocks
         return d
 
-    def _cube_step(self, graph, d, a0, tail):
-        """The serial cube kernel; with ``threads=k`` the threaded one; with ``threads=auto`` on a
-        large cube, where threads are allowed, the faster now of the two (the same bits)."""
-        def serial():
-            return sos_iou_cube(d, a0, *tail)
-
-        def threaded(k):
-            q = cube_chunk_bits(d, k)
-            return run_blocks(sos_iou_cube_par, d, q, a0, *tail) if q else serial()
-
-        threads = self.options["threads"]
-        if use_threads(self.name, threads):
-            return threaded(threads)
-        return self._race(graph, serial, threaded)
-
     def _stencil_chunks(self, graph, mode, threads):
         """The arguments of :func:`sos_iou_stencil_par` on ``threads`` threads, or None.
 
@@ -799,12 +786,11 @@ class SOSIOU(_SecondOrder):
         ``o = y + IOU^{k-1}`` the amount owed (exact: see :func:`_sent_flows`).
         """
         loads = np.ascontiguousarray(loads, dtype=np.int64)
-        mode, a0, inv, alpha = self._kernel_coefs(graph)
+        run_kernel, d = self._plan if graph is self._plan_graph else self._kernel_plan(graph)
         out = np.zeros(graph.n, np.int64)  # zeros: the kernel adds load corrections into it
         # What each node owes, then (in place) what it sent: the outflow.
         outflow = self._outflow_buffer(graph.n, np.float64)
         first = self._k == 0
-        d = self._cube_dimension(graph, mode)
         prev = self._prev
         by_dim = prev is not None and prev.ndim == 2  # kept by the cube kernel
         if by_dim and d is not None and graph is self._state_graph:
@@ -821,26 +807,9 @@ class SOSIOU(_SecondOrder):
         bits = self._exc_bits
         if bits is None or bits.shape[0] != (graph.m + 7) // 8:
             bits = self._exc_bits = np.zeros((graph.m + 7) // 8, np.uint8)  # m / 8 bytes
-        runs = self._stencil_runs(graph, mode, edges=True)
-        threads = self.options["threads"]
-        chunks = self._stencil_chunks(graph, mode, threads) if use_threads(self.name, threads) else None
         iou_before = _actual_ious(iou, self._owed_stored, self._has_exc, bits) if keep_sent else None
-        tail = (self.beta, first, self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou",
-                self._x(loads) if x is None else x, loads, yhat, iou, out, outflow)
-        if d is not None:  # same results bit for bit, the state by dimension
-            res = self._cube_step(graph, d, a0, tail)
-        elif chunks is not None:  # threads=k on a torus or ring: same results bit for bit
-            res = run_blocks(sos_iou_stencil_par, graph.indptr, graph.indices, graph.csr_edges, *chunks, a0, *tail)
-        elif runs is not None:
-            res = self._stencil_step(graph, mode, runs, a0, tail)
-        else:
-            args = (graph.indptr, graph.indices, graph.csr_edges, mode, a0, inv, alpha, *tail)
-            par = self._parallel(graph)
-            if par is not None:
-                res = run_blocks(sos_iou_step_par, *args, *par)
-            else:  # threads=auto may race the threaded row blocks: the same bits
-                res = self._race(graph, lambda: sos_iou_step(*args),
-                                 lambda k: run_blocks(sos_iou_step_par, *args, *self._blocks(graph)))
+        res = run_kernel(self.beta, first, self._owed_stored, self._has_exc, bits, self.options["overdraw"] == "iou",
+                         self._x(loads) if x is None else x, loads, yhat, iou, out, outflow)
         moved, short, units, biggest, self._has_exc = res
         self._owed_stored = True
         self._k += 1
@@ -857,17 +826,44 @@ class SOSIOU(_SecondOrder):
             self.iou_max = max(self.iou_max, float(biggest))
         return Step(out, moved=int(moved), messages=2 * graph.m, outflow=outflow, info={"iou_units": units})
 
-    def _stencil_step(self, graph, mode, runs, a0, tail):
-        """The serial stencil kernel; with ``threads=auto`` on a large graph, where threads are
-        allowed, the faster now of it and the threaded stencil kernel (the same bits)."""
-        def serial():
-            return sos_iou_stencil(graph.indptr, graph.indices, graph.csr_edges, *runs, a0, *tail)
+    def _kernel_plan(self, graph):
+        """``(run, d)``: ``run(*tail)`` runs the step's kernel on ``graph`` (``tail``: its arguments from
+        ``beta`` on), ``d`` the cube's dimension for a cube kernel, else None. The serial kernel; with
+        ``threads=k`` the threaded one; with ``threads=auto`` the faster of the two (:meth:`_race`): the
+        same bits. Chosen once per graph object, so that a step makes no look-up but the call."""
+        mode, a0, inv, alpha = self._kernel_coefs(graph)
+        d = self._cube_dimension(graph, mode)
+        runs = self._stencil_runs(graph, mode, edges=True)
+        threads = self.options["threads"]
+        chunks = self._stencil_chunks(graph, mode, threads) if use_threads(self.name, threads) else None
+        csr = (graph.indptr, graph.indices, graph.csr_edges)
+        if d is not None:  # same results bit for bit, the state by dimension
+            serial = partial(sos_iou_cube, d, a0)
 
-        def threaded(k):
-            chunks = self._stencil_chunks(graph, mode, k)  # not None: the graph has runs
-            return run_blocks(sos_iou_stencil_par, graph.indptr, graph.indices, graph.csr_edges, *chunks, a0, *tail)
+            def threaded(k, *tail):
+                q = cube_chunk_bits(d, k)
+                return run_blocks(sos_iou_cube_par, d, q, a0, *tail) if q else serial(*tail)
+        elif runs is not None or chunks is not None:  # a torus or ring: same results bit for bit
+            serial = None if runs is None else partial(sos_iou_stencil, *csr, *runs, a0)
 
-        return self._race(graph, serial, threaded)
+            def threaded(k, *tail):  # (chunks not None: the graph has runs)
+                return run_blocks(sos_iou_stencil_par, *csr, *self._stencil_chunks(graph, mode, k), a0, *tail)
+        else:  # CSR rows; threaded: row blocks
+            serial = partial(sos_iou_step, *csr, mode, a0, inv, alpha)
+
+            def threaded(k, *tail):
+                return run_blocks(sos_iou_step_par, *csr, mode, a0, inv, alpha, *tail, *self._blocks(graph))
+        if use_threads(self.name, threads):
+            def run(*tail):
+                use_threads(self.name, threads)  # numba's thread count, set every step as before
+                return threaded(threads, *tail)
+        elif self._may_race(graph):
+            def run(*tail):
+                return self._race(graph, partial(serial, *tail), lambda k: threaded(k, *tail))
+        else:
+            run = serial
+        self._plan_graph, self._plan = graph, (run, d)
+        return self._plan
 
     def step(self, t, graph, loads):
         ideal = self.options["ideal"]
@@ -875,14 +871,18 @@ class SOSIOU(_SecondOrder):
             self.path = "numba"
             if ideal != "shadow":
                 return self._fast_step(graph, loads, keep_sent=ideal == "sent")
-            # The kernels of reading driven, fed the shadow's x' = w' / s instead of w / s: their
-            # yhat is then the shadow's own SOS flow (same expression, same bits as the reference).
+            # The kernels of reading driven, fed the shadow's x' = w' / s: their yhat is the shadow's own SOS flow.
             if self._state_graph is not None and graph is not self._state_graph:
                 self.iou_returned += fold_dropped_ious(self._shadow, self._state_graph, self._iou, graph)
-            x = self._shadow if self._unit else self._shadow / self._s
-            step = self._fast_step(graph, loads, x=np.ascontiguousarray(x))
-            y = self._prev if self._prev.ndim == 1 else flows_from_cube(graph, self._prev)
-            shadow_update(graph.u, graph.v, y, self._shadow)
+            x = self._shadow if self._unit else np.ascontiguousarray(self._shadow / self._s)  # (w' is ours)
+            step = self._fast_step(graph, loads, x=x)
+            if self._prev.ndim == 2:  # by dimension (the cube kernel)
+                shadow_update(graph.u, graph.v, flows_from_cube(graph, self._prev), self._shadow)
+            else:  # w' - div y and, while the engine reads state_key (small graphs), [y | IOU | w'] for it
+                key = self._state.next(2 * graph.m + graph.n) if self._state.wanted else _EMPTY
+                shadow_step(graph.u, graph.v, self._prev, self._shadow, self._iou_raw, self._has_exc, self._exc_bits,
+                            key)
+                self._state.views = (self._prev, self._iou_raw, self._shadow) if key.size else None
             return step
         self.path = "numpy"  # the reference
         same = graph is self._ref_graph  # the same graph as last step: no edge came or went
@@ -973,10 +973,10 @@ class SOSIOU(_SecondOrder):
     partitioned_finish = _partitioned.sos_iou_finish
 
     def state_key(self):
+        self._state.wanted = True  # (the kernel path writes the key from now on: shadow_step)
         if self._prev is None:
             return b""
-        # The bytes of prev, then the IOUs, then the shadow loads: the numpy step's buffer, which holds
-        # them side by side, else one copy instead of three and two joins.
+        # The bytes of prev, the IOUs, the shadow loads: the buffer that holds them side by side, if current.
         views = self._state.views
         if views is not None and self._prev is views[0] and self._iou_raw is views[1] and self._shadow is views[2]:
             return self._state.current.tobytes()
