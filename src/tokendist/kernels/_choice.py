@@ -43,6 +43,7 @@ from ..engine import Param
 
 __all__ = ["MeasuredChoice", "SERIAL", "THREADED", "AUTO", "AUTO_MIN_NODES", "threads_or_auto", "auto_threads_param",
            "allow_auto_threads", "auto_threads_allowed", "reference_is_cheaper", "reference_seconds", "why_reference",
+           "avoided_compiling",
            "COMPILE_SECONDS", "REFERENCE_STEP_SECONDS", "REFERENCE_NODE_SECONDS"]
 
 SERIAL, THREADED = 0, 1
@@ -107,9 +108,18 @@ def reference_is_cheaper(protocol, graph, max_steps: int, *, dynamics=None) -> b
     return reference_seconds(graph.n, max_steps) <= COMPILE_SECONDS
 
 
+_AVOIDED = "numpy, a small run, instead of compiling "
+
+
 def why_reference(kernel: str) -> str:
     """The note on a run's reference variant when it ran instead of compiling ``kernel``."""
-    return f"numpy, a small run, instead of compiling {kernel}"
+    return _AVOIDED + kernel
+
+
+def avoided_compiling(variants: dict) -> bool:
+    """Whether a run's ``variants`` (``RunResult.variants``) say it took the reference instead of
+    compiling a kernel (:func:`why_reference`)."""
+    return any(_AVOIDED in name for name in variants)
 
 
 def allow_auto_threads(allowed: bool = True) -> bool:
