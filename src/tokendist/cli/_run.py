@@ -12,7 +12,10 @@ from ..engine import PROTOCOLS, make_protocol, simulate
 from ..engine._injection import INJECT_SPEC_HELP, parse_injection
 from ..engine.mpi import PARTITIONS, mpi_world
 from ..errors import TokendistError
+from ..experiments import Scenario
+from ..experiments._background import BACKGROUND_ENV, compile_later
 from ..experiments.defaults import DEFAULT_MAX_STEPS
+from ..kernels._choice import avoided_compiling
 from ._app import Command, command
 from ._common import add_run_arguments, check_outputs, dynamics_from_args, path_arg
 from ._layout import Col, Group, print_fitted
@@ -109,6 +112,7 @@ class RunCommand(Command):
                 partition=args.partition)
         if not root:
             return 0
+        pid = self._compile_later(args, result, max_steps)
         files = []
         if args.save_loads is not None:
             save_loads(args.save_loads, result.loads)
@@ -119,6 +123,7 @@ class RunCommand(Command):
             payload = result.to_json()
             if files:
                 payload["files"] = files
+            payload["compiling_later"] = {"protocols": [args.algo], "pid": pid} if pid is not None else None
             print_json(payload)
             return 0
         g = result.graph
@@ -147,7 +152,23 @@ class RunCommand(Command):
         table("run", ["", "value"], rows)
         for f in files:
             print(f"wrote {f}")
+        if pid is not None:
+            print(f"the run took the numpy reference instead of compiling its kernels; compiling them now in the "
+                  f"background at idle priority, once per install, for the next runs (process {pid}; "
+                  f"{BACKGROUND_ENV}=0 turns this off)")
         return 0
+
+    @staticmethod
+    def _compile_later(args, result, max_steps):
+        """A small run on the reference instead of compiling: its kernels compile after the command
+        (tokendist.experiments._background), for a run the scenario form can say again."""
+        if args.backend != "local" or args.mobility is not None or not avoided_compiling(result.variants):
+            return None
+        scenario = Scenario("run", args.graph, args.init, seed=args.seed, max_steps=max_steps, algos=[args.algo],
+                            params={args.algo: parse_key_values(args.param)}, speeds=args.speeds,
+                            edge_failure=args.edge_failure, allow_infeasible=args.allow_infeasible,
+                            record_every=args.record_every, inject=args.inject)
+        return compile_later(scenario, [args.algo])
 
 
 @command
