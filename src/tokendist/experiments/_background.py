@@ -6,7 +6,7 @@ minute of compilation before the first row of ``tokendist compare``. But the ref
 fill numba's cache, so every later run of that size would take the reference again, at several
 times a compiled step's cost. So when a ``tokendist compare`` had runs that avoided compiling, it
 starts one detached process (:func:`compile_later`) that makes those runs again with compilation
-allowed, one after another, at idle priority (``SCHED_IDLE`` where Linux has it, else ``nice 19``:
+allowed, on every core at idle priority (``SCHED_IDLE`` where Linux has it, else ``nice 19``:
 it runs on cores nobody else wants), and writes nothing but numba's cache; the command itself
 does not wait for it. A later run finds the kernels compiled, as after the test suite. The results
 never depend on it: a compiled kernel and the reference give the same loads, bit for bit.
@@ -35,6 +35,7 @@ except ImportError:  # not on Windows: no compilation after the command there
 from ..kernels._choice import SMALL_RUN_ENV, avoided_compiling
 from ._compare import compare
 from ._scenario import Scenario
+from ._workers import default_workers
 
 __all__ = ["compile_later", "BACKGROUND_ENV", "avoided_rows"]
 
@@ -97,7 +98,8 @@ def _main(argv) -> int:
         except OSError:
             return 0  # another one is compiling: it (or a later run) does this
         os.environ[SMALL_RUN_ENV] = "0"  # compile, as the test suite does
-        compare(Scenario(**json.loads(argv[0])), workers=1)
+        # On every core: at idle priority (inherited by the workers) they take only cores left free.
+        compare(Scenario(**json.loads(argv[0])), workers=default_workers())
     return 0
 
 
