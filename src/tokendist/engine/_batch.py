@@ -1,0 +1,134 @@
+"""Several steps of a protocol per compiled call: the engine's block loop.
+
+On a small graph a randomized protocol's step is a few microseconds of kernel, and the Python
+around it (the protocol's ``step``, the :class:`~tokendist.engine.Step`, the engine's pass and
+bookkeeping) costs as much again. A randomized protocol needs no cycle detection, so a block of
+steps can run in one compiled call: the protocol's optional :meth:`Protocol.steps
+<tokendist.engine.Protocol.steps>` writes the loads after each of up to ``k`` steps into the rows
+of a buffer the engine owns, then one call of :func:`tokendist.engine._pass.block_pass` does for
+every row what the engine's pass does for a step (the sum for conservation, the first node below
+zero for feasibility, the trace metrics of the recorded steps), and Python checks and records the
+block. The run is the same, step for step: the same loads, the same trace (the clock aside: a
+step inside a block gets the time interpolated between the block's start and end), the same
+errors at the same step, the same stop.
+
+Where it applies (:func:`block_steps`): a static network, integer loads, no injection, no load
+history, no stopping targets, no model check, no cycle detection (randomized protocols, or
+``detect_cycles=False``), a total below the protocol's exact load limit if it has one, the engine's compiled pass (a small
+run on a cold cache steps one at a time, as before) and a small graph (``k n`` at most
+:data:`BLOCK_CELLS`). The protocol may decline a block (it returns None: its numpy kernel was
+chosen, the loads do not suit its block kernel); the run then goes on step by step.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import ConservationError, InfeasibleStepError
+from ._protocol import Protocol
+
+__all__ = ["block_steps", "run_blocks", "BLOCK_STEPS", "BLOCK_CELLS"]
+
+#: Steps per block: 64 makes the block's own Python (a few tens of microseconds) well under a
+#: microsecond a step; larger blocks gain little and hold more rows.
+BLOCK_STEPS = 64
+#: At most this many loads in a block (``k n``: 512 kB of int64, in cache); larger graphs have
+#: steps long enough for the per-step Python not to matter.
+BLOCK_CELLS = 1 << 16
+
+
+def block_steps(protocol, graph, loads, fast, *, cycles, targets, check, history, limit, total, dynamics,
+                injection) -> int:
+    """Steps per block for this run, 0 when the run goes step by step (see the module)."""
+    if BLOCK_STEPS < 1 or type(protocol).steps is Protocol.steps or fast is None:
+        return 0
+    if dynamics is not None or injection is not None or cycles or targets or check or history is not None:
+        return 0
+    if (limit is not None and total >= limit) or protocol.divisible or loads.ndim != 1 or loads.dtype != np.int64 or graph.n == 0:
+        return 0
+    k = min(BLOCK_STEPS, BLOCK_CELLS // graph.n)
+    return k if k >= 1 and fast.block_ready(loads) else 0
+
+
+def _plain(x):
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record_every, allow_infeasible, progress,
+               record, columns, variants, limit_check=None):
+    """Run from step 0 in blocks of up to ``k`` steps, while the protocol takes them.
+
+    ``record(step, graph, loads, total)`` records a step the pass did not (a stop between records),
+    ``columns`` are the appenders of the clock, step, tokens_moved and messages columns, ``variants``
+    the run's steps per kernel variant, ``limit_check(loads, low, step)`` the check of a protocol's
+    exact load limit, made (as step by step) on the steps from the first infeasible one. Returns ``(t, loads, moved, messages, infeasible, ended)``:
+    the steps run, the loads after them, the totals, and ``ended`` ``"stable"`` (stopped at a fixed
+    point), ``"max-steps"`` (all steps run) or None (the protocol declined a block: go on step by step).
+    """
+    n = graph.n
+    loads = np.ascontiguousarray(loads)
+    block = np.empty((k, n), dtype=np.int64)
+    moved = np.zeros(k, dtype=np.int64)
+    messages = np.zeros(k, dtype=np.int64)
+    sums = np.empty(k, dtype=np.int64)
+    bads = np.empty(k, dtype=np.int64)
+    # The engine asks is_stable after a step that moved nothing; a protocol that keeps the base
+    # method (never stable) need not stop its block there.
+    stop_idle = type(protocol).is_stable is not Protocol.is_stable
+    clock_col, step_col, moved_col, messages_col = columns
+    steps, clock_now = protocol.steps, time.perf_counter
+    moved_total = messages_total = infeasible = 0
+    t = 0
+    began = clock_now()
+    while t < max_steps:
+        size = min(k, max_steps - t)
+        got = steps(t, size, graph, loads, block, moved, messages, stop_idle)
+        if got is None:
+            return t, loads, moved_total, messages_total, infeasible, None
+        done, variant = got
+        variants[variant] = variants.get(variant, 0) + done
+        fast.check_block(block, done, loads, tol, t, record_every, max_steps, sums, bads)
+        # The first step that broke a rule, in the per-step order: infeasibility, then conservation.
+        bad_steps = bads[:done] >= 0
+        broken = sums[:done] != total
+        stops = broken | bad_steps if not allow_infeasible else broken
+        first = int(stops.argmax()) if stops.any() else done
+        if limit_check is not None and (infeasible or bad_steps[:first].any()):
+            # A protocol exact below a load limit: after an infeasible step a load may pass it.
+            seen = infeasible
+            for b in range(first):
+                seen += bool(bad_steps[b])
+                if seen:
+                    limit_check(block[b], block[b].min(), t + b + 1)
+        if first < done:
+            b = first
+            before = loads if b == 0 else block[b - 1]
+            if bad_steps[b] and not allow_infeasible:
+                node = int(bads[b])
+                raise InfeasibleStepError(t + b, node, _plain(before[node]), "more", protocol.name)
+            raise ConservationError(f"{protocol.name} broke token conservation at step {t + b}: "
+                                    f"{total} tokens became {sums[b]}")
+        infeasible += int(np.count_nonzero(bad_steps))
+        ended = clock_now()
+        span = (ended - began) / done  # (the clock of a step inside a block: interpolated)
+        for b, (m, s) in enumerate(zip(moved[:done].tolist(), messages[:done].tolist())):
+            moved_total += m
+            messages_total += s
+            step_no = t + b + 1
+            if step_no % record_every == 0 or step_no == max_steps:
+                clock_col(began + span * (b + 1))
+                step_col(step_no)
+                moved_col(moved_total)
+                messages_col(messages_total)
+            if progress is not None and (step_no & 63) == 0:
+                progress(step_no, max_steps)
+        began = ended
+        loads = block[done - 1].copy()  # (the block is written over by the next call)
+        t += done
+        if stop_idle and moved[done - 1] == 0 and protocol.is_stable(graph, loads):
+            if not (t % record_every == 0 or t == max_steps):
+                record(t, graph, loads, sums[done - 1])
+            return t, loads, moved_total, messages_total, infeasible, "stable"
+    return t, loads, moved_total, messages_total, infeasible, "max-steps"
