@@ -57,10 +57,9 @@ def _plain(x):
 
 
 def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record_every, allow_infeasible, progress,
-               record, columns, variants, limit_check=None):
+               columns, variants, limit_check=None):
     """Run from step 0 in blocks of up to ``k`` steps, while the protocol takes them.
 
-    ``record(step, graph, loads, total)`` records a step the pass did not (a stop between records),
     ``columns`` are the appenders of the clock, step, tokens_moved and messages columns, ``variants``
     the run's steps per kernel variant, ``limit_check(loads, low, step)`` the check of a protocol's
     exact load limit, made (as step by step) on the steps from the first infeasible one. Returns ``(t, loads, moved, messages, infeasible, ended)``:
@@ -128,7 +127,11 @@ def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record
         loads = block[done - 1].copy()  # (the block is written over by the next call)
         t += done
         if stop_idle and moved[done - 1] == 0 and protocol.is_stable(graph, loads):
-            if not (t % record_every == 0 or t == max_steps):
-                record(t, graph, loads, sums[done - 1])
+            if not (t % record_every == 0 or t == max_steps):  # (a stop is always recorded)
+                clock_col(clock_now())
+                step_col(t)
+                moved_col(moved_total)
+                messages_col(messages_total)
+                fast.add(loads)
             return t, loads, moved_total, messages_total, infeasible, "stable"
     return t, loads, moved_total, messages_total, infeasible, "max-steps"
