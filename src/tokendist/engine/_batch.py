@@ -84,7 +84,7 @@ def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record
     while t < max_steps:
         size = min(k, max_steps - t)
         got = steps(t, size, graph, loads, block, moved, messages, stop_idle)
-        if got is None:
+        if got is None or got[0] == 0:  # (0: the protocol stopped before a step it leaves to step())
             return t, loads, moved_total, messages_total, infeasible, None
         done, variant = got
         variants[variant] = variants.get(variant, 0) + done

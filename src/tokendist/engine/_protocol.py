@@ -222,7 +222,9 @@ class Protocol:
         ``stop_idle`` (the engine then asks :meth:`is_stable`). Afterwards the protocol is exactly as
         after ``done`` calls of :meth:`step`. Only for steps whose feasibility the sign of the new
         loads tells (no flows or outflow needed: the engine checks that no load went below zero).
-        Returns ``(done, variant)``, ``variant`` the kernel :meth:`step` would report for each step.
+        Returns ``(done, variant)``, ``variant`` the kernel :meth:`step` would report for each step;
+        ``done`` 0 (a protocol that stops before a step it leaves to :meth:`step`) declines as None does:
+        the run goes on step by step.
         """
         return None
 
