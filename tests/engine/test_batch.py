@@ -51,15 +51,20 @@ def assert_same_run(a, b):
     assert len(a.clock) == len(b.clock) and np.all(np.diff(b.clock) >= 0)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(algo=st.sampled_from(BATCHED), spec=st.sampled_from(GRAPHS), top=st.sampled_from([0, 1, 3, 50, 1000]),
        seed=st.integers(0, 2**32), k=st.integers(1, 70), max_steps=st.integers(0, 300),
-       record_every=st.integers(1, 7))
-def test_blocks_give_the_run_of_single_steps(algo, spec, top, seed, k, max_steps, record_every):
-    init = f"random:0..{top}"
-    one, _ = _run(0, spec, algo, init, seed=seed, max_steps=max_steps, record_every=record_every)
-    blocks, used = _run(k, spec, algo, init, seed=seed, max_steps=max_steps,
-                        record_every=record_every)
+       record_every=st.integers(1, 7), allow=st.booleans())
+def test_blocks_give_the_run_of_single_steps(algo, spec, top, seed, k, max_steps, record_every, allow):
+    kw = dict(seed=seed, max_steps=max_steps, record_every=record_every, allow_infeasible=allow)
+    try:
+        one, _ = _run(0, spec, algo, f"random:0..{top}", **kw)
+    except InfeasibleStepError as exc:  # (the random rounding can send more than a node holds)
+        with pytest.raises(InfeasibleStepError) as again:
+            _run(k, spec, algo, f"random:0..{top}", **kw)
+        assert str(again.value) == str(exc)
+        return
+    blocks, used = _run(k, spec, algo, f"random:0..{top}", **kw)
     # (single-port and diffusion-random have blocks on tori and rings: their stencil kernels; the
     # random rounding leaves a step that sends more than a node holds to step())
     if algo != "diffusion-random" and (algo != "single-port" or spec.startswith(("torus", "ring"))):
