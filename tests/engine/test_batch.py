@@ -233,3 +233,14 @@ def test_block_pass_is_the_step_pass_on_each_row(seed, done, first, every, spec)
     assert recorded == b.count == a.count
     for name, col in a.columns().items():
         assert np.array_equal(col, b.columns()[name]), name
+
+
+@pytest.mark.parametrize("algo", ["random-matching", "pairwise-averaging"])
+def test_totals_past_int64_stay_exact(algo):
+    # 2**62 tokens on one node: the tokens moved over a few hundred steps pass 2**63; the block's
+    # running totals then go in Python ints, as step by step.
+    kw = dict(seed=4, max_steps=300)
+    one, _ = _run(0, "torus:4x4", algo, f"point:{2**62}", **kw)
+    blocks, used = _run(64, "torus:4x4", algo, f"point:{2**62}", **kw)
+    assert used and blocks.tokens_moved > 2**63
+    assert_same_run(one, blocks)

@@ -37,6 +37,8 @@ BLOCK_STEPS = 64
 #: At most this many loads in a block (``k n``: 512 kB of int64, in cache); larger graphs have
 #: steps long enough for the per-step Python not to matter.
 BLOCK_CELLS = 1 << 16
+# Running totals of a block in int64 while they stay below this (else Python ints).
+_SAFE = 1 << 62
 
 
 def block_steps(protocol, graph, loads, fast, *, cycles, targets, check, history, limit, total, dynamics,
@@ -60,7 +62,7 @@ def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record
                columns, variants, limit_check=None):
     """Run from step 0 in blocks of up to ``k`` steps, while the protocol takes them.
 
-    ``columns`` are the appenders of the clock, step, tokens_moved and messages columns, ``variants``
+    ``columns`` are the lists of the clock, step, tokens_moved and messages columns, ``variants``
     the run's steps per kernel variant, ``limit_check(loads, low, step)`` the check of a protocol's
     exact load limit, made (as step by step) on the steps from the first infeasible one. Returns ``(t, loads, moved, messages, infeasible, ended)``:
     the steps run, the loads after them, the totals, and ``ended`` ``"stable"`` (stopped at a fixed
@@ -111,27 +113,42 @@ def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record
                                     f"{total} tokens became {sums[b]}")
         infeasible += int(np.count_nonzero(bad_steps))
         ended = clock_now()
-        span = (ended - began) / done  # (the clock of a step inside a block: interpolated)
-        for b, (m, s) in enumerate(zip(moved[:done].tolist(), messages[:done].tolist())):
-            moved_total += m
-            messages_total += s
-            step_no = t + b + 1
-            if step_no % record_every == 0 or step_no == max_steps:
-                clock_col(began + span * (b + 1))
-                step_col(step_no)
-                moved_col(moved_total)
-                messages_col(messages_total)
-            if progress is not None and (step_no & 63) == 0:
+        # The recorded steps of the block (every record_every-th, and the run's last step), their
+        # totals and clock (interpolated between the block's start and end): whole-block numpy
+        # work, not a Python loop a step.
+        rec = list(range((t // record_every + 1) * record_every, t + done + 1, record_every))
+        if t < max_steps <= t + done and (not rec or rec[-1] != max_steps):
+            rec.append(max_steps)
+        at = np.array(rec, dtype=np.int64) - (t + 1)
+        step_col.extend(rec)
+        clock_col.extend((began + (ended - began) / done * (at + 1)).tolist())
+        for col, per_step, before in ((moved_col, moved, moved_total), (messages_col, messages, messages_total)):
+            if int(per_step[:done].max(initial=0)) < _SAFE // done and before < _SAFE:
+                running = np.cumsum(per_step[:done])
+                col.extend((running[at] + before).tolist())
+                after = before + int(running[-1])
+            else:  # (totals past int64: Python ints, as step by step)
+                running, after = [], before
+                for x in per_step[:done].tolist():
+                    after += x
+                    running.append(after)
+                col.extend(running[b] for b in at.tolist())
+            if col is moved_col:
+                moved_total = after
+            else:
+                messages_total = after
+        if progress is not None:
+            for step_no in range(((t >> 6) + 1) << 6, t + done + 1, 64):
                 progress(step_no, max_steps)
         began = ended
         loads = block[done - 1].copy()  # (the block is written over by the next call)
         t += done
         if stop_idle and moved[done - 1] == 0 and protocol.is_stable(graph, loads):
             if not (t % record_every == 0 or t == max_steps):  # (a stop is always recorded)
-                clock_col(clock_now())
-                step_col(t)
-                moved_col(moved_total)
-                messages_col(messages_total)
+                clock_col.append(clock_now())
+                step_col.append(t)
+                moved_col.append(moved_total)
+                messages_col.append(messages_total)
                 fast.add(loads)
             return t, loads, moved_total, messages_total, infeasible, "stable"
     return t, loads, moved_total, messages_total, infeasible, "max-steps"

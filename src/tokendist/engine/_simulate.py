@@ -560,7 +560,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
             t0, loads, moved_total, messages_total, infeasible, ended = run_blocks(
                 protocol, graph, loads, fast, k, total=total, tol=tol, max_steps=max_steps, record_every=record_every,
                 allow_infeasible=allow_infeasible, progress=progress,
-                columns=(steps_clock, steps_col, moved_col, messages_col), variants=variants,
+                columns=(clock, trace["step"], trace["tokens_moved"], trace["messages"]), variants=variants,
                 limit_check=None if limit is None else lambda w, low, at: _check_load_limit(protocol, w, low, limit, at))
             stop_reason = "stable" if ended == "stable" else stop_reason
         for t in range(t0, max_steps if ended is None else t0):
