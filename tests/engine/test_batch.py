@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 import tokendist as td
 import tokendist.engine._batch as batch
+import tokendist.engine._pass as pass_module
 import tokendist.engine._simulate as simulate_module
+import tokendist.kernels._report as report
 from tokendist.engine import Protocol, Step
 from tokendist.engine._pass import SIGN, StepPass
 from tokendist.errors import ConservationError, InfeasibleStepError
@@ -244,3 +246,32 @@ def test_totals_past_int64_stay_exact(algo):
     blocks, used = _run(64, "torus:4x4", algo, f"point:{2**62}", **kw)
     assert used and blocks.tokens_moved > 2**63
     assert_same_run(one, blocks)
+
+
+def test_a_small_run_does_not_compile_a_block_kernel(monkeypatch):
+    # A small run avoids compiling (tokendist.kernels._choice): a block kernel numba would have to
+    # compile is not called, the run goes step by step on the (cached) step kernel, the same run.
+    monkeypatch.setenv("TOKENDIST_SMALL_RUN_REFERENCE", "1")
+    kw = dict(seed=5, max_steps=200)
+    one, _ = _run(0, "torus:8x8", "random-matching", "random:0..50", **kw)
+    warm, used = _run(64, "torus:8x8", "random-matching", "random:0..50", **kw)
+    assert used  # (the block kernel is compiled in this process)
+    real = report.kernel_ready
+    monkeypatch.setattr(report, "kernel_ready", lambda kernel, args: "steps" not in kernel.__name__
+                        and real(kernel, args))
+    cold, used = _run(64, "torus:8x8", "random-matching", "random:0..50", **kw)
+    assert not used and cold.variants == one.variants == {"csr, serial (matching_step)": 200}
+    assert_same_run(one, cold)
+    assert_same_run(one, warm)
+
+
+def test_a_small_run_without_the_compiled_block_pass_steps_one_at_a_time(monkeypatch):
+    monkeypatch.setenv("TOKENDIST_SMALL_RUN_REFERENCE", "1")
+    kw = dict(seed=5, max_steps=200)
+    one, _ = _run(0, "torus:8x8", "stratified-diffusion", "random:0..50", **kw)
+    real = pass_module.kernel_ready
+    monkeypatch.setattr(pass_module, "kernel_ready", lambda kernel, args: kernel is not pass_module.block_pass
+                        and real(kernel, args))
+    cold, used = _run(64, "torus:8x8", "stratified-diffusion", "random:0..50", **kw)
+    assert not used
+    assert_same_run(one, cold)
