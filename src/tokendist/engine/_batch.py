@@ -13,11 +13,12 @@ step inside a block gets the time interpolated between the block's start and end
 errors at the same step, the same stop.
 
 Where it applies (:func:`block_steps`): a static network, integer loads, no injection, no load
-history, no stopping targets, no model check, no cycle detection (randomized protocols, or
-``detect_cycles=False``), a total below the protocol's exact load limit if it has one, the engine's compiled pass (a small
-run on a cold cache steps one at a time, as before) and a small graph (``k n`` at most
-:data:`BLOCK_CELLS`). The protocol may decline a block (it returns None: its numpy kernel was
-chosen, the loads do not suit its block kernel); the run then goes on step by step.
+history, no stopping targets (they are checked after every step), no model check, no cycle
+detection (randomized protocols, or ``detect_cycles=False``), a total below the protocol's exact
+load limit if it has one, the engine's compiled pass (a small run on a cold cache steps one at a
+time, as before) and a small graph (``k n`` at most :data:`BLOCK_CELLS`). The protocol may decline
+a block (it returns None: its numpy kernel was chosen, the loads do not suit its block kernel);
+the run then goes on step by step.
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ def block_steps(protocol, graph, loads, fast, *, cycles, targets, check, history
         return 0
     if dynamics is not None or injection is not None or cycles or targets or check or history is not None:
         return 0
-    if (limit is not None and total >= limit) or protocol.divisible or loads.ndim != 1 or loads.dtype != np.int64 or graph.n == 0:
+    if limit is not None and total >= limit:
+        return 0
+    if protocol.divisible or loads.ndim != 1 or loads.dtype != np.int64 or graph.n == 0:
         return 0
     k = min(BLOCK_STEPS, BLOCK_CELLS // graph.n)
     return k if k >= 1 and fast.block_ready(loads) else 0
@@ -64,9 +67,10 @@ def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record
 
     ``columns`` are the lists of the clock, step, tokens_moved and messages columns, ``variants``
     the run's steps per kernel variant, ``limit_check(loads, low, step)`` the check of a protocol's
-    exact load limit, made (as step by step) on the steps from the first infeasible one. Returns ``(t, loads, moved, messages, infeasible, ended)``:
-    the steps run, the loads after them, the totals, and ``ended`` ``"stable"`` (stopped at a fixed
-    point), ``"max-steps"`` (all steps run) or None (the protocol declined a block: go on step by step).
+    exact load limit, made (as step by step) on the steps from the first infeasible one. Returns
+    ``(t, loads, moved, messages, infeasible, ended)``: the steps run, the loads after them, the
+    totals, and ``ended`` ``"stable"`` (stopped at a fixed point), ``"max-steps"`` (all steps run)
+    or None (the protocol declined a block: go on step by step).
     """
     n = graph.n
     loads = np.ascontiguousarray(loads)

@@ -561,7 +561,8 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
                 protocol, graph, loads, fast, k, total=total, tol=tol, max_steps=max_steps, record_every=record_every,
                 allow_infeasible=allow_infeasible, progress=progress,
                 columns=(clock, trace["step"], trace["tokens_moved"], trace["messages"]), variants=variants,
-                limit_check=None if limit is None else lambda w, low, at: _check_load_limit(protocol, w, low, limit, at))
+                limit_check=None if limit is None else
+                lambda w, low, at: _check_load_limit(protocol, w, low, limit, at))
             stop_reason = "stable" if ended == "stable" else stop_reason
         for t in range(t0, max_steps if ended is None else t0):
             g = dynamics.graph_at(t) if dynamics is not None else graph
