@@ -18,7 +18,7 @@ import tokendist.engine._simulate as simulate_module
 import tokendist.kernels._report as report
 from tokendist.engine import Protocol, Step
 from tokendist.engine._pass import SIGN, StepPass
-from tokendist.errors import ConservationError, InfeasibleStepError
+from tokendist.errors import ConservationError, InfeasibleStepError, TokendistError
 from tokendist.graphs import make_graph
 
 BATCHED = ["randomized-diffusion", "random-matching", "balancing-circuit", "stratified-diffusion",
@@ -150,6 +150,19 @@ class Toy(Protocol):
         return k, "toy"
 
 
+class LimitedToy(Toy):
+    """The toy, exact only below 2**53 (as a rule computed in float64), with 2**54 tokens sent at step 30."""
+
+    exact_load_limit = 2**53
+
+    def step(self, t, graph, loads):
+        out = super().step(t, graph, loads)
+        if t == 30:
+            out.loads[2] -= 2**54
+            out.loads[3] += 2**54
+        return out
+
+
 class StableToy(Toy):
     def is_stable(self, graph, loads):
         return self.stable
@@ -162,7 +175,7 @@ def _toy_runs(monkeypatch, make, k=16, **kw):
         toy = make()
         try:
             out.append((td.simulate("ring:5", toy, np.full(5, 3), seed=0, **kw), None, toy.calls))
-        except (InfeasibleStepError, ConservationError) as exc:
+        except (InfeasibleStepError, ConservationError, TokendistError) as exc:
             out.append((None, (type(exc), str(exc)), toy.calls))
     return out
 
@@ -185,6 +198,12 @@ def test_conservation_broken_inside_a_block(monkeypatch):
                                                 allow_infeasible=True)
     assert calls and one is not None and one == blocks and one[0] is ConservationError
     assert "at step 21" in one[1]
+
+
+def test_a_load_past_the_exact_limit_inside_a_block(monkeypatch):
+    # After an infeasible step the loads may pass a protocol's exact range: refused at that step.
+    (_, one, _), (_, blocks, calls) = _toy_runs(monkeypatch, LimitedToy, max_steps=100, allow_infeasible=True)
+    assert calls and one is not None and one == blocks and "after step 31" in one[1]
 
 
 @pytest.mark.parametrize("stable", [True, False])
