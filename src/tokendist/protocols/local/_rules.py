@@ -30,17 +30,14 @@ from .kernels._serial import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, 
                                        ds_step_nodes, ds_step_nodes_stencil, multi_port_step, multi_port_step_regular,
                                        multi_port_step_stencil, single_port_counter_step, single_port_geometric_step)
 from .kernels._stencil import single_port_stencil_step
-from . import _partitioned
+from . import _blocks, _partitioned
 from ._matching_blocks import MatchingBlocks
 from .kernels._threaded import (EDGE_BLOCK, ds_step_nodes_par, multi_port_step_par,
                                         multi_port_step_regular_par, run_parallel, single_port_counter_step_par)
 from ...kernels._threads import THREADS_PARAM, check_threads, run_rows, use_threads
-from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
-from .kernels._blocks import single_port_stencil_steps as _single_port_stencil_steps
+from ...kernels._report import instrument_kernels
 
 instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
-#: What a single-port step of the stencil kernel reports as its variant, blocks of steps too.
-_STENCIL_VARIANT = kernel_label(single_port_stencil_step)
 
 __all__ = ["MultiPort", "SinglePort", "DynamicSynchronous", "AsyncMultiPort", "multi_port_flows",
            "single_port_flows", "single_port_selection_probability"]
@@ -415,26 +412,8 @@ class SinglePort(Protocol):
         flows = self._flows.copy() if self.options["flows"] else None
         return Step(out, moved=int(moved), messages=4 * graph.m, flows=flows)
 
-    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle):
-        """Up to ``k`` steps of the stencil kernel in one call (:meth:`Protocol.steps`): the kernel of
-        :meth:`step` on each, the same coins, matchings and loads, the Lemma 3.2 counts as step by
-        step. Declined for a negative load: only from loads >= 0 is every transfer feasible (the
-        sender holds at least ``threshold`` more than its partner), which the engine's block check
-        takes for granted instead of reading the flows."""
-        if self._edge_runs is None or graph is not self._graph or np.minimum.reduce(loads) < 0:
-            return None
-        if self._steps + k >= INT32_MAX and self._selected.dtype == np.int32:
-            self._selected = self._selected.astype(np.int64)  # (as step() does, up to k steps earlier)
-        args = (*self._stencil_head, self.key, self._bound, self.threshold, self._flows, self._selected, self._flags,
-                self._partner, t, k, stop_idle, loads, block, moved)
-        if not block_kernel_ready(_single_port_stencil_steps, args):
-            return None
-        done = _single_port_stencil_steps(*args)
-        self._steps += done
-        self._ncand = 0
-        self._flows_dense = True
-        messages[:done] = self._messages
-        return done, _STENCIL_VARIANT
+    # Blocks of steps of the stencil kernel in one call (Protocol.steps; ._blocks).
+    steps = _blocks.single_port_steps
 
     def _numpy_step(self, t, graph, loads) -> Step:
         """The reference step on the reset graph: :func:`single_port_flows`'s rule, worked on the
