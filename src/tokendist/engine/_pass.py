@@ -37,7 +37,7 @@ from ..kernels._report import kernel_ready
 from ._metrics import (_hetero_errors_numpy, _homogeneous_errors_numpy, _local_discrepancy_stencil, _share_args,
                        _speed_ratios, _summary_kernel, _total_halves)
 
-__all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row", "outflow_of"]
+__all__ = ["StepPass", "SIGN", "OUTFLOW", "FLOWS", "small_run", "summary_row", "outflow_of", "block_pass"]
 
 #: Feasibility modes: from the sign of the new loads, from the per-node outflow, from per-edge flows;
 #: RECORD_ONLY checks nothing (a record of loads already checked).
@@ -139,6 +139,34 @@ def _step_pass(new, old, sent, mode, tol, share, k, fu, fv, scratch, ratios, spe
     met[2, k] = linf
     met[3, k] = wmax
     return total, lo, bad
+
+
+@numba.njit(cache=True, nogil=True)
+def block_pass(block, done, old, tol, first, record_every, last_step, count, fu, fv, scratch, ratios, speed_sum, indptr,
+               indices, runs, upper, ext, met, sums, bads):  # pragma: no cover - compiled
+    """:func:`_step_pass` (SIGN mode) on each of ``done`` consecutive steps of integer loads.
+
+    Row ``b`` of ``block`` holds the loads after step ``first + b + 1`` (``old``: before the first);
+    each row gets the checks of :func:`_step_pass` from the row before it, and a step recorded
+    (``step % record_every == 0`` or the run's ``last_step``) its metrics in column ``count``,
+    ``count + 1``, ... of ``ext`` and ``met``. Writes each step's sum to ``sums`` and its first
+    node below zero to ``bads`` (-1: none); returns the next free column. One call for a block of
+    steps (:mod:`tokendist.engine._batch`) instead of one a step: the same function, so the same values.
+    """
+    prev = old
+    for b in range(done):
+        row = block[b]
+        step_no = first + b + 1
+        k = -1
+        if step_no % record_every == 0 or step_no == last_step:
+            k = count
+            count += 1
+        total, lo, bad = _step_pass(row, prev, prev, 0, tol, np.nan, k, fu, fv, scratch, ratios, speed_sum, indptr,
+                                    indices, runs, upper, ext, met)
+        sums[b] = total
+        bads[b] = bad
+        prev = row
+    return count
 
 
 def _step_pass_numpy(new, old, sent, mode, tol, share, k, fu, fv, scratch, ratios, speed_sum, indptr, indices, runs,
@@ -338,6 +366,26 @@ class StepPass:
         if record:
             self.count = k + 1
         return result
+
+    def block_ready(self, loads) -> bool:
+        """Whether :meth:`check_block` may run: the pass of integer loads compiled or, outside a small
+        run, allowed to compile (a small run on a cold cache steps one at a time, numpy pass included)."""
+        if self.kind != "i" or loads.dtype != np.int64:
+            return False
+        if not self.small:
+            return True
+        one = np.zeros(1, dtype=np.int64)
+        return kernel_ready(block_pass, (loads[None, :], 0, loads, 0.0, 0, 1, 1, 0, *self._fixed[True], one, one))
+
+    def check_block(self, block, done, old, tol, first, record_every, last_step, sums, bads) -> int:
+        """The checks (SIGN mode) and records of ``done`` steps at once (:func:`block_pass`);
+        returns how many steps were recorded."""
+        while self.count + done > self.ext.shape[1]:
+            self._grow()
+        count = block_pass(block, done, old, float(tol), first, record_every, last_step, self.count,
+                           *self._fixed[True], sums, bads)
+        recorded, self.count = count - self.count, count
+        return recorded
 
     def add(self, loads, total=None):
         """Record the metrics of ``loads`` (``total``: their sum, ignored: the pass computes it)."""

@@ -211,6 +211,23 @@ class Protocol:
         """Perform synchronous step ``t`` (0-based) on ``graph`` from ``loads``; do not modify ``loads``."""
         raise NotImplementedError
 
+    def steps(self, t: int, k: int, graph, loads: np.ndarray, block: np.ndarray, moved: np.ndarray,
+              messages: np.ndarray, stop_idle: bool) -> tuple[int, str] | None:
+        """Optional: up to ``k`` steps from step ``t`` in one call (the engine's block loop,
+        :mod:`tokendist.engine._batch`); None (the default) when the protocol cannot, for this call.
+
+        Writes the loads after each step into the rows ``block[0..done-1]`` of the ``(k, n)`` int64
+        buffer, each step's tokens moved and messages into ``moved[b]`` and ``messages[b]`` (what
+        :meth:`step` would report), and stops right after a step that moved nothing when
+        ``stop_idle`` (the engine then asks :meth:`is_stable`). Afterwards the protocol is exactly as
+        after ``done`` calls of :meth:`step`. Only for steps whose feasibility the sign of the new
+        loads tells (no flows or outflow needed: the engine checks that no load went below zero).
+        Returns ``(done, variant)``, ``variant`` the kernel :meth:`step` would report for each step;
+        ``done`` 0 (a protocol that stops before a step it leaves to :meth:`step`) declines as None does:
+        the run goes on step by step.
+        """
+        return None
+
     def is_stable(self, graph, loads: np.ndarray) -> bool | None:
         """True when no future step can move a token (a fixed point of the rule); None if unknown."""
         return None

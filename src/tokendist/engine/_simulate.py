@@ -42,6 +42,7 @@ from ._pass import FLOWS as _FLOWS
 from ._pass import OUTFLOW as _OUTFLOW
 from ._pass import SIGN as _SIGN
 from ._pass import StepPass, outflow_of, small_run, summary_row
+from ._batch import block_steps, run_blocks
 from ._protocol import PROTOCOLS, Protocol
 from ._simulate_events import event_driven, event_source, run_event_steps
 from ._user import make_protocol
@@ -551,7 +552,19 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
     if targets and reached(graph, loads):
         stop_reason = "target-reached"
     else:
-        for t in range(max_steps):
+        # Randomized protocols on a small static graph: blocks of steps, one compiled call each
+        # (engine._batch), for as long as the protocol takes them; then step by step.
+        t0, ended = 0, None
+        if k := block_steps(protocol, graph, loads, fast, cycles=cycles, targets=targets, check=check,
+                            history=history, limit=limit, total=total, dynamics=dynamics, injection=injection):
+            t0, loads, moved_total, messages_total, infeasible, ended = run_blocks(
+                protocol, graph, loads, fast, k, total=total, tol=tol, max_steps=max_steps, record_every=record_every,
+                allow_infeasible=allow_infeasible, progress=progress,
+                columns=(clock, trace["step"], trace["tokens_moved"], trace["messages"]), variants=variants,
+                limit_check=None if limit is None else
+                lambda w, low, at: _check_load_limit(protocol, w, low, limit, at))
+            stop_reason = "stable" if ended == "stable" else stop_reason
+        for t in range(t0, max_steps if ended is None else t0):
             g = dynamics.graph_at(t) if dynamics is not None else graph
             current_graph = g
             if cycles and t % protocol.period == 0 and (state := protocol.state_key()) is not None:
@@ -650,7 +663,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
                 t = step_no
                 break
         else:
-            t = max_steps
+            t = max_steps if ended is None else t0
         # A run that used up its steps in a stable state says so, on a static network only: with
         # dynamics (or injection) stability holds for the last graph, not for the next, and the
         # loop above never stops on it (a run with edge failures once reported 'stable' after

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 
 __all__ = ["instrument_kernels", "begin_step", "step_variant", "describe_kernel", "REFERENCE", "CompileAvoided",
-           "avoid_compiling", "kernel_ready"]
+           "avoid_compiling", "kernel_ready", "block_kernel_ready", "kernel_label"]
 
 #: The variant of a step that called no compiled kernel: the plain numpy (or per-node) rule.
 REFERENCE = "reference"
@@ -84,6 +84,26 @@ def kernel_ready(kernel, args) -> bool:
     code, names = getattr(kernel, "__code__", None), getattr(kernel, "__globals__", {})
     inner = [names[k] for k in (code.co_names if code else ()) if hasattr(names.get(k), "overloads")]
     return all(d.overloads or _has_index(d) for d in inner)
+
+
+def block_kernel_ready(kernel, args) -> bool:
+    """Whether a kernel of several steps (``Protocol.steps``) may run: always, but while
+    :func:`avoid_compiling` is on only when it would not compile (the run then steps one at a time
+    instead; checked once per kernel and run)."""
+    if not _avoid[0]:
+        return True
+    label = f"block {kernel.__module__}.{kernel.__name__}"
+    if label in _ready:
+        return True
+    if not kernel_ready(kernel, args):
+        return False
+    _ready.add(label)
+    return True
+
+
+def kernel_label(kernel) -> str:
+    """The variant a step of ``kernel`` reports (its instrumented wrapper's label)."""
+    return describe_kernel(kernel.__module__, kernel.__name__)
 
 
 def _has_index(dispatcher) -> bool:

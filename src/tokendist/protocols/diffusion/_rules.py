@@ -45,7 +45,8 @@ from .._exact_sums import apply_edge_flows
 from ._slots import SlotRounding
 from ._diffusivity import (MATRIX_SPECS, coefficient_ratios, default_diffusivity, diagonal, diffusion_matrix,
                            diffusivity)
-from ...kernels._report import instrument_kernels
+from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
+from .kernels._blocks import rounded_stencil_steps as _rounded_stencil_steps
 from ...kernels._rows import RowOrder, sequential_sum
 
 instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
@@ -58,6 +59,8 @@ ROUNDINGS = ("floor", "ceil", "random", "oriented")
 _FLOOR, _CEIL, _RANDOM, _ORIENTED = range(4)
 _COINS = ("pij", "fraction")
 _MASK64 = (1 << 64) - 1
+#: What a step of the stencil kernel reports as its variant (RunResult.variants), blocks of steps too.
+_STENCIL_VARIANT = kernel_label(rounded_stencil_step)
 _INT64 = np.dtype(np.int64)
 _add_reduce, _min_reduce, _max_reduce = np.add.reduce, np.minimum.reduce, np.maximum.reduce
 
@@ -559,6 +562,30 @@ class _RoundedDiffusion(_DiffusionBase):
         if low < 0:
             self.negative_steps += 1
         return out
+
+    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle):
+        """Up to ``k`` steps of the stencil kernel in one call (:meth:`Protocol.steps`), for the random
+        rounding (the deterministic ones detect cycles step by step): the kernel of :meth:`step` on
+        each, the same coins and loads, ``min_load`` and ``negative_load_steps`` as step by step.
+        The block stops before a step the stencil kernel cannot take (loads spanning 2**29 or
+        more) or that sends more than a node holds; that step, and the rest, go one at a time."""
+        if not self.randomized or self._reference or graph is not self._graph or self._stencil_runs is None:
+            return None
+        lows = self.__dict__.get("_lows")
+        if lows is None or lows.shape[0] < k:
+            lows = self._lows = np.empty(k, dtype=np.int64)
+        head, (mode, key), tail = self._stencil_args
+        args = (*head, mode, key, *tail, self._outflow, t, k, stop_idle, loads, block, moved, lows)
+        if not block_kernel_ready(_rounded_stencil_steps, args):
+            return None
+        done = _rounded_stencil_steps(*args)
+        if not done:
+            return None
+        messages[:done] = self._messages_static
+        low = int(lows[:done].min())
+        self.min_load = min(self.min_load, low)
+        self.negative_steps += int(np.count_nonzero(lows[:done] < 0))
+        return done, _STENCIL_VARIANT
 
     def _slot_rule(self, loads):
         """The slot form of the numpy step (:class:`SlotRounding`), when it applies to ``loads``; then

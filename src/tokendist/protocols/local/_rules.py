@@ -30,7 +30,7 @@ from .kernels._serial import (BLOCK, INT32_MAX, INT32_MIN, coin_bound, ds_step, 
                                        ds_step_nodes, ds_step_nodes_stencil, multi_port_step, multi_port_step_regular,
                                        multi_port_step_stencil, single_port_counter_step, single_port_geometric_step)
 from .kernels._stencil import single_port_stencil_step
-from . import _partitioned
+from . import _blocks, _partitioned
 from ._matching_blocks import MatchingBlocks
 from .kernels._threaded import (EDGE_BLOCK, ds_step_nodes_par, multi_port_step_par,
                                         multi_port_step_regular_par, run_parallel, single_port_counter_step_par)
@@ -411,6 +411,9 @@ class SinglePort(Protocol):
         self._out = loads
         flows = self._flows.copy() if self.options["flows"] else None
         return Step(out, moved=int(moved), messages=4 * graph.m, flows=flows)
+
+    # Blocks of steps of the stencil kernel in one call (Protocol.steps; ._blocks).
+    steps = _blocks.single_port_steps
 
     def _numpy_step(self, t, graph, loads) -> Step:
         """The reference step on the reset graph: :func:`single_port_flows`'s rule, worked on the

@@ -15,9 +15,11 @@ from ...engine import Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from ...graphs import edge_colouring
 from ...graphs._model import unsigned_view
-from ...kernels._report import instrument_kernels
+from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
 from .kernels._circuit import circuit_step
+from .kernels._circuit import circuit_steps as _circuit_steps
 from .kernels._matching import matching_step
+from .kernels._matching import matching_steps as _matching_steps
 
 instrument_kernels(globals())  # runs report which kernel ran each step
 
@@ -26,6 +28,8 @@ __all__ = ["RandomMatching", "BalancingCircuit", "random_matching", "balance_pai
 _DRAWINGS = ("edge-coin", "active-passive")
 _EXCESS = ("random", "heavier")
 _TAG_MATCH, _TAG_ACTIVE, _TAG_PICK, _TAG_COIN = 1, 2, 3, 4
+#: What a round of each kernel reports as its variant (RunResult.variants), blocks of rounds too.
+_MATCHING_VARIANT, _CIRCUIT_VARIANT = kernel_label(matching_step), kernel_label(circuit_step)
 #: Up to this many edges the kernel reads each edge's index mix from a table (8 bytes an edge, 512 kB
 #: at most: in cache) instead of computing it every round.
 _MIX_TABLE_EDGES = 1 << 16
@@ -335,6 +339,22 @@ class RandomMatching(_MatchingBase):
         self._out = loads  # the engine's previous loads: next step's output buffer
         return Step(new, moved=int(moved), messages=2 * int(matched), flows=flows)
 
+    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle):
+        """Up to ``k`` rounds of the edge-coin kernel in one call (:meth:`Protocol.steps`): the kernel
+        of :meth:`step` on each, so the same draws and loads. Declined for a negative load: only from
+        loads >= 0 is every pair's exchange feasible (each end keeps the floor or the ceiling of the
+        mean), which the engine's block check takes for granted instead of reading the flows."""
+        fast = self._fast
+        if fast is None or graph is not self._graph or np.minimum.reduce(loads) < 0:
+            return None
+        flows = self.__dict__.get("_block_flows")
+        if flows is None:
+            flows = self._block_flows = np.empty(graph.m, dtype=np.int64)  # (scratch: no block reads it)
+        args = (*fast, t, k, stop_idle, loads, block, flows, moved, messages)
+        if not block_kernel_ready(_matching_steps, args):
+            return None
+        return _matching_steps(*args), _MATCHING_VARIANT
+
     def _reference_step(self, t, graph, loads, p):
         """The numpy reference on the graph of the start: :meth:`_step` on :func:`random_matching`'s
         round, with the draws made a block of rounds at a time."""
@@ -470,3 +490,17 @@ class BalancingCircuit(_MatchingBase):
         self._out = loads
         # The flows buffer is reused: the engine reads it during the step (feasibility, single-port check).
         return Step(new, moved=int(moved), messages=messages, flows=self._flows)
+
+    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle):
+        """Up to ``k`` rounds of the numba kernel in one call (:meth:`Protocol.steps`): the kernel of
+        :meth:`step` on each round's colour class, the flows buffer left as after the last round.
+        Declined for a negative load (see :meth:`RandomMatching.steps`)."""
+        if self.options["kernel"] == "numpy" or graph is not self._graph or np.minimum.reduce(loads) < 0:
+            return None
+        args = (*self._fixed, self._class_start, self.period, *self._written, t, k, stop_idle, loads, block, moved,
+                messages)
+        if not block_kernel_ready(_circuit_steps, args):
+            return None
+        done = _circuit_steps(*args)
+        self._written = self._rounds[(t + done - 1) % self.period][0]  # the class whose flows are in self._flows
+        return done, _CIRCUIT_VARIANT

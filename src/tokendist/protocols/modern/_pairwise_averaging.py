@@ -11,14 +11,17 @@ import numpy as np
 from ..._random import CounterDraws, counter_uniform_scalar, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
 from ...graphs._model import unsigned_view
-from ...kernels._report import instrument_kernels
+from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
 from .kernels._pairwise import pairwise_step
+from .kernels._pairwise import pairwise_steps as _pairwise_steps
 
 instrument_kernels(globals())  # runs report which kernel ran each step
 
 __all__ = ["PairwiseAveraging"]
 
 _EXCESS = ("random", "heavier")
+#: What a step of the kernel reports as its variant (RunResult.variants), blocks of steps too.
+_STEP_VARIANT = kernel_label(pairwise_step)
 
 
 @register_protocol
@@ -79,6 +82,19 @@ class PairwiseAveraging(Protocol):
             self._fast = (unsigned_view(graph.u), unsigned_view(graph.v), self.options["excess"] == "random",
                           self._key, self._outflow, self._last)
         self._draws = None  # the reference's draws, made at its first step
+
+    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle):
+        """Up to ``k`` interactions of the numba kernel in one call (:meth:`Protocol.steps`): the
+        kernel of :meth:`step` on each, its outflow and last pair updated as step by step. Declined
+        for a negative load: only from loads >= 0 is every interaction feasible (each end keeps the
+        floor or the ceiling of the pair's mean), which the engine's block check takes for granted."""
+        fast = self._fast
+        if fast is None or graph is not self._graph or np.minimum.reduce(loads) < 0:
+            return None
+        args = (*fast, t, k, stop_idle, loads, block, moved, messages)
+        if not block_kernel_ready(_pairwise_steps, args):
+            return None
+        return _pairwise_steps(*args), _STEP_VARIANT
 
     def pair(self, t, graph, draw: float | None = None) -> int:
         """The edge of step ``t`` (``draw``: its draw ``counter_uniform(key, t, 0)`` when already made)."""

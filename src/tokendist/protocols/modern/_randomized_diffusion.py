@@ -11,8 +11,9 @@ import numpy as np
 
 from ..._random import CounterDraws, counter_uniform, counter_uniform_scalar, mix_index, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
-from ...kernels._report import instrument_kernels
+from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
 from .kernels._randomized_diffusion import randomized_diffusion_step
+from .kernels._randomized_diffusion import randomized_diffusion_steps as _randomized_diffusion_steps
 
 instrument_kernels(globals())  # runs report which kernel ran each step
 
@@ -24,6 +25,8 @@ _DENOMINATORS = ("max-degree+1", "2max-degree")
 #: Up to this many slots (n S) the kernel reads each slot's index mix from a table (8 bytes a slot,
 #: 512 kB at most: in cache) instead of computing it every step.
 _MIX_TABLE_SLOTS = 1 << 16
+#: What a step of the kernel reports as its variant (RunResult.variants), blocks of steps too.
+_STEP_VARIANT = kernel_label(randomized_diffusion_step)
 
 
 def slot_table(graph, slots: int) -> np.ndarray:
@@ -233,6 +236,17 @@ class RandomizedDiffusion(Protocol):
         D = self._neighbour_rows
         moved = int(_add_reduce(give[:D], None)) if D else int(flat @ self._to_neighbour)
         return Step(new, moved, 2 * graph.m)
+
+    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle):
+        """Up to ``k`` steps of the numba kernel in one call (:meth:`Protocol.steps`): the kernel of
+        :meth:`step` on each, so the same draws and loads; the rule has no state between steps."""
+        fast = self._fast
+        if fast is None or graph is not self._graph:
+            return None
+        args = (*fast, t, k, stop_idle, loads, block, moved, messages, self._messages)
+        if not block_kernel_ready(_randomized_diffusion_steps, args):
+            return None
+        return _randomized_diffusion_steps(*args), _STEP_VARIANT
 
     # Per-node form: the node's load and its own counter-based coins.
     def publish(self, rnd, t, node, view):

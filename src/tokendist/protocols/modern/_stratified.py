@@ -15,10 +15,11 @@ import numpy as np
 from ..._random import counter_uniform, counter_uniform_mixed, counter_uniform_scalar, mix_index, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
 from ...graphs._model import unsigned_view
-from ...kernels._report import instrument_kernels
+from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
 from ...kernels._rows import RowOrder
 from ._common import edge_coefficients, matrix_param
 from .kernels._stratified import stratified_step
+from .kernels._stratified import stratified_steps as _stratified_steps
 
 instrument_kernels(globals())  # runs report which kernel ran each step
 
@@ -30,6 +31,8 @@ _add_reduce, _max_reduce = np.add.reduce, np.maximum.reduce  # (the ufuncs' own:
 
 #: Largest table of token mixes the reference keeps (entries: n times a power of two above the loads).
 _MIX_TABLE_LIMIT = 1 << 22
+#: What a step of the kernel reports as its variant (RunResult.variants), blocks of steps too.
+_STEP_VARIANT = kernel_label(stratified_step)
 
 
 def row_boundaries(graph, alpha: np.ndarray, order: str) -> tuple[np.ndarray, np.ndarray]:
@@ -250,6 +253,17 @@ class StratifiedDiffusion(Protocol):
         return Step(new, moved=int(sent.sum()), messages=2 * graph.m)
 
     # Per-node form: the node's row, its load and its own counter-based draws.
+    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle):
+        """Up to ``k`` steps of the numba kernel in one call (:meth:`Protocol.steps`): the kernel of
+        :meth:`step` on each, so the same draws and loads; the rule has no state between steps."""
+        fast = self._fast
+        if fast is None or graph is not self._graph:
+            return None
+        args = (*fast, t, k, stop_idle, loads, block, moved, messages, self._messages)
+        if not block_kernel_ready(_stratified_steps, args):
+            return None
+        return _stratified_steps(*args), _STEP_VARIANT
+
     def publish(self, rnd, t, node, view):
         return int(view.load)
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ....kernels._coins import _step_base, _uniform
 
-__all__ = ["circuit_step"]
+__all__ = ["circuit_step", "circuit_steps"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -48,3 +48,28 @@ def circuit_step(edges, uu, vv, random_excess, key, flows, lo, hi, old_lo, old_h
         new[vv[e]] = b + f
         moved += abs(f)
     return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def circuit_steps(edges, uu, vv, random_excess, key, flows, starts, period, old_lo, old_hi, t, k, stop_idle, loads,
+                  block, moved, messages):  # pragma: no cover - compiled
+    """Up to ``k`` rounds from round ``t``: :func:`circuit_step` on colour class ``(t + b) mod period``
+    (edges ``edges[starts[c]:starts[c + 1]]``), the loads after it in ``block[b]``, its tokens moved
+    and messages (two per edge of the class) in ``moved[b]`` and ``messages[b]``; ``flows`` ends
+    holding the last round's. Stops after a round that moved nothing when ``stop_idle``. Returns
+    the rounds taken (``Protocol.steps``)."""
+    prev = loads
+    for b in range(k):
+        c = (t + b) % period
+        lo = starts[c]
+        hi = starts[c + 1]
+        row = block[b]
+        m = circuit_step(edges, uu, vv, random_excess, key, flows, lo, hi, old_lo, old_hi, t + b, prev, row)
+        old_lo = lo
+        old_hi = hi
+        moved[b] = m
+        messages[b] = 2 * (hi - lo)
+        prev = row
+        if stop_idle and m == 0:
+            return b + 1
+    return k

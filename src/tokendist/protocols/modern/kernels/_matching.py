@@ -16,7 +16,7 @@ import numpy as np
 
 from ....kernels._coins import _splitmix64, _step_base
 
-__all__ = ["matching_step"]
+__all__ = ["matching_step", "matching_steps"]
 
 _S11 = np.uint64(11)
 _TO_UNIT = 1.0 / (1 << 53)
@@ -72,3 +72,23 @@ def matching_step(uu, vv, draw, p, match_key, mixed, mask, random_excess, coin_k
                 matched += 1
         flows[e] = f
     return moved, matched
+
+
+@numba.njit(cache=True, nogil=True)
+def matching_steps(uu, vv, draw, p, match_key, mixed, mask, random_excess, coin_key, count, t, k, stop_idle, loads,
+                   block, flows, moved, messages):  # pragma: no cover - compiled
+    """Up to ``k`` rounds from round ``t``: :func:`matching_step` on each, the loads after round ``t + b``
+    in ``block[b]``, its tokens moved and messages (two per matched edge) in ``moved[b]`` and
+    ``messages[b]`` (``flows``: scratch of m integers); stops after a round that moved nothing when
+    ``stop_idle``. Returns the rounds taken (``Protocol.steps``)."""
+    prev = loads
+    for b in range(k):
+        row = block[b]
+        m, matched = matching_step(uu, vv, draw, p, match_key, mixed, mask, random_excess, coin_key, count, t + b,
+                                   prev, row, flows)
+        moved[b] = m
+        messages[b] = 2 * matched
+        prev = row
+        if stop_idle and m == 0:
+            return b + 1
+    return k

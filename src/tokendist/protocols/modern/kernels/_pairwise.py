@@ -14,7 +14,7 @@ import numpy as np
 
 from ....kernels._coins import _step_base, _uniform
 
-__all__ = ["pairwise_step"]
+__all__ = ["pairwise_step", "pairwise_steps"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -53,3 +53,22 @@ def pairwise_step(uu, vv, random_excess, key, outflow, last, t, loads, new):  # 
     last[0] = a
     last[1] = b
     return abs(xa - na)
+
+
+@numba.njit(cache=True, nogil=True)
+def pairwise_steps(uu, vv, random_excess, key, outflow, last, t, k, stop_idle, loads, block, moved,
+                   messages):  # pragma: no cover - compiled
+    """Up to ``k`` interactions from step ``t``: :func:`pairwise_step` on each, the loads after step
+    ``t + b`` in ``block[b]``, its tokens moved in ``moved[b]`` and its two messages in
+    ``messages[b]``; ``outflow`` and ``last`` end as after the last one. Stops after a step that
+    moved nothing when ``stop_idle``. Returns the steps taken (``Protocol.steps``)."""
+    prev = loads
+    for b in range(k):
+        row = block[b]
+        m = pairwise_step(uu, vv, random_excess, key, outflow, last, t + b, prev, row)
+        moved[b] = m
+        messages[b] = 2
+        prev = row
+        if stop_idle and m == 0:
+            return b + 1
+    return k

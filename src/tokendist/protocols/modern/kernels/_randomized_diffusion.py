@@ -16,7 +16,7 @@ import numpy as np
 from ....kernels._coins import _splitmix64, _step_base, _uniform
 from ....kernels._divide import divmod_by
 
-__all__ = ["randomized_diffusion_step"]
+__all__ = ["randomized_diffusion_step", "randomized_diffusion_steps"]
 
 #: Up to this many slots a slot's rank is counted by comparisons; above, numpy's stable sort.
 _COUNT_SLOTS = 32
@@ -110,3 +110,22 @@ def _step_sorted(table, loads, key, t, new, u, extra):  # pragma: no cover - com
         new[i] -= out
         moved += out
     return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def randomized_diffusion_steps(table, mixed, key, u, extra, bits, t, k, stop_idle, loads, block, moved, messages,
+                               msg):  # pragma: no cover - compiled
+    """Up to ``k`` steps from step ``t``: :func:`randomized_diffusion_step` on each, the loads after step
+    ``t + b`` in ``block[b]``, its tokens moved in ``moved[b]`` and ``msg`` in ``messages[b]``; stops
+    after a step that moved nothing when ``stop_idle``. Returns the steps taken
+    (``Protocol.steps``: one call for a block of steps of a small graph)."""
+    prev = loads
+    for b in range(k):
+        row = block[b]
+        m = randomized_diffusion_step(table, mixed, key, u, extra, bits, t + b, prev, row)
+        moved[b] = m
+        messages[b] = msg
+        prev = row
+        if stop_idle and m == 0:
+            return b + 1
+    return k

@@ -18,7 +18,7 @@ import numpy as np
 
 from ....kernels._coins import _step_base, _uniform
 
-__all__ = ["stratified_step"]
+__all__ = ["stratified_step", "stratified_steps"]
 
 _LOW32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
@@ -69,3 +69,21 @@ def stratified_step(indptr, indices, col, c, key, t, loads, new):  # pragma: no 
         new[i] -= out
         moved += out
     return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def stratified_steps(indptr, indices, col, c, key, t, k, stop_idle, loads, block, moved, messages,
+                     msg):  # pragma: no cover - compiled
+    """Up to ``k`` steps from step ``t``: :func:`stratified_step` on each, the loads after step ``t + b``
+    in ``block[b]``, its tokens moved in ``moved[b]`` and ``msg`` in ``messages[b]``; stops after a
+    step that moved nothing when ``stop_idle``. Returns the steps taken (``Protocol.steps``)."""
+    prev = loads
+    for b in range(k):
+        row = block[b]
+        m = stratified_step(indptr, indices, col, c, key, t + b, prev, row)
+        moved[b] = m
+        messages[b] = msg
+        prev = row
+        if stop_idle and m == 0:
+            return b + 1
+    return k
