@@ -120,7 +120,8 @@ def plot_compare(results, path, *, title: str | None = None, metrics=("discrepan
     if title:
         fig.suptitle(title)
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    # zlib level 1, not PIL's 6: the same pixels, a tenth more bytes, a third of the encoding time.
+    fig.savefig(path, dpi=120, pil_kwargs={"compress_level": 1})
     return path
 
 
