@@ -52,6 +52,9 @@ def _import_plotting():
     try:
         import matplotlib.backends.backend_agg  # noqa: F401  (what compare.png needs; the plot imports it again)
         import matplotlib.figure  # noqa: F401
+        from PIL import Image  # matplotlib writes the PNG with Pillow, which loads its format plugins on first use
+
+        Image.preinit()
     except ImportError:  # the plot says so in one line when it is drawn
         pass
 
