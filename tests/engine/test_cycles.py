@@ -116,3 +116,13 @@ def test_the_runs_above_stop_on_repeated_states():
     reasons = [simulate(make_graph(spec, seed=1), algo, init, seed=3, max_steps=4000, params=params).stop_reason
                for spec, algo, init, params in RUNS]
     assert sum(r in ("fixed-point", "cycle", "rounding-cycle") for r in reasons) >= len(RUNS) // 2
+
+
+def test_other_buffers_keep_the_sha256_key_and_empty_ones_are_no_state():
+    w = np.arange(4, dtype=np.int64)
+    raw = np.int64(7).tobytes()
+    for same in (bytearray(raw), memoryview(raw), np.int64(7)):
+        assert cycle_key(w, same) == cycle_key(w, raw)
+        assert state_bytes(same) == raw
+    assert cycle_key(w, np.int64(0)) == cycle_key(w, bytes(8)) != cycle_key(w, b"")
+    assert cycle_key(w, bytearray()) == cycle_key(w, memoryview(b"")) == cycle_key(w, b"") == cycle_key(w, ())

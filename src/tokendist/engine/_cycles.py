@@ -143,11 +143,15 @@ def state_bytes(state) -> bytes:
         return state.tobytes()
     if isinstance(state, tuple):
         return b"".join(np.asarray(p).tobytes() for p in state)
-    return bytes(state)
+    return memoryview(state).tobytes()  # (bytes(x) of a numpy integer would be x zero bytes)
 
 
-def sha256_key(loads, state: bytes) -> bytes:
-    """The key of a state given as ``bytes``: sha256 of the loads' bytes followed by ``state``."""
+def sha256_key(loads, state) -> bytes:
+    """The key of a state given as ``bytes``: sha256 of the loads' bytes followed by ``state``.
+
+    ``state`` may be any object with the buffer protocol that :mod:`hashlib` takes (``bytes``,
+    ``bytearray``, ``memoryview``, a numpy scalar), as the engine took it before arrays.
+    """
     digest = hashlib.sha256(loads.data if loads.flags.c_contiguous else loads.tobytes())
     digest.update(state)
     return digest.digest()
@@ -162,7 +166,8 @@ def cycle_key(loads, state):
         The loads at the start of the step.
     state : ndarray, tuple of ndarray, or bytes
         What :meth:`tokendist.engine.Protocol.state_key` returned (not None). A tuple stands for
-        its arrays' bytes one after another (hashed from a copy: one array is cheaper).
+        its arrays' bytes one after another (hashed from a copy: one array is cheaper); anything
+        else (``bytes``, or any object with the buffer protocol) for its bytes.
 
     Returns
     -------
@@ -173,8 +178,10 @@ def cycle_key(loads, state):
         state = _bytes_view(state)
     elif isinstance(state, tuple):
         state = np.concatenate([_bytes_view(np.asarray(p)) for p in state]) if state else _EMPTY
-    elif state:
-        return sha256_key(loads, bytes(state))
-    else:
+    elif type(state) is bytes and not state:  # (the stateless protocols' b"")
         state = _EMPTY
+    elif memoryview(state).nbytes:
+        return sha256_key(loads, state)
+    else:
+        state = _EMPTY  # (an empty bytearray or memoryview: no state, as b"")
     return hash128(_bytes_view(loads), state)
