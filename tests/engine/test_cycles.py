@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 import tokendist.engine._simulate as simulate_module
 from tokendist import simulate
-from tokendist.engine._cycles import cycle_key, hash128, sha256_key, state_bytes
+import tokendist.engine._cycles as cycles_module
+from tokendist.engine._cycles import cycle_key, hash128, key_function, sha256_key, state_bytes
 from tokendist.graphs import make_graph
 
 
@@ -105,7 +106,7 @@ RUNS = [
 def test_stop_steps_unchanged_against_the_sha256_key(monkeypatch, spec, algo, init, params):
     g = make_graph(spec, seed=1)
     fast = simulate(g, algo, init, seed=3, max_steps=4000, params=params)
-    monkeypatch.setattr(simulate_module, "cycle_key", _sha256_of_bytes)
+    monkeypatch.setattr(simulate_module, "key_function", lambda small: _sha256_of_bytes)
     ref = simulate(g, algo, init, seed=3, max_steps=4000, params=params)
     assert (fast.steps, fast.stop_reason, fast.cycle_length) == (ref.steps, ref.stop_reason, ref.cycle_length)
     np.testing.assert_array_equal(fast.loads, ref.loads)
@@ -126,3 +127,22 @@ def test_other_buffers_keep_the_sha256_key_and_empty_ones_are_no_state():
         assert state_bytes(same) == raw
     assert cycle_key(w, np.int64(0)) == cycle_key(w, bytes(8)) != cycle_key(w, b"")
     assert cycle_key(w, bytearray()) == cycle_key(w, memoryview(b"")) == cycle_key(w, b"") == cycle_key(w, ())
+
+
+def test_a_small_run_keeps_sha256_keys_while_the_hash_would_compile(monkeypatch):
+    # Pretend hash128 is neither compiled nor cached: a small run takes the sha256 of the state's
+    # bytes for all its keys, a large one (or one past the limit) hash128; the stop step is the same.
+    monkeypatch.setattr(cycles_module, "_hash_ready", lambda: False)
+    monkeypatch.setattr(cycles_module, "_sha256_keys", [0])
+    assert key_function(True) is cycles_module._bytes_key and key_function(False) is cycle_key
+    w, state = np.arange(6, dtype=np.int64), np.ones(3)
+    assert key_function(True)(w, state) == sha256_key(w, state.tobytes())
+    assert cycles_module._sha256_keys[0] == 1
+    monkeypatch.setattr(simulate_module, "small_run", lambda graph, max_steps: True)
+    g = make_graph("torus:6x6")
+    run = simulate(g, "rotor-router", "random:0..50", seed=3, max_steps=4000)
+    assert run.stop_reason == "cycle" and cycles_module._sha256_keys[0] > 1
+    monkeypatch.setattr(cycles_module, "_sha256_keys", [cycles_module.SHA256_KEY_LIMIT])
+    assert key_function(True) is cycle_key
+    again = simulate(g, "rotor-router", "random:0..50", seed=3, max_steps=4000)
+    assert (again.steps, again.cycle_length) == (run.steps, run.cycle_length)

@@ -12,6 +12,12 @@ on a small graph (256 nodes) hashing a state of a few kB costs as much as the st
 * ``state_key()`` returns non-empty ``bytes`` (a user's protocol, :mod:`tokendist.engine._user`):
   the key is the sha256 digest of the loads' bytes followed by those bytes, as before.
 
+A small run (:func:`tokendist.engine._pass.small_run`, the rule that keeps a small run on a cold
+numba cache from compiling its step kernels) on which :func:`hash128` is neither compiled nor in
+numba's on-disk cache takes, for all its keys, the sha256 digest of the loads' bytes and of the
+state's bytes instead (:func:`key_function`): the same stop step, nothing to compile. A process
+compiles :func:`hash128` after all once it has taken :data:`SHA256_KEY_LIMIT` such keys.
+
 Either way two states have equal keys when their bytes are equal; the forms never give equal keys
 to each other, so a protocol returns its state in one form only (the same bytes as an array and as
 ``bytes`` would be two different keys). ``None`` (a state that cannot repeat) is not hashed.
@@ -33,7 +39,9 @@ import hashlib
 import numba
 import numpy as np
 
-__all__ = ["cycle_key", "hash128", "sha256_key", "state_bytes"]
+from ..kernels._report import kernel_ready
+
+__all__ = ["cycle_key", "hash128", "key_function", "sha256_key", "state_bytes", "SHA256_KEY_LIMIT"]
 
 # Lane constants: MurmurHash3 x64_128's c2 for lane 1, the xxHash64 prime 2 for lane 2; two more
 # odd constants start the odd-word streams.
@@ -44,6 +52,15 @@ _F1, _F2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)  # (Murm
 # Shift counts as uint64 (numba: a uint64 shifted by an int is a float).
 _R23, _R27, _R29, _R31, _R33, _R35, _R37, _R41 = (np.uint64(r) for r in (23, 27, 29, 31, 33, 35, 37, 41))
 _U8 = np.dtype(np.uint8)
+
+#: The sha256 keys of small runs a process takes before it compiles :func:`hash128` after all. On
+#: ``torus:16x16`` a sha256 key (the state copied into ``bytes``) costs 0.7 to 7 us more than
+#: :func:`hash128`'s with the state's size, and compiling :func:`hash128` about 0.5 s of CPU
+#: (``benchmarks/probes/cycle_key.py``), so some 100,000 keys pay for a compilation in one process;
+#: the limit is lower because the compiled hash lands in numba's cache and serves every later run:
+#: the first ``tokendist compare`` after an install compiles it part way.
+SHA256_KEY_LIMIT = 20_000
+_sha256_keys = [0]
 _EMPTY = np.zeros(0, dtype=_U8)  # b"" (no state), as an empty array
 
 
@@ -185,3 +202,30 @@ def cycle_key(loads, state):
     else:
         state = _EMPTY  # (an empty bytearray or memoryview: no state, as b"")
     return hash128(_bytes_view(loads), state)
+
+
+def _bytes_key(loads, state):
+    """:func:`sha256_key` of the state's bytes, counted (:data:`SHA256_KEY_LIMIT`)."""
+    _sha256_keys[0] += 1
+    return sha256_key(loads, state_bytes(state))
+
+
+def key_function(small: bool):
+    """The key function of a run: :func:`cycle_key`, or on a small run while :func:`hash128` would
+    compile, the sha256 of the state's bytes (the module docstring).
+
+    One run takes one function for all its keys: the two never give the same key to a state.
+    """
+    if not small or _sha256_keys[0] >= SHA256_KEY_LIMIT or _hash_ready():
+        return cycle_key
+    return _bytes_key
+
+
+def _hash_ready() -> bool:
+    """Whether :func:`hash128` runs without compiling (compiled in this process, or cached: then loaded)."""
+    if hash128.overloads:
+        return True
+    if kernel_ready(hash128, (_EMPTY, _EMPTY)):
+        hash128(_EMPTY, _EMPTY)  # (loaded from numba's on-disk cache, not compiled)
+        return True
+    return False

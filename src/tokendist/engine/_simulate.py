@@ -34,7 +34,7 @@ from ..kernels._choice import reference_is_cheaper, why_reference
 from ..kernels._report import _last as _report_last
 from ..kernels._report import REFERENCE, CompileAvoided, avoid_compiling
 from ..graphs import Graph, make_graph
-from ._cycles import cycle_key
+from ._cycles import key_function
 from ._initial import make_loads, parse_range
 from ._injection import stream_summary
 from ._metrics import SUMMARY_METRICS, at_most, exact_total, measure, sum_min, target_reached
@@ -546,6 +546,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
     run_dtype = loads.dtype
     static_run = dynamics is None and injection is None  # (stability is a stop only on a static run)
     clock_now = time.perf_counter
+    key_of = key_function(small_run(graph, max_steps)) if cycles else None
     steps_clock, steps_col, moved_col, messages_col = clock.append, trace["step"].append, \
         trace["tokens_moved"].append, trace["messages"].append
     if targets and reached(graph, loads):
@@ -555,7 +556,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
             g = dynamics.graph_at(t) if dynamics is not None else graph
             current_graph = g
             if cycles and t % protocol.period == 0 and (state := protocol.state_key()) is not None:
-                key = cycle_key(loads, state)  # (128 bits of the loads and the state: _cycles)
+                key = key_of(loads, state)  # (128 bits of the loads and the state, or sha256: _cycles)
                 if key in seen:
                     first, moved_then = seen[key]
                     cycle_length = t - first
