@@ -49,7 +49,7 @@ _C1, _C2 = np.uint64(0x87C37B91114253D5), np.uint64(0x4CF5AD432745937F)
 _C3, _C4 = np.uint64(0x9E3779B185EBCA87), np.uint64(0xC2B2AE3D27D4EB4F)
 _SEED1, _SEED2 = np.uint64(0x243F6A8885A308D3), np.uint64(0x13198A2E03707344)  # (digits of pi)
 _F1, _F2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)  # (MurmurHash3's fmix64)
-# Shift counts as uint64 (numba: a uint64 shifted by an int is a float).
+# Shift counts as uint64 (numba promotes a uint64 mixed with a signed int to float64).
 _R23, _R27, _R29, _R31, _R33, _R35, _R37, _R41 = (np.uint64(r) for r in (23, 27, 29, 31, 33, 35, 37, 41))
 _U8 = np.dtype(np.uint8)
 
