@@ -23,6 +23,7 @@ from threadpoolctl import threadpool_info
 
 from tokendist._random import stream
 from tokendist.engine import make_protocol
+from tokendist.engine._cycles import state_bytes
 from tokendist.graphs import make_graph
 from tokendist.kernels._rows import RowOrder
 from tokendist.protocols.heterogeneous import _matrix as hm
@@ -43,7 +44,7 @@ def _steps(algo, graph, loads, params, steps):
     p.reset(graph, loads.copy(), stream(11, "protocol"))
     out = []
     for t in range(steps):
-        key = p.state_key()
+        key = state_bytes(p.state_key())
         s = p.step(t, graph, loads)
         out.append((key, s.loads.tobytes(), np.asarray(s.flows).tobytes(), s.moved, s.info))
         loads = s.loads

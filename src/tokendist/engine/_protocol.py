@@ -232,10 +232,13 @@ class Protocol:
         """True when no future step can move a token (a fixed point of the rule); None if unknown."""
         return None
 
-    def state_key(self) -> bytes | None:
-        """Bytes identifying the protocol's internal state, for cycle detection (stateless: b"").
+    def state_key(self) -> bytes | np.ndarray | tuple | None:
+        """The protocol's internal state, for cycle detection (stateless: b"").
 
-        None means a state that cannot repeat (e.g. one that includes the clock): not hashed.
+        ``bytes``, or a numpy array (or tuple of arrays, their bytes one after another) that the
+        engine hashes at once where it lies, with no copy (:mod:`tokendist.engine._cycles`); one
+        form for the whole run. None means a state that cannot repeat (e.g. one that includes the
+        clock): not hashed.
         """
         return b""
 

@@ -19,7 +19,6 @@ scheme whose float64 state repeats with load still moving reports ``rounding-cyc
 
 from __future__ import annotations
 
-import hashlib
 import math
 import numbers
 import time
@@ -35,6 +34,7 @@ from ..kernels._choice import reference_is_cheaper, why_reference
 from ..kernels._report import _last as _report_last
 from ..kernels._report import REFERENCE, CompileAvoided, avoid_compiling
 from ..graphs import Graph, make_graph
+from ._cycles import key_function
 from ._initial import make_loads, parse_range
 from ._injection import stream_summary
 from ._metrics import SUMMARY_METRICS, at_most, exact_total, measure, sum_min, target_reached
@@ -533,7 +533,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
             variants={getattr(source, "variant", REFERENCE): t} if t else {},
             in_transit=_plain(source.in_transit),
             clock=np.asarray(ev_clock) - ev_clock[0])
-    seen: dict[bytes, tuple[int, float]] = {}
+    seen: dict[tuple[int, int] | bytes, tuple[int, float]] = {}
     record(0, graph, loads)
     history = [loads.copy()] if keep_loads_every else None
     stop_reason, cycle_length, t = "max-steps", None, 0
@@ -546,7 +546,8 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
     fast_check = fast.check if fused else None
     run_dtype = loads.dtype
     static_run = dynamics is None and injection is None  # (stability is a stop only on a static run)
-    clock_now, sha256 = time.perf_counter, hashlib.sha256
+    clock_now = time.perf_counter
+    key_of = key_function(small_run(graph, max_steps)) if cycles else None
     steps_clock, steps_col, moved_col, messages_col = clock.append, trace["step"].append, \
         trace["tokens_moved"].append, trace["messages"].append
     if targets and reached(graph, loads):
@@ -568,11 +569,7 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
             g = dynamics.graph_at(t) if dynamics is not None else graph
             current_graph = g
             if cycles and t % protocol.period == 0 and (state := protocol.state_key()) is not None:
-                # sha256 (the CPU's SHA instructions): half blake2b's time on a small graph's state
-                # (7 against 13 us for 10 kB here); either digest only tells equal states apart.
-                digest = sha256(loads.data if loads.flags.c_contiguous else loads.tobytes())
-                digest.update(state)
-                key = digest.digest()
+                key = key_of(loads, state)  # (128 bits of the loads and the state, or sha256: _cycles)
                 if key in seen:
                     first, moved_then = seen[key]
                     cycle_length = t - first

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..._random import stream
 from ...errors import ConservationError, InfeasibleStepError, TokendistError
+from .._cycles import state_bytes
 from .._metrics import measure
 from .._simulate import _CYCLE_DETECTION_MAX_N, TRACE_METRICS, RunResult, _plain, prepare_run, register_backend
 from ._halo import LocalPart
@@ -256,7 +257,7 @@ def _run_partitioned(graph, algo, init, *, seed=None, params=None, max_steps=Non
                 state_key = (protocol.partitioned_state_key(part) if hasattr(protocol, "partitioned_state_key")
                              else protocol.state_key())
                 if root and state_key is not None:
-                    key = hashlib.blake2b(full.tobytes() + state_key, digest_size=16).digest()
+                    key = hashlib.blake2b(full.tobytes() + state_bytes(state_key), digest_size=16).digest()
                     if key in seen:
                         first, moved_then = seen[key]
                         verdict[:] = (1 if moved_total == moved_then else (3 if protocol.divisible else 2), t - first)

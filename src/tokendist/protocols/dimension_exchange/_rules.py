@@ -31,6 +31,8 @@ instrument_kernels(globals())  # every run reports which kernel ran each step (t
 
 __all__ = ["Threshold2", "Threshold1", "Discrepancy1"]
 
+_NO_ARRAY = np.zeros(0, dtype=np.int64)  # (discrepancy1's state_key before the first B-phase)
+
 _COMMON = (
     Param("colouring", str, "auto", "edge colouring: auto (Delta colours on trees and bipartite graphs, "
           "Misra-Gries otherwise), tree, bipartite, misra-gries, greedy, or file:PATH (one colour per edge)"),
@@ -333,11 +335,12 @@ class Discrepancy1(_DimensionExchange):
         diff = loads[g.u] != loads[g.v]
         return bool(not np.any(diff & ~(self.halted[g.u] | self.halted[g.v])))
 
-    def state_key(self) -> bytes:
-        # The position in the cycle and every node's bookkeeping (not the recorded stop times).
-        prev = b"" if self.prev_lm is None else self.prev_lm.tobytes()
-        return (np.int64(self._next % self.L).tobytes() + self.lm.tobytes() + prev + self.same.tobytes()
-                + self.halted.tobytes() + self.pending.tobytes())
+    def state_key(self):
+        # The position in the cycle and every node's bookkeeping (not the recorded stop times): the
+        # arrays themselves, whose bytes the engine hashes one after another (engine/_cycles.py).
+        prev = _NO_ARRAY if self.prev_lm is None else self.prev_lm
+        return (np.array([self._next % self.L], dtype=np.int64), self.lm, prev, self.same, self.halted,
+                self.pending)
 
     def step(self, t, graph, loads):
         out = super().step(t, graph, loads)

@@ -61,7 +61,7 @@ class StatePair:
     step's from the other.
 
     ``sos-iou``'s numpy step keeps ``[y | IOU | w']`` so, side by side, so that its state key (the
-    bytes the engine hashes every step to detect cycles) is one copy of :attr:`current`; its
+    bytes the engine hashes every step to detect cycles) is :attr:`current` itself, no copy; its
     kernel path writes them there (:func:`._sos_readings.shadow_step`) once the engine has asked
     for a key (:attr:`wanted`). :attr:`views` are the arrays of that step, to tell whether the
     protocol's state is still them.

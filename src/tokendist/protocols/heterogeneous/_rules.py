@@ -565,7 +565,8 @@ class _SecondOrder(HeterogeneousDiffusion):
         self._flow_graph = graph
 
     def state_key(self):
-        return b"" if self._prev is None else np.ascontiguousarray(self._prev).tobytes()
+        # The flows themselves, not a copy: the engine hashes the array's bytes at once (engine/_cycles.py).
+        return b"" if self._prev is None else self._prev
 
 
 @register_protocol
@@ -977,13 +978,14 @@ class SOSIOU(_SecondOrder):
         if self._prev is None:
             return b""
         # The bytes of prev, the IOUs, the shadow loads: the buffer that holds them side by side, if current.
+        # The engine hashes the array's bytes at once (engine/_cycles.py): the buffer itself, no copy.
         views = self._state.views
         if views is not None and self._prev is views[0] and self._iou_raw is views[1] and self._shadow is views[2]:
-            return self._state.current.tobytes()
+            return self._state.current
         parts = (self._prev, self._iou) if self._shadow is None else (self._prev, self._iou, self._shadow)
         if all(p.ndim == 1 and p.dtype == np.float64 for p in parts):
-            return np.concatenate(parts).tobytes()
-        return b"".join(np.ascontiguousarray(p).tobytes() for p in parts)
+            return np.concatenate(parts)
+        return parts  # (their bytes one after another: the same key as the buffer's)
 
     def report(self):
         iou = np.zeros(0) if self._iou is None else self._iou

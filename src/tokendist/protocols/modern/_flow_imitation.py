@@ -339,7 +339,8 @@ class FlowImitation(Protocol):
         return send, self._order.sent(send)
 
     def state_key(self):
-        # The bytes of D, F and xi: one copy of the buffer in use while they are its views (see reset).
+        # The bytes of D, F and xi: the buffer in use while they are its views (see reset), no copy (the
+        # engine hashes its bytes at once: engine/_cycles.py).
         # While D = trunc(F) on every edge, D follows from F and the key is F and xi only: a third less
         # for the engine to hash each step, and as exact (it is shorter than any key with D, so it
         # never equals one; and within each form equal keys are equal states).
@@ -347,9 +348,9 @@ class FlowImitation(Protocol):
         d, f, xi = self._views[cur]
         if self._D is d and self.F is f and self.xi is xi:
             buf = self._bufs[cur]  # (its D is written whenever D is not trunc(F))
-            return (buf[self._without_d] if self._d_is_trunc else buf).tobytes()
+            return buf[self._without_d] if self._d_is_trunc else buf
         short = np.array_equal(self.D, np.trunc(self.F))
-        return (b"" if short else self.D.tobytes()) + self.F.tobytes() + self.xi.tobytes()
+        return (self.F, self.xi) if short else (self.D, self.F, self.xi)  # (their bytes one after another)
 
     def report(self):
         return {"process": self.options["process"], "held_back": self.held_back,

@@ -330,7 +330,7 @@ class Quasirandom(Protocol):
             self.max_error_seen = max(self.max_error_seen, float(np.abs(self.err).max()))
 
     def state_key(self):
-        return self.err_units.tobytes()
+        return self.err_units  # (its bytes, hashed at once by the engine: engine/_cycles.py)
 
     def report(self):
         err = float(np.abs(self.err).max()) if self.err_units.size else 0.0

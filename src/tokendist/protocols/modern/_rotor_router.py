@@ -188,7 +188,7 @@ class RotorRouter(Protocol):
         return Step(new, moved=moved, messages=messages)
 
     def state_key(self):
-        return self.rotor.tobytes()
+        return self.rotor  # (its bytes, hashed at once by the engine: engine/_cycles.py)
 
     def report(self):
         return {"lazy": bool(self.options["lazy"]), "rotor_init": self.options["rotor_init"]}
