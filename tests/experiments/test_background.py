@@ -75,6 +75,9 @@ def test_the_next_command_finds_the_kernels_the_first_one_left_to_compile(tmp_pa
     assert later["protocols"] == ["multi-port"]
     with open(f"/proc/{later['pid']}/stat") as fh:  # idle priority: SCHED_IDLE is policy 5
         assert int(fh.read().rsplit(")", 1)[1].split()[38]) == 5 or not _running(later["pid"])
+    if os.path.exists("/proc/self/autogroup") and _running(later["pid"]):  # its session's group idle too
+        with open(f"/proc/{later['pid']}/autogroup") as fh:
+            assert fh.read().split()[-1] == "19" or not _running(later["pid"])
     deadline = time.monotonic() + 300
     while _running(later["pid"]):
         assert time.monotonic() < deadline, "the compilation after the command did not finish in 300 s"
