@@ -7,9 +7,8 @@ sizes of the deterministic protocols' states: rotor-router and quasirandom hold 
 node, flow-imitation three, sos-iou five), prints the best microseconds a key over ``--reps``
 rounds of 20,000 keys, the forms alternating within each round: ``array`` is
 :func:`tokendist.engine._cycles.cycle_key` of the state array (what the deterministic protocols
-return), ``copy+sha256`` the key as it was before (the state copied into ``bytes``, sha256 of the
-loads' bytes and of those), ``bytes`` the key of a state given as ``bytes`` now (sha256, a user's
-protocol). Wall-clock microseconds of one process: run it on an idle machine or compare ratios.
+return), ``copy+sha256`` the reference: the state copied into ``bytes`` and the sha256 of the loads'
+bytes and of those, ``bytes`` the key of a state given as ``bytes`` (sha256, a user's protocol). Wall-clock microseconds of one process: run it on an idle machine or compare ratios.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def test_the_key_is_two_64_bit_words_and_bytes_states_keep_sha256():
     key = cycle_key(w, np.ones(3))
     assert isinstance(key, tuple) and len(key) == 2 and all(0 <= k < 2**64 for k in key)
     assert key == hash128(w.view(np.uint8), np.ones(3).view(np.uint8))
-    # A user's protocol returns bytes: the sha256 digest of the loads' bytes followed by them, as before.
+    # A user's protocol returns bytes: the sha256 digest of the loads' bytes followed by them.
     assert cycle_key(w, b"\x01\x02") == hashlib.sha256(w.tobytes() + b"\x01\x02").digest() == \
         sha256_key(w, b"\x01\x02")
     assert state_bytes((np.ones(2), np.zeros(1, dtype=np.int32))) == np.ones(2).tobytes() + bytes(4)

@@ -16,7 +16,7 @@ Where it applies (:func:`block_steps`): a static network, integer loads, no inje
 history, no stopping targets (they are checked after every step), no model check, no cycle
 detection (randomized protocols, or ``detect_cycles=False``), a total below the protocol's exact
 load limit if it has one, the engine's compiled pass (a small run on a cold cache steps one at a
-time, as before) and a small graph (``k n`` at most :data:`BLOCK_CELLS`). The protocol may decline
+time) and a small graph (``k n`` at most :data:`BLOCK_CELLS`). The protocol may decline
 a block (it returns None: its numpy kernel was chosen, the loads do not suit its block kernel);
 the run then goes on step by step.
 """

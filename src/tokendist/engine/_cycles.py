@@ -10,7 +10,7 @@ on a small graph (256 nodes) hashing a state of a few kB costs as much as the st
   the state, a 128-bit hash computed in one compiled call over the memory the protocol already
   holds (no copy, no ``bytes`` object);
 * ``state_key()`` returns non-empty ``bytes`` (a user's protocol, :mod:`tokendist.engine._user`):
-  the key is the sha256 digest of the loads' bytes followed by those bytes, as before.
+  the key is the sha256 digest of the loads' bytes followed by those bytes.
 
 A small run (:func:`tokendist.engine._pass.small_run`, the rule that keeps a small run on a cold
 numba cache from compiling its step kernels) on which :func:`hash128` is neither compiled nor in
