@@ -12,8 +12,10 @@ import numpy as np
 
 from ...engine import Param
 from ...errors import TokendistError
+from ...kernels._report import block_kernel_ready
 
-__all__ = ["MATRICES", "matrix_param", "edge_coefficients", "apply_flows", "continuous_fos_step", "slot_rows"]
+__all__ = ["MATRICES", "matrix_param", "edge_coefficients", "apply_flows", "continuous_fos_step", "slot_rows",
+           "stateless_steps"]
 
 #: Diffusion matrices: ``degree`` P_ij = 1/(2 max(d_i, d_j)) (lazy: P_ii >= 1/2; on a d-regular graph
 #: the lazy random walk 1/(2d) of Friedrich, Gairing, Sauerwald), ``max-degree`` P_ij = 1/(Delta + 1)
@@ -65,3 +67,21 @@ def continuous_fos_step(graph, alpha: np.ndarray, xi: np.ndarray) -> tuple[np.nd
     """One step of continuous first-order diffusion: ``(xi P, per-edge flow u -> v)``."""
     flow = alpha * (xi[graph.u] - xi[graph.v])
     return apply_flows(graph, xi, flow), flow
+
+
+def stateless_steps(protocol, kernel, variant, t, k, graph, loads, block, moved, messages, stop_idle):
+    """:meth:`Protocol.steps <tokendist.engine.Protocol.steps>` of a rule with no state between steps.
+
+    ``kernel(*protocol._fast, t, k, stop_idle, loads, block, moved, messages, protocol._messages)`` is
+    the protocol's block kernel (a loop over the kernel :meth:`step` calls, so the same draws and
+    loads); ``variant`` the step kernel's label. None (the run goes step by step) when the numpy
+    reference was chosen, on another graph than at reset, or while a small run avoids compiling a
+    kernel that is not cached.
+    """
+    fast = protocol._fast
+    if fast is None or graph is not protocol._graph:
+        return None
+    args = (*fast, t, k, stop_idle, loads, block, moved, messages, protocol._messages)
+    if not block_kernel_ready(kernel, args):
+        return None
+    return kernel(*args), variant

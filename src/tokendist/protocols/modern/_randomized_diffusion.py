@@ -11,7 +11,8 @@ import numpy as np
 
 from ..._random import CounterDraws, counter_uniform, counter_uniform_scalar, mix_index, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
-from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
+from ...kernels._report import instrument_kernels, kernel_label
+from ._common import stateless_steps
 from .kernels._randomized_diffusion import randomized_diffusion_step
 from .kernels._randomized_diffusion import randomized_diffusion_steps as _randomized_diffusion_steps
 
@@ -240,13 +241,8 @@ class RandomizedDiffusion(Protocol):
     def steps(self, t, k, graph, loads, block, moved, messages, stop_idle):
         """Up to ``k`` steps of the numba kernel in one call (:meth:`Protocol.steps`): the kernel of
         :meth:`step` on each, so the same draws and loads; the rule has no state between steps."""
-        fast = self._fast
-        if fast is None or graph is not self._graph:
-            return None
-        args = (*fast, t, k, stop_idle, loads, block, moved, messages, self._messages)
-        if not block_kernel_ready(_randomized_diffusion_steps, args):
-            return None
-        return _randomized_diffusion_steps(*args), _STEP_VARIANT
+        return stateless_steps(self, _randomized_diffusion_steps, _STEP_VARIANT, t, k, graph, loads, block, moved,
+                               messages, stop_idle)
 
     # Per-node form: the node's load and its own counter-based coins.
     def publish(self, rnd, t, node, view):

@@ -15,9 +15,9 @@ import numpy as np
 from ..._random import counter_uniform, counter_uniform_mixed, counter_uniform_scalar, mix_index, stream_key
 from ...engine import Param, Protocol, Step, register_protocol
 from ...graphs._model import unsigned_view
-from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
+from ...kernels._report import instrument_kernels, kernel_label
 from ...kernels._rows import RowOrder
-from ._common import edge_coefficients, matrix_param
+from ._common import edge_coefficients, matrix_param, stateless_steps
 from .kernels._stratified import stratified_step
 from .kernels._stratified import stratified_steps as _stratified_steps
 
@@ -256,13 +256,8 @@ class StratifiedDiffusion(Protocol):
     def steps(self, t, k, graph, loads, block, moved, messages, stop_idle):
         """Up to ``k`` steps of the numba kernel in one call (:meth:`Protocol.steps`): the kernel of
         :meth:`step` on each, so the same draws and loads; the rule has no state between steps."""
-        fast = self._fast
-        if fast is None or graph is not self._graph:
-            return None
-        args = (*fast, t, k, stop_idle, loads, block, moved, messages, self._messages)
-        if not block_kernel_ready(_stratified_steps, args):
-            return None
-        return _stratified_steps(*args), _STEP_VARIANT
+        return stateless_steps(self, _stratified_steps, _STEP_VARIANT, t, k, graph, loads, block, moved,
+                               messages, stop_idle)
 
     def publish(self, rnd, t, node, view):
         return int(view.load)
