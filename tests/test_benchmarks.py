@@ -171,3 +171,11 @@ def test_engine_step(capsys):
     for line in lines:
         figures = [float(part.split()[-1]) for part in line.split(": ", 2)[-1].split(", ")]
         assert len(figures) == 3 and all(f > 0 for f in figures)
+
+
+def test_block_steps(capsys):
+    _load("block_steps").main(["--graph", "ring:8", "--steps", "50", "--reps", "1",
+                               "--algos", "random-matching,pairwise-averaging"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["random-matching", "pairwise-averaging"]
+    assert all(line.endswith("same run True") for line in lines)
