@@ -53,6 +53,9 @@ _COMMANDS = {
                 "--max-steps", "300", "--no-files", "--json"],
     "run": ["run", "--graph", "torus:6x6", "--init", "random:0..50", "--algo", "multi-port", "--max-steps", "300",
             "--json"],
+    # A message protocol: its handlers on a cold cache, its compiled program once compiled.
+    "compare-perfect-tree": ["compare", "--graph", "random-tree:40", "--init", "random:0..9", "--algos",
+                             "perfect-tree", "--no-files", "--json"],
 }
 
 
@@ -67,12 +70,12 @@ def test_the_next_command_finds_the_kernels_the_first_one_left_to_compile(tmp_pa
 
     def once():
         out = json.loads(subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout)
-        return out, (out["rows"][0] if command == "compare" else out)
+        return out, (out["rows"][0] if command.startswith("compare") else out)
 
     first, row = once()
     assert avoided_compiling(row["variants"])  # a cold cache: the reference ran
     later = first["compiling_later"]
-    assert later["protocols"] == ["multi-port"]
+    assert later["protocols"] == ["perfect-tree" if command == "compare-perfect-tree" else "multi-port"]
     with open(f"/proc/{later['pid']}/stat") as fh:  # idle priority: SCHED_IDLE is policy 5
         assert int(fh.read().rsplit(")", 1)[1].split()[38]) == 5 or not _running(later["pid"])
     if os.path.exists("/proc/self/autogroup") and _running(later["pid"]):  # its session's group idle too

@@ -155,3 +155,29 @@ def test_a_compiled_run_does_not_pretend_its_handlers_ran():
     simulate("random-tree:20", p, "random:0..9", seed=1, max_steps=10_000)
     with pytest.raises(Exception, match="compiled"):
         p.executor  # noqa: B018
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_if_compiled_runs_the_program_on_a_small_tree_only_when_it_would_not_compile(monkeypatch, compiled):
+    # tokendist compare's setting: a small tree runs the compiled program once it is compiled, else
+    # the handlers, noted as a small run that avoided compiling (its background process compiles it).
+    import tokendist.protocols.perfect_tree._rules as rules
+    from tokendist.kernels._choice import avoided_compiling
+
+    monkeypatch.setenv("TOKENDIST_SMALL_RUN_REFERENCE", "1")
+    monkeypatch.setattr(rules, "program_ready", lambda: compiled)
+    p = make_protocol("perfect-tree", {"schedule": "async"})
+    p.use_kernels = "if-compiled"
+    r = simulate("random-tree:40", p, "random:0..9", seed=3, max_steps=10_000)
+    ref = make_protocol("perfect-tree", {"schedule": "async"})
+    ref.use_kernels = False
+    want = simulate("random-tree:40", ref, "random:0..9", seed=3, max_steps=10_000)
+    assert avoided_compiling(r.variants) is not compiled
+    assert set(r.variants) == ({VARIANT} if compiled else
+                               {"reference: per-node handlers, a small run, instead of compiling perfect_tree.kernels"})
+    assert r.loads.tolist() == want.loads.tolist() and (r.steps, r.messages) == (want.steps, want.messages)
+    assert r.report == want.report
+    # The test suite keeps kernels on (TOKENDIST_SMALL_RUN_REFERENCE=0): the program, compiled if need be.
+    monkeypatch.setenv("TOKENDIST_SMALL_RUN_REFERENCE", "0")
+    p.use_kernels = "if-compiled"
+    assert set(simulate("random-tree:40", p, "random:0..9", seed=3, max_steps=10_000).variants) == {VARIANT}

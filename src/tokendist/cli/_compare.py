@@ -140,7 +140,7 @@ class CompareCommand(Command):
 
             result = compare(sc, progress=progress, workers=workers, compiling=lambda on: update(None, compiling=on))
         files = [] if args.no_files else self._write(result, args.out)
-        # Runs that took the numpy reference instead of compiling (a small run on a cold cache):
+        # Runs that took the reference instead of compiling (a small run on a cold cache):
         # their kernels compile now at idle priority, for the next run (experiments._background).
         later = avoided_rows(result.rows)
         pid = compile_later(result.scenario, later)
@@ -154,7 +154,7 @@ class CompareCommand(Command):
         for f in files:
             print(f"wrote {f}")
         if pid is not None:
-            print(f"{len(later)} runs took the numpy reference instead of compiling their kernels; compiling "
+            print(f"{len(later)} runs took their reference step instead of compiling their kernels; compiling "
                   f"them now in the background at idle priority, once per install, for the next runs "
                   f"(process {pid}; {BACKGROUND_ENV}=0 turns this off)")
         return 0

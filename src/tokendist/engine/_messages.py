@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import TokendistError
+from ..kernels._report import REFERENCE
 
 __all__ = ["MessageExecutor", "NodeContext", "SCHEDULES"]
 
@@ -125,6 +126,9 @@ class MessageExecutor:
     >>> ex.run().loads.tolist(), ex.now
     ([0, 1], 1)
     """
+
+    #: What ``RunResult.variants`` calls a run of these handlers on the engine's event-driven path.
+    variant: str = REFERENCE
 
     def __init__(self, graph, handlers: Sequence, loads, *, schedule: str | Callable = "sync",
                  rng: np.random.Generator | None = None, max_delay: int = 5, allow_negative: bool = False):

@@ -136,6 +136,11 @@ def _row(scenario: Scenario, graph, loads, name: str) -> CompareRow:
     dynamics = None
     try:
         proto = make_protocol(name, params)
+        if getattr(proto, "use_kernels", False) is None:
+            # A compiled form kept for large graphs by default (perfect-tree's event loop): a row
+            # hands out no protocol whose handlers someone would read, so it runs on any graph
+            # once compiled (and on a cold cache the handlers, compiled after the command).
+            proto.use_kernels = "if-compiled"
         g = graph
         if scenario.speeds is not None:
             g = graph.with_speeds(make_speeds(scenario.speeds, graph, scenario.seed))

@@ -108,12 +108,13 @@ def reference_is_cheaper(protocol, graph, max_steps: int, *, dynamics=None) -> b
     return reference_seconds(graph.n, max_steps) <= COMPILE_SECONDS
 
 
-_AVOIDED = "numpy, a small run, instead of compiling "
+_AVOIDED = ", a small run, instead of compiling "
 
 
-def why_reference(kernel: str) -> str:
-    """The note on a run's reference variant when it ran instead of compiling ``kernel``."""
-    return _AVOIDED + kernel
+def why_reference(kernel: str, reference: str = "numpy") -> str:
+    """The note on a run's reference variant when ``reference`` (the numpy step, or a message
+    protocol's per-node handlers) ran instead of compiling ``kernel``."""
+    return reference + _AVOIDED + kernel
 
 
 def avoided_compiling(variants: dict) -> bool:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 
 __all__ = ["instrument_kernels", "begin_step", "step_variant", "describe_kernel", "REFERENCE", "CompileAvoided",
-           "avoid_compiling", "kernel_ready", "block_kernel_ready", "kernel_label"]
+           "avoid_compiling", "kernel_ready", "dispatchers_ready", "block_kernel_ready", "kernel_label"]
 
 #: The variant of a step that called no compiled kernel: the plain numpy (or per-node) rule.
 REFERENCE = "reference"
@@ -82,8 +82,13 @@ def kernel_ready(kernel, args) -> bool:
             return True
         return types in kernel.overloads or _cached_on_disk(kernel, types)
     code, names = getattr(kernel, "__code__", None), getattr(kernel, "__globals__", {})
-    inner = [names[k] for k in (code.co_names if code else ()) if hasattr(names.get(k), "overloads")]
-    return all(d.overloads or _has_index(d) for d in inner)
+    return dispatchers_ready(*(names[k] for k in (code.co_names if code else ()) if hasattr(names.get(k), "overloads")))
+
+
+def dispatchers_ready(*dispatchers) -> bool:
+    """Whether each numba dispatcher has machine code for some argument types, in memory or in
+    numba's on-disk cache (for kernels whose argument types never vary)."""
+    return all(d.overloads or _has_index(d) for d in dispatchers)
 
 
 def block_kernel_ready(kernel, args) -> bool:

@@ -16,14 +16,18 @@ The exact optimum of token exchanges for comparison is in
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ...engine import MessageExecutor, Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
+from ...kernels._choice import SMALL_RUN_ENV, why_reference
+from ...kernels._report import REFERENCE
 from ._channels import RELEASE_MODES, Link
 from ._node import PHASE_OVERLAP, PICKS, PerfectTreeNode
 from ._schedules import ADVERSARIES, adversarial_schedule
-from .kernels import KERNEL_MIN_NODES, PerfectTreeKernelRun, kernel_supports
+from .kernels import KERNEL_MIN_NODES, PerfectTreeKernelRun, kernel_supports, program_ready
 from ...graphs import bfs_tree, min_diameter_spanning_tree, tree_diameter
 
 __all__ = ["PerfectTree", "spanning_tree_of", "SPANNING_TREES"]
@@ -100,8 +104,11 @@ class PerfectTree(Protocol):
             raise TokendistError("perfect-tree: max_delay must be at least 1")
 
     #: Whether the engine's event-driven path runs the compiled program (:mod:`.kernels`) instead of
-    #: the handlers: True, False, or None (default) for trees of at least ``KERNEL_MIN_NODES`` nodes.
-    use_kernels: bool | None = None
+    #: the handlers: True, False, None (default) for trees of at least ``KERNEL_MIN_NODES`` nodes, or
+    #: ``"if-compiled"``: those trees, and smaller ones too when the program is compiled already (in
+    #: this process or numba's cache). ``tokendist compare`` asks for the last: it hands out rows,
+    #: never the protocol, so nobody reads the handlers (``nodes``) after its run.
+    use_kernels: bool | str | None = None
 
     def reset(self, graph, loads, rng):
         o = self.options
@@ -112,11 +119,23 @@ class PerfectTree(Protocol):
         # The compiled program, event for event the handlers' (tests/protocols/test_perfect_tree_kernels.py);
         # the handlers are built when something asks for them (the synchronous loop, a test, a user).
         self.kernel_run = None
-        wanted = self.use_kernels if self.use_kernels is not None else self.tree.n >= KERNEL_MIN_NODES
+        wanted, avoided = self.use_kernels, False
+        if wanted is None or wanted == "if-compiled":
+            big = self.tree.n >= KERNEL_MIN_NODES
+            if wanted and not big and kernel_supports(o) is None:
+                # As a small run of another protocol on a cold cache (kernels._choice): the
+                # handlers now, the compilation later (tokendist compare's background process,
+                # which runs with the kernels kept on).
+                wanted = os.environ.get(SMALL_RUN_ENV, "1") == "0" or program_ready()
+                avoided = not wanted
+            else:
+                wanted = big
         if wanted and kernel_supports(o) is None:
             self.kernel_run = PerfectTreeKernelRun(self.tree, self.initial, o, rng)
         else:
             self._build_handlers()
+            if avoided:
+                self._executor.variant = f"{REFERENCE}: {why_reference('perfect_tree.kernels', 'per-node handlers')}"
 
     def _build_handlers(self):
         o, tree, rng = self.options, self.tree, self._rng

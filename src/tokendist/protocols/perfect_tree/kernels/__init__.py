@@ -5,6 +5,6 @@ same program event for event (checked in ``tests/protocols/test_perfect_tree_ker
 what the engine's event-driven path uses when :func:`kernel_supports` accepts the options.
 """
 
-from ._run import KERNEL_MIN_NODES, VARIANT, PerfectTreeKernelRun, kernel_supports
+from ._run import KERNEL_MIN_NODES, VARIANT, PerfectTreeKernelRun, kernel_supports, program_ready
 
-__all__ = ["PerfectTreeKernelRun", "kernel_supports", "VARIANT", "KERNEL_MIN_NODES"]
+__all__ = ["PerfectTreeKernelRun", "kernel_supports", "VARIANT", "KERNEL_MIN_NODES", "program_ready"]

@@ -13,6 +13,8 @@ import importlib
 
 import numpy as np
 
+from ....kernels._report import dispatchers_ready
+
 # The numba module is imported when the first compiled run is built, not with tokendist (about 15 ms
 # of decorating on a quiet machine, for runs that may never use it).
 k = None
@@ -24,18 +26,26 @@ def _load_events():
         k = importlib.import_module(f"{__package__}._events")
     return k
 
-__all__ = ["PerfectTreeKernelRun", "kernel_supports", "VARIANT", "KERNEL_MIN_NODES"]
+__all__ = ["PerfectTreeKernelRun", "kernel_supports", "program_ready", "VARIANT", "KERNEL_MIN_NODES"]
 
 #: Trees from this many nodes run the compiled program by default (``PerfectTree.use_kernels = None``).
 #: Below it the handlers run: a first run after an install would otherwise compile the event loop
 #: (about 11 s of CPU here) for a run the handlers finish in well under a second. ``tokendist
 #: compare``'s perfect-tree row (a 256-node tree, 1,954 time units, 25,025 messages) costs about
 #: 0.24 s of CPU on the handlers, 0.05 s on the compiled program plus about 0.025 s to load it from
-#: numba's cache the first time in a process (docs/design/fast-paths.md).
+#: numba's cache the first time in a process (docs/design/fast-paths.md); so ``tokendist compare``
+#: runs the compiled program on small trees too once it is compiled (``use_kernels="if-compiled"``).
 KERNEL_MIN_NODES = 1000
 
 #: How ``RunResult.variants`` names a run of the compiled program.
 VARIANT = "compiled events (perfect_tree.kernels)"
+
+
+def program_ready() -> bool:
+    """Whether the compiled program runs without compiling: compiled in this process or in numba's
+    on-disk cache (its argument types never vary)."""
+    ev = _load_events()
+    return dispatchers_ready(ev.start, ev.advance)
 
 
 def kernel_supports(options: dict) -> str | None:
