@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from ..errors import ConservationError, InfeasibleStepError
+from ._cycles import CycleTable, cycle_key
 from ._protocol import Protocol
 
 __all__ = ["block_steps", "run_blocks", "BLOCK_STEPS", "BLOCK_CELLS"]
@@ -43,11 +44,18 @@ _SAFE = 1 << 62
 
 
 def block_steps(protocol, graph, loads, fast, *, cycles, targets, check, history, limit, total, dynamics,
-                injection) -> int:
-    """Steps per block for this run, 0 when the run goes step by step (see the module)."""
+                injection, key_of=None) -> int:
+    """Steps per block for this run, 0 when the run goes step by step (see the module).
+
+    With ``cycles`` (the run detects cycles), only for a protocol whose ``steps`` checks states
+    (:attr:`Protocol.steps_find_cycles`) and a run whose keys are :func:`~._cycles.cycle_key`'s
+    (``key_of``: a small run on a cold cache takes sha256 keys, which no block kernel computes).
+    """
     if BLOCK_STEPS < 1 or type(protocol).steps is Protocol.steps or fast is None:
         return 0
-    if dynamics is not None or injection is not None or cycles or targets or check or history is not None:
+    if dynamics is not None or injection is not None or targets or check or history is not None:
+        return 0
+    if cycles and not (protocol.steps_find_cycles and key_of is cycle_key):
         return 0
     if limit is not None and total >= limit:
         return 0
@@ -62,15 +70,18 @@ def _plain(x):
 
 
 def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record_every, allow_infeasible, progress,
-               columns, variants, limit_check=None):
+               columns, variants, limit_check=None, seen=None):
     """Run from step 0 in blocks of up to ``k`` steps, while the protocol takes them.
 
     ``columns`` are the lists of the clock, step, tokens_moved and messages columns, ``variants``
     the run's steps per kernel variant, ``limit_check(loads, low, step)`` the check of a protocol's
-    exact load limit, made (as step by step) on the steps from the first infeasible one. Returns
+    exact load limit, made (as step by step) on the steps from the first infeasible one, ``seen``
+    the run's :class:`~._cycles.CycleTable` when it detects cycles (None: it does not). Returns
     ``(t, loads, moved, messages, infeasible, ended)``: the steps run, the loads after them, the
-    totals, and ``ended`` ``"stable"`` (stopped at a fixed point), ``"max-steps"`` (all steps run)
-    or None (the protocol declined a block: go on step by step).
+    totals, and ``ended`` ``"stable"`` (stopped at a fixed point), ``"fixed-point"`` or ``"cycle"``
+    (stopped before step ``t``, whose state was seen at step ``t - seen.cycle_length``),
+    ``"max-steps"`` (all steps run) or None (the protocol declined a block: go on step by step,
+    with ``seen.to_dict()`` as the visited states).
     """
     n = graph.n
     loads = np.ascontiguousarray(loads)
@@ -89,10 +100,21 @@ def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record
     began = clock_now()
     while t < max_steps:
         size = min(k, max_steps - t)
-        got = steps(t, size, graph, loads, block, moved, messages, stop_idle)
-        if got is None or got[0] == 0:  # (0: the protocol stopped before a step it leaves to step())
-            return t, loads, moved_total, messages_total, infeasible, None
+        if seen is None:
+            got = steps(t, size, graph, loads, block, moved, messages, stop_idle)
+            hit = None
+        else:
+            if not -_SAFE < moved_total < _SAFE:  # (the table keeps the totals in int64)
+                return t, loads, moved_total, messages_total, infeasible, None
+            seen.reserve(size)
+            seen.start(moved_total)
+            got = steps(t, size, graph, loads, block, moved, messages, stop_idle, seen)
+            hit = seen.hit() if got is not None else None
+        if got is None or (got[0] == 0 and hit is None):  # (0: the protocol stopped before a step it
+            return t, loads, moved_total, messages_total, infeasible, None  # leaves to step())
         done, variant = got
+        if done == 0:  # the state before step t was seen before
+            return t, loads, moved_total, messages_total, infeasible, _cycle(seen, t, moved_total, hit)
         variants[variant] = variants.get(variant, 0) + done
         fast.check_block(block, done, loads, tol, t, record_every, max_steps, sums, bads)
         # The first step that broke a rule, in the per-step order: infeasibility, then conservation.
@@ -155,4 +177,13 @@ def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record
                 messages_col.append(messages_total)
                 fast.add(loads)
             return t, loads, moved_total, messages_total, infeasible, "stable"
+        if hit is not None:  # (after the checks of the steps before it, as step by step)
+            return t, loads, moved_total, messages_total, infeasible, _cycle(seen, t, moved_total, hit)
     return t, loads, moved_total, messages_total, infeasible, "max-steps"
+
+
+def _cycle(seen, t, moved_total, hit) -> str:
+    """The stop before step ``t`` on a state first seen at ``hit``: the loop's rule (_simulate)."""
+    first, moved_then = hit
+    seen.cycle_length = t - first
+    return "fixed-point" if moved_total == moved_then else "cycle"

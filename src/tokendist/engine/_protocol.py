@@ -211,8 +211,13 @@ class Protocol:
         """Perform synchronous step ``t`` (0-based) on ``graph`` from ``loads``; do not modify ``loads``."""
         raise NotImplementedError
 
+    #: Whether :meth:`steps` takes the run's visited states (its ``seen``) and checks each state at
+    #: a period boundary as the engine's loop does: a deterministic protocol then runs in blocks with
+    #: cycle detection on.
+    steps_find_cycles: ClassVar[bool] = False
+
     def steps(self, t: int, k: int, graph, loads: np.ndarray, block: np.ndarray, moved: np.ndarray,
-              messages: np.ndarray, stop_idle: bool) -> tuple[int, str] | None:
+              messages: np.ndarray, stop_idle: bool, seen=None) -> tuple[int, str] | None:
         """Optional: up to ``k`` steps from step ``t`` in one call (the engine's block loop,
         :mod:`tokendist.engine._batch`); None (the default) when the protocol cannot, for this call.
 
@@ -225,6 +230,12 @@ class Protocol:
         Returns ``(done, variant)``, ``variant`` the kernel :meth:`step` would report for each step;
         ``done`` 0 (a protocol that stops before a step it leaves to :meth:`step`) declines as None does:
         the run goes on step by step.
+
+        ``seen`` (only for a protocol with :attr:`steps_find_cycles`, on a run that detects cycles) is
+        the run's :class:`~tokendist.engine._cycles.CycleTable`: before each step ``t + b`` at a
+        multiple of :attr:`period` the kernel calls :func:`~tokendist.engine._cycles.seen_before` on
+        the loads and on the bytes :meth:`state_key` would return, and returns ``done = b`` (0
+        included) when the state was seen, the protocol exactly as after ``t + b`` steps.
         """
         return None
 
