@@ -124,10 +124,10 @@ def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record
         first = int(stops.argmax()) if stops.any() else done
         if limit_check is not None and (infeasible or bad_steps[:first].any()):
             # A protocol exact below a load limit: after an infeasible step a load may pass it.
-            seen = infeasible
+            so_far = infeasible
             for b in range(first):
-                seen += bool(bad_steps[b])
-                if seen:
+                so_far += bool(bad_steps[b])
+                if so_far:
                     limit_check(block[b], block[b].min(), t + b + 1)
         if first < done:
             b = first

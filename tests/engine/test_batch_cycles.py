@@ -1,0 +1,207 @@
+"""Blocks of steps of deterministic protocols, with cycle detection inside the block (engine/_batch.py,
+engine/_cycles.py CycleTable).
+
+Every protocol whose ``steps`` checks states is run in blocks and step by step (``BLOCK_STEPS`` 0)
+and everything but the clock must agree: loads, steps, stop reason, cycle length, trace, totals,
+report, variants. Runs that stop on a cycle or a fixed point inside a block, at a block's first
+row, at ``max_steps`` not a multiple of the block, a run that switches to single steps half way
+(the table becomes the loop's dict) and a run with sha256 keys (no blocks).
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tokendist as td
+import tokendist.engine._batch as batch
+import tokendist.engine._cycles as cycles
+import tokendist.engine._simulate as simulate_module
+from tokendist.engine import PROTOCOLS
+from tokendist.errors import InfeasibleStepError
+
+CYCLING = {"quasirandom": [{}, {"ties": "up"}, {"guard": "off"}, {"matrix": "max-degree"}],
+           "rotor-router": [{}, {"lazy": False}, {"rotor_init": "random"}]}
+GRAPHS = ["torus:4x4", "ring:9", "hypercube:3", "random-regular:12,3", "torus:8x8", "star:6"]
+
+
+def _run(k, *args, **kwargs):
+    """simulate with blocks of k steps (0: step by step); also what run_blocks returned (None: not called)."""
+    ends = []
+    real = simulate_module.run_blocks
+
+    def spy(*a, **kw):
+        out = real(*a, **kw)
+        ends.append((out[0], out[-1]))
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(batch, "BLOCK_STEPS", k)
+        mp.setattr(simulate_module, "run_blocks", spy)
+        return td.simulate(*args, **kwargs), (ends[0] if ends else None)
+
+
+def assert_same_run(a, b):
+    assert (a.steps, a.stop_reason, a.cycle_length, a.tokens_moved, a.messages, a.infeasible_steps) == \
+        (b.steps, b.stop_reason, b.cycle_length, b.tokens_moved, b.messages, b.infeasible_steps)
+    assert np.array_equal(a.loads, b.loads) and a.loads.dtype == b.loads.dtype
+    assert a.trace.keys() == b.trace.keys()
+    for name in a.trace:
+        assert np.array_equal(a.trace[name], b.trace[name]), name
+        assert a.trace[name].dtype == b.trace[name].dtype, name
+    assert (a.initial, a.final, a.report, a.variants) == (b.initial, b.final, b.report, b.variants)
+    assert len(a.clock) == len(b.clock) and np.all(np.diff(b.clock) >= 0)
+
+
+def test_the_protocols_that_find_cycles_in_blocks():
+    assert {name for name in PROTOCOLS.names() if PROTOCOLS.get(name).steps_find_cycles} == set(CYCLING)
+
+
+@settings(max_examples=40, deadline=None)
+@given(algo=st.sampled_from(sorted(CYCLING)), choice=st.integers(0, 3), spec=st.sampled_from(GRAPHS),
+       top=st.sampled_from([0, 1, 3, 50, 1000]), seed=st.integers(0, 2**32), k=st.integers(1, 70),
+       max_steps=st.integers(0, 400), record_every=st.integers(1, 7))
+def test_blocks_give_the_run_of_single_steps(algo, choice, spec, top, seed, k, max_steps, record_every):
+    params = CYCLING[algo][choice % len(CYCLING[algo])]
+    allow = params.get("guard") == "off"  # (the paper's rule may overdraw)
+    kw = dict(seed=seed, max_steps=max_steps, record_every=record_every, params=params, allow_infeasible=allow)
+    one, _ = _run(0, spec, algo, f"random:0..{top}", **kw)
+    blocks, ended = _run(k, spec, algo, f"random:0..{top}", **kw)
+    assert ended == (blocks.steps, blocks.stop_reason)  # (the blocks ran every step, up to the stop)
+    assert_same_run(one, blocks)
+
+
+def _stop(spec, algo, init, **kw):
+    one, ended = _run(0, spec, algo, init, **kw)
+    assert ended is None and one.stop_reason in ("cycle", "fixed-point")
+    return one
+
+
+@pytest.mark.parametrize("algo, spec, init", [("rotor-router", "torus:4x4", "random:0..30"),
+                                              ("rotor-router", "ring:9", "random:0..100"),
+                                              ("quasirandom", "ring:6", "random:0..5")])
+def test_a_cycle_inside_a_block_and_at_its_first_row(algo, spec, init):
+    one = _stop(spec, algo, init, seed=2, max_steps=5000)
+    s = one.steps
+    assert one.stop_reason == "cycle" and s > 3
+    # Block sizes putting the repeated state inside a block, at the first row of a block (s a
+    # multiple of k: the kernel stops before doing any step), one block holding the whole run,
+    # and at the first row of the second block.
+    for k in sorted({2, 3, s - 1, s, s + 1, max(1, s // 2), 70}):
+        blocks, ended = _run(k, spec, algo, init, seed=2, max_steps=5000)
+        assert ended == (s, "cycle"), k
+        assert_same_run(one, blocks)
+
+
+@pytest.mark.parametrize("algo", sorted(CYCLING))
+@pytest.mark.parametrize("k", [1, 5, 64])
+def test_a_fixed_point_stops_at_the_same_step(algo, k):
+    # No tokens: nothing ever moves and no state changes; the state before step 1 repeats step 0's.
+    loads = np.zeros(16, dtype=np.int64)
+    one = _stop("torus:4x4", algo, loads, seed=0, max_steps=100)
+    blocks, ended = _run(k, "torus:4x4", algo, loads, seed=0, max_steps=100)
+    assert ended == (1, "fixed-point") and one.cycle_length == 1
+    assert_same_run(one, blocks)
+
+
+def test_a_state_at_max_steps_is_not_checked():
+    # The loop checks states before steps 0 .. max_steps - 1 only: a run whose state repeats right
+    # at max_steps ends there on max-steps, in blocks too.
+    one = _stop("torus:4x4", "rotor-router", "random:0..30", seed=2, max_steps=5000)
+    for k in (1, 7, 64, one.steps):
+        a, _ = _run(0, "torus:4x4", "rotor-router", "random:0..30", seed=2, max_steps=one.steps)
+        b, ended = _run(k, "torus:4x4", "rotor-router", "random:0..30", seed=2, max_steps=one.steps)
+        assert a.stop_reason == "max-steps" and ended == (one.steps, "max-steps")
+        assert_same_run(a, b)
+
+
+@pytest.mark.parametrize("algo", sorted(CYCLING))
+@pytest.mark.parametrize("max_steps", [1, 63, 65, 150, 1000])
+def test_max_steps_not_a_multiple_of_the_block(algo, max_steps):
+    one, _ = _run(0, "torus:8x8", algo, "random:0..100", seed=3, max_steps=max_steps, record_every=4)
+    blocks, ended = _run(64, "torus:8x8", algo, "random:0..100", seed=3, max_steps=max_steps, record_every=4)
+    assert ended == (blocks.steps, blocks.stop_reason)
+    assert_same_run(one, blocks)
+
+
+@pytest.mark.parametrize("algo, spec, init", [("rotor-router", "torus:4x4", "random:0..30"),
+                                              ("quasirandom", "ring:6", "random:0..5")])
+def test_a_run_that_goes_on_step_by_step_finds_the_states_of_its_blocks(monkeypatch, algo, spec, init):
+    # The engine keeps the table's totals in int64 below batch._SAFE; lowered here, the run leaves
+    # its blocks half way and goes on step by step with the table as its dict of visited states:
+    # the cycle it then finds goes back to a state only the blocks saw.
+    one = _stop(spec, algo, init, seed=2, max_steps=5000)
+    first = one.steps - one.cycle_length  # (the first visit of the state the run stops on)
+    monkeypatch.setattr(batch, "_SAFE", int(one.trace["tokens_moved"][first + 1]) + 1)
+    blocks, ended = _run(1, spec, algo, init, seed=2, max_steps=5000)
+    assert ended is not None and ended[1] is None and first < ended[0] < one.steps
+    assert_same_run(one, blocks)
+
+
+def test_a_protocol_that_declines_a_block_goes_on_with_the_same_states(monkeypatch):
+    cls = PROTOCOLS.get("rotor-router")
+    real, calls = cls.steps, []
+
+    def steps(self, *args):
+        calls.append(1)
+        return None if len(calls) > 5 else real(self, *args)
+
+    monkeypatch.setattr(cls, "steps", steps)
+    one = _stop("torus:4x4", "rotor-router", "random:0..30", seed=2, max_steps=5000)
+    blocks, ended = _run(8, "torus:4x4", "rotor-router", "random:0..30", seed=2, max_steps=5000)
+    assert ended == (40, None) and one.steps > 40
+    assert_same_run(one, blocks)
+
+
+@pytest.mark.parametrize("algo", sorted(CYCLING))
+def test_without_cycle_detection_blocks_run_to_max_steps(algo):
+    kw = dict(seed=1, max_steps=3000, detect_cycles=False)
+    one, _ = _run(0, "torus:4x4", algo, "random:0..30", **kw)
+    blocks, ended = _run(64, "torus:4x4", algo, "random:0..30", **kw)
+    assert one.stop_reason == "max-steps" and ended == (3000, "max-steps")
+    assert_same_run(one, blocks)
+
+
+def test_a_small_run_with_sha256_keys_goes_step_by_step(monkeypatch):
+    # A small run on which hash128 would compile takes sha256 keys, which no block kernel computes:
+    # no blocks, the same stop.
+    one = _stop("torus:4x4", "rotor-router", "random:0..30", seed=2, max_steps=5000)
+    monkeypatch.setenv("TOKENDIST_SMALL_RUN_REFERENCE", "1")
+    monkeypatch.setattr(cycles, "_hash_ready", lambda: False)
+    monkeypatch.setattr(cycles, "_sha256_keys", [0])
+    sha, ended = _run(64, "torus:4x4", "rotor-router", "random:0..30", seed=2, max_steps=5000)
+    assert ended is None and cycles._sha256_keys[0] == one.steps + 1
+    assert_same_run(one, sha)
+
+
+def test_the_guard_off_run_counts_infeasible_steps_in_blocks():
+    # guard=off overdraws from small loads: the blocks count the same infeasible steps (and raise
+    # the same error without allow_infeasible).
+    kw = dict(seed=7, max_steps=500, params={"guard": "off"})
+    with pytest.raises(InfeasibleStepError) as one:
+        _run(0, "torus:4x4", "quasirandom", "random:0..3", **kw)
+    with pytest.raises(InfeasibleStepError) as blocks:
+        _run(64, "torus:4x4", "quasirandom", "random:0..3", **kw)
+    assert str(one.value) == str(blocks.value)
+    a, _ = _run(0, "torus:4x4", "quasirandom", "random:0..3", allow_infeasible=True, **kw)
+    b, ended = _run(64, "torus:4x4", "quasirandom", "random:0..3", allow_infeasible=True, **kw)
+    assert ended is not None and a.infeasible_steps > 0
+    assert_same_run(a, b)
+
+
+def test_the_table_holds_the_loops_keys_as_it_grows():
+    # seen_before fills the table under cycle_key's keys; reserve() grows it keeping every entry;
+    # to_dict() is the loop's dict; a state seen again is found with its first visit.
+    rng = np.random.default_rng(0)
+    table = cycles.CycleTable(period=1, keys=4)
+    states = [(rng.integers(0, 9, 10), rng.integers(0, 3, 7).astype(np.int8)) for _ in range(300)]
+    expect = {}
+    for step, (loads, state) in enumerate(states):
+        table.reserve(1)
+        table.start(10 * step)
+        found = cycles.seen_before(*table.arrays(), loads.view(np.uint8), state.view(np.uint8), step)
+        key = cycles.cycle_key(loads, state)
+        assert found == (key in expect) and (table.hit() == expect.get(key))
+        expect.setdefault(key, (step, 10 * step))
+    assert table.keys.shape[0] >= 2 * len(expect) and table.to_dict() == expect
+    assert int(table.info[cycles.COUNT]) == len(expect)
