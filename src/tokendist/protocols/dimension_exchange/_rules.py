@@ -25,13 +25,17 @@ from .kernels._serial import (LM_KEEP, LM_MAX, LM_SET, THRESHOLD1, THRESHOLD1_PL
                                           NodeColourStep, colour_step_numba)
 from ._schedule import SPANNING_TREES, make_schedule
 from . import _partitioned
-from ...kernels._report import instrument_kernels
+from .kernels._serial import _NO_HALTED, _NO_MAX
+from .kernels._serial import threshold1_steps as _threshold1_steps
+from ...engine._cycles import NO_TABLE
+from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
 
 instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
 
 __all__ = ["Threshold2", "Threshold1", "Discrepancy1"]
 
 _NO_ARRAY = np.zeros(0, dtype=np.int64)  # (discrepancy1's state_key before the first B-phase)
+_VARIANT = kernel_label(colour_step_numba)  # (what a step of the numba kernel reports, in blocks too)
 
 _COMMON = (
     Param("colouring", str, "auto", "edge colouring: auto (Delta colours on trees and bipartite graphs, "
@@ -214,6 +218,30 @@ class Threshold1(_DimensionExchange):
 
     def _sends(self, t, node, view, lw):
         return view.load >= lw + 1
+
+    steps_find_cycles = True
+
+    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle, seen=None):
+        """Up to ``k`` steps of the numba kernel in one call (:meth:`Protocol.steps`,
+        :func:`.kernels._serial.threshold1_steps`), with the cycle check on the loads (no state).
+
+        None with ``kernel=numpy``, while a small run would compile the block kernel, and from a
+        negative load: from loads >= 0 every exchange is feasible (a node sends only to a lighter
+        one), which the block's check (the sign of the loads) takes for granted; a step's flows
+        tell the engine otherwise.
+        """
+        if self._reference or loads.min() < 0:
+            return None
+        sched = self.sched
+        table = NO_TABLE if seen is None else seen.arrays()
+        plo, phi = self._prev
+        args = (sched.run_u, sched.run_v, sched.eid, sched.offsets, sched.start, self._flows, plo, phi, _NO_MAX,
+                _NO_HALTED, t, k, stop_idle, *table, loads, block, moved, messages)
+        if not block_kernel_ready(_threshold1_steps, args):
+            return None
+        done, plo, phi = _threshold1_steps(*args)
+        self._prev = (int(plo), int(phi))  # (the flows buffer holds the last step's: step() clears them)
+        return done, _VARIANT
 
     # Partitioned form (tokendist.engine.mpi): the active tree edges with an owned end (:mod:`._partitioned`).
     partitioned_setup = _partitioned.de_setup
