@@ -86,6 +86,7 @@ class _DimensionExchange(Protocol):
         self._reference = self.options["kernel"] == "numpy"
         self._spanning = self.sched.graph is not graph
         self._numpy = None  # the numpy step's per-colour constants (NodeColourStep), made on its first step
+        self._all_matchings = None  # (Threshold1.steps)
 
     def _rule(self, t, loads) -> int:
         raise NotImplementedError
@@ -230,7 +231,7 @@ class Threshold1(_DimensionExchange):
         one), which the block's check (the sign of the loads) takes for granted; a step's flows
         tell the engine otherwise.
         """
-        if self._reference or loads.min() < 0:
+        if self._reference or loads.min() < 0 or not self._matchings():
             return None
         sched = self.sched
         table = NO_TABLE if seen is None else seen.arrays()
@@ -242,6 +243,17 @@ class Threshold1(_DimensionExchange):
         done, plo, phi = _threshold1_steps(*args)
         self._prev = (int(plo), int(phi))  # (the flows buffer holds the last step's: step() clears them)
         return done, _VARIANT
+
+    def _matchings(self) -> bool:
+        """Whether every colour class of the schedule is a matching (made once per run): the blocks
+        take it for granted; a step on a class that is not one shows in its flows, step by step."""
+        if self._all_matchings is None:
+            sched = self.sched
+            colour = np.repeat(np.arange(sched.chi, dtype=np.int64), np.diff(sched.offsets))
+            ends = np.concatenate([sched.run_u[sched.eid], sched.run_v[sched.eid]]).astype(np.int64)
+            keys = np.concatenate([colour, colour]) * self.n + ends
+            self._all_matchings = bool(np.unique(keys).size == keys.size)
+        return self._all_matchings
 
     # Partitioned form (tokendist.engine.mpi): the active tree edges with an owned end (:mod:`._partitioned`).
     partitioned_setup = _partitioned.de_setup
