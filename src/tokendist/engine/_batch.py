@@ -1,8 +1,8 @@
 """Several steps of a protocol per compiled call: the engine's block loop.
 
-On a small graph a randomized protocol's step is a few microseconds of kernel, and the Python
+On a small graph a protocol's step is a few microseconds of kernel, and the Python
 around it (the protocol's ``step``, the :class:`~tokendist.engine.Step`, the engine's pass and
-bookkeeping) costs as much again. A randomized protocol needs no cycle detection, so a block of
+bookkeeping) costs as much again. So a block of
 steps can run in one compiled call: the protocol's optional :meth:`Protocol.steps
 <tokendist.engine.Protocol.steps>` writes the loads after each of up to ``k`` steps into the rows
 of a buffer the engine owns, then one call of :func:`tokendist.engine._pass.block_pass` does for
@@ -13,12 +13,34 @@ step inside a block gets the time interpolated between the block's start and end
 errors at the same step, the same stop.
 
 Where it applies (:func:`block_steps`): a static network, integer loads, no injection, no load
-history, no stopping targets (they are checked after every step), no model check, no cycle
-detection (randomized protocols, or ``detect_cycles=False``), a total below the protocol's exact
-load limit if it has one, the engine's compiled pass (a small run on a cold cache steps one at a
-time) and a small graph (``k n`` at most :data:`BLOCK_CELLS`). The protocol may decline
-a block (it returns None: its numpy kernel was chosen, the loads do not suit its block kernel);
-the run then goes on step by step.
+history, no stopping targets (they are checked after every step), no model check, a total below
+the protocol's exact load limit if it has one, the engine's compiled pass (a small run on a cold
+cache steps one at a time) and a small graph (``k n`` at most :data:`BLOCK_CELLS`). The protocol
+may decline a block (it returns None: its numpy kernel was chosen, the loads do not suit its
+block kernel); the run then goes on step by step.
+
+Cycle detection inside a block. A deterministic protocol's run stops before a step at a period
+boundary whose state (the loads and :meth:`Protocol.state_key`) it has seen before. A protocol
+whose ``steps`` checks states (:attr:`Protocol.steps_find_cycles`) runs in blocks with detection
+on: the visited states live in numpy arrays, an open-addressing table of the 128-bit keys with
+the step and the tokens moved before it of each first visit (:class:`~._cycles.CycleTable`), and
+the block kernel, before each step at a period boundary, hashes the loads' and the state's bytes
+with the engine's own :func:`~._cycles.hash128` (so the key the step-by-step loop computes, lane
+for lane) and probes and fills the table (:func:`~._cycles.seen_before`). On a state seen before
+it returns before that step, the protocol exactly as after the steps done, and the engine stops
+as the loop does: ``cycle_length`` from the first visit, ``fixed-point`` when no token moved
+since, else ``cycle``. A run whose key function is not :func:`~._cycles.cycle_key` (sha256 keys
+of a small run on a cold cache) gets no blocks. When the blocks end short of a stop (the
+protocol declines one) the table becomes the loop's dict of visited states and the run goes on
+step by step to the same stop. The tokens moved before a checked step are kept in int64 while
+they stay within ``2**62``; past that the blocks end (:func:`~._cycles.add_moved`) and the run
+goes on step by step.
+
+Why a table the kernel fills, and not keys written out for Python to check with the protocol
+rewound to the repeated step: the stop happens where the loop's does with no snapshot of the
+protocol's state and no steps run twice, the check costs a probe in the kernel instead of a dict
+look-up a step in Python (the Python a step is what blocks remove), and a protocol's state
+(rotors, errors, continuous flows) needs no copy and restore.
 """
 
 from __future__ import annotations

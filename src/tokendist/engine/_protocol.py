@@ -224,7 +224,8 @@ class Protocol:
         Writes the loads after each step into the rows ``block[0..done-1]`` of the ``(k, n)`` int64
         buffer, each step's tokens moved and messages into ``moved[b]`` and ``messages[b]`` (what
         :meth:`step` would report), and stops right after a step that moved nothing when
-        ``stop_idle`` (the engine then asks :meth:`is_stable`). Afterwards the protocol is exactly as
+        ``stop_idle`` (the engine then asks :meth:`is_stable`; a kernel that can tell
+        :meth:`is_stable`'s answer itself may stop only where it would be true). Afterwards the protocol is exactly as
         after ``done`` calls of :meth:`step`. Only for steps whose feasibility the sign of the new
         loads tells (no flows or outflow needed: the engine checks that no load went below zero).
         Returns ``(done, variant)``, ``variant`` the kernel :meth:`step` would report for each step;
