@@ -24,7 +24,10 @@ CYCLING = {"quasirandom": [{}, {"ties": "up"}, {"guard": "off"}, {"matrix": "max
            "rotor-router": [{}, {"lazy": False}, {"rotor_init": "random"}],
            # (its blocks: the stencil kernel while it may run, on tori and rings, guard on)
            "flow-imitation": [{}, {"process": "sos"}, {"guard": "off"}, {"process": "sos", "beta": 1.9}],
-           "threshold1": [{}, {"colour_start": 1}, {"spanning_tree": "min-diameter"}, {"colouring": "greedy"}]}
+           "threshold1": [{}, {"colour_start": 1}, {"spanning_tree": "min-diameter"}, {"colouring": "greedy"}],
+           # (its blocks: the kernel within a phase, each phase's first step through step())
+           "discrepancy1": [{}, {"termination": "halt"}, {"stop_cycles": 3, "colour_start": 1},
+                            {"termination": "halt", "spanning_tree": "min-diameter"}]}
 GRAPHS = ["torus:4x4", "ring:9", "hypercube:3", "random-regular:12,3", "torus:8x8", "star:6"]
 
 
@@ -86,7 +89,9 @@ def _stop(spec, algo, init, **kw):
 
 @pytest.mark.parametrize("algo, spec, init", [("rotor-router", "torus:4x4", "random:0..30"),
                                               ("rotor-router", "ring:9", "random:0..100"),
-                                              ("quasirandom", "ring:6", "random:0..5")])
+                                              ("quasirandom", "ring:6", "random:0..5"),
+                                              ("threshold1", "torus:4x4", "random:0..30"),
+                                              ("discrepancy1", "torus:4x4", "random:0..30")])
 def test_a_cycle_inside_a_block_and_at_its_first_row(algo, spec, init):
     one = _stop(spec, algo, init, seed=2, max_steps=5000)
     s = one.steps
@@ -100,7 +105,7 @@ def test_a_cycle_inside_a_block_and_at_its_first_row(algo, spec, init):
         assert_same_run(one, blocks)
 
 
-@pytest.mark.parametrize("algo", sorted(set(CYCLING) - {"threshold1"}))  # (threshold1: stable, below)
+@pytest.mark.parametrize("algo", sorted(set(CYCLING) - {"threshold1", "discrepancy1"}))  # (theirs: stable, below)
 @pytest.mark.parametrize("k", [1, 5, 64])
 def test_a_fixed_point_stops_at_the_same_step(algo, k):
     # No tokens: nothing ever moves and no state changes; the state before step 1 repeats step 0's.
@@ -111,15 +116,16 @@ def test_a_fixed_point_stops_at_the_same_step(algo, k):
     assert_same_run(one, blocks)
 
 
+@pytest.mark.parametrize("algo", ["threshold1", "discrepancy1"])
 @pytest.mark.parametrize("k", [1, 4, 5, 64])
-def test_threshold1_stops_stable_inside_a_block(k):
+def test_dimension_exchange_stops_stable_inside_a_block(algo, k):
     # Equal loads but for one token too many here and one too few there: the tokens meet within a
     # few steps and every load is then equal (is_stable); the steps in between that moved nothing
     # with loads unequal do not end the blocks.
     loads = np.full(9, 5)
     loads[0], loads[4] = 6, 4
-    one, _ = _run(0, "ring:9", "threshold1", loads, seed=0, max_steps=100)
-    blocks, ended = _run(k, "ring:9", "threshold1", loads, seed=0, max_steps=100)
+    one, _ = _run(0, "ring:9", algo, loads, seed=0, max_steps=100)
+    blocks, ended = _run(k, "ring:9", algo, loads, seed=0, max_steps=100)
     assert one.stop_reason == "stable" and ended == (one.steps, "stable")
     assert one.trace["tokens_moved"].tolist().count(1) >= 1 and one.steps > 2
     assert_same_run(one, blocks)
@@ -166,7 +172,8 @@ def test_max_steps_not_a_multiple_of_the_block(algo, max_steps):
 
 
 @pytest.mark.parametrize("algo, spec, init", [("rotor-router", "torus:4x4", "random:0..30"),
-                                              ("quasirandom", "ring:6", "random:0..5")])
+                                              ("quasirandom", "ring:6", "random:0..5"),
+                                              ("discrepancy1", "torus:4x4", "random:0..30")])
 def test_a_run_that_goes_on_step_by_step_finds_the_states_of_its_blocks(monkeypatch, algo, spec, init):
     # The engine keeps the table's totals in int64 below batch._SAFE; lowered here, the run leaves
     # its blocks half way and goes on step by step with the table as its dict of visited states:
@@ -246,3 +253,40 @@ def test_the_table_holds_the_loops_keys_as_it_grows():
         expect.setdefault(key, (step, 10 * step))
     assert table.keys.shape[0] >= 2 * len(expect) and table.to_dict() == expect
     assert int(table.info[cycles.COUNT]) == len(expect)
+
+
+@pytest.mark.parametrize("algo, params", [(algo, params) for algo in sorted(CYCLING) for params in CYCLING[algo]
+                                           if not (algo == "flow-imitation" and params.get("guard") == "off")])
+def test_the_block_keys_are_the_loops_keys(monkeypatch, algo, params):
+    # Lane for lane: the table the blocks fill holds the keys the step-by-step loop computes, with
+    # the same first steps and totals (a key of other bytes would still find its cycles in a run
+    # all in blocks, but not across a switch to single steps).
+    kw = dict(seed=2, max_steps=300, params=params, allow_infeasible=params.get("guard") == "off")
+    loop = {}
+    real = simulate_module.key_function
+
+    def key_function(small):
+        key_of = real(small)
+
+        def key(loads, state):
+            k = key_of(loads, state)
+            loop.setdefault(k, len(loop))
+            return k
+        return key
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(simulate_module, "key_function", key_function)
+        one, _ = _run(0, "torus:8x8", algo, "random:0..30", **kw)
+    tables = []
+    real_blocks = simulate_module.run_blocks
+    monkeypatch.setattr(simulate_module, "run_blocks", lambda *a, **k: tables.append(k["seen"]) or real_blocks(*a, **k))
+    monkeypatch.setattr(batch, "BLOCK_STEPS", 16)
+    blocks = td.simulate("torus:8x8", algo, "random:0..30", **kw)
+    assert_same_run(one, blocks)
+    table = tables[0].to_dict()
+    assert set(table) == set(loop) and len(loop) > 1
+    # (in the loop's order of first visits, with the tokens moved before them as the trace has them)
+    firsts = [table[k][0] for k in sorted(loop, key=loop.get)]
+    assert firsts == sorted(firsts)
+    moved = dict(zip(one.trace["step"].tolist(), one.trace["tokens_moved"].tolist()))
+    assert all(table[k][1] == moved[table[k][0]] for k in table)

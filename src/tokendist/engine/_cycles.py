@@ -289,9 +289,13 @@ def seen_before(keys, visits, info, loads, state, step):  # pragma: no cover - c
 @numba.njit(cache=True, nogil=True, inline="always")
 def add_moved(info, m):  # pragma: no cover - compiled
     """Add a step's tokens moved to ``info[MOVED]``; False (the kernel ends its block after this
-    step) once the total would leave ``(-2**62, 2**62)``: the engine goes on step by step."""
+    step; ``info[HIT]`` -2) once the total would leave ``(-2**62, 2**62)``: the engine goes on step
+    by step. Nothing to add without cycle detection (``info[PERIOD]`` 0)."""
+    if info[PERIOD] == 0:  # (no cycle detection: no totals kept)
+        return True
     run = info[MOVED]
     if m >= _SAFE - run or m <= -_SAFE - run:
+        info[HIT] = -2  # (not a state found: tells a protocol's steps that the block ended)
         return False
     info[MOVED] = run + m
     return True
@@ -349,6 +353,19 @@ class CycleTable:
     def arrays(self):
         """``(keys, visits, info)``: a block kernel's arguments."""
         return self.keys, self.visits, self.info
+
+    def seen(self, loads, state, step: int) -> bool:
+        """:func:`seen_before` from Python, for a step a protocol's ``steps`` takes outside its kernel:
+        ``state`` as :meth:`~tokendist.engine.Protocol.state_key` returns it (an array or a tuple of
+        arrays, or ``b""``), hashed as :func:`cycle_key` hashes it."""
+        if isinstance(state, np.ndarray):
+            state = _bytes_view(state)
+        elif isinstance(state, tuple):
+            state = np.concatenate([_bytes_view(np.asarray(p)) for p in state]) if state else _EMPTY
+        else:
+            assert type(state) is bytes and not state  # (other forms take no blocks)
+            state = _EMPTY
+        return seen_before(self.keys, self.visits, self.info, _bytes_view(loads), state, step)
 
     def hit(self) -> tuple[int, int] | None:
         """``(step, tokens moved before it)`` of the first visit of the state the last block stopped

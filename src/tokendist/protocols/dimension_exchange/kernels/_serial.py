@@ -21,7 +21,7 @@ import numpy as np
 from ....engine._cycles import PERIOD, add_moved, seen_before
 
 __all__ = ["THRESHOLD2", "THRESHOLD1", "THRESHOLD1_PLUS", "LM_KEEP", "LM_MAX", "LM_SET", "colour_step_numba",
-           "colour_step_numpy", "NodeColourStep", "naive_step", "threshold1_steps"]
+           "colour_step_numpy", "NodeColourStep", "naive_step", "threshold1_steps", "discrepancy1_steps"]
 
 THRESHOLD2, THRESHOLD1, THRESHOLD1_PLUS = 0, 1, 2
 
@@ -117,6 +117,63 @@ _NO_HALTED = np.zeros(1, dtype=np.bool_)
 _NO_MAX = np.zeros(1, dtype=np.int64)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _all_equal(loads):  # pragma: no cover - compiled
+    for i in range(1, loads.shape[0]):
+        if loads[i] != loads[0]:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def discrepancy1_steps(gu, gv, eid, offsets, start, flows, plo, phi, rule, lm_mode, local_max, halted, any_halted,
+                       cycle, prev_max, same, pending, scratch, t, k, stop_idle, keys, visits, info, loads, block,
+                       moved, messages):  # pragma: no cover - compiled
+    """Up to ``k`` DISCREPANCY-1 steps from step ``t`` within one phase of a cycle (``Protocol.steps``).
+
+    The steps of :func:`threshold1_steps` with the phase's ``rule`` (THRESHOLD-1 or THRESHOLD-1
+    PLUS) and ``lm_mode`` (``LM_MAX`` in the A-phase, ``LM_KEEP`` in the B-phase), ``halted`` read
+    only when ``any_halted``; the caller takes the steps at a phase's start (their bookkeeping is
+    Python's). The cycle check's state is the protocol's ``state_key`` bytes: the position
+    ``(t + b) mod cycle`` (int64), ``local_max``, ``prev_max``, ``same``, ``halted``, ``pending``,
+    one after another in ``scratch``. With ``stop_idle`` the block ends after a step that moved
+    nothing when all loads are equal or some node is halted (then the engine asks ``is_stable``).
+    """
+    chi = offsets.shape[0] - 1
+    period = info[PERIOD]
+    n = loads.shape[0]
+    prev = loads
+    for b in range(k):
+        if period > 0 and (t + b) % period == 0:
+            scratch[:8].view(np.int64)[0] = (t + b) % cycle
+            o = 8
+            for arr in (local_max, prev_max, same):
+                w = arr.shape[0] * 8
+                scratch[o:o + w].view(np.int64)[:] = arr
+                o += w
+            for i in range(n):
+                scratch[o + i] = 1 if halted[i] else 0
+                scratch[o + n + i] = 1 if pending[i] else 0
+            if seen_before(keys, visits, info, prev.view(np.uint8), scratch, t + b):
+                return b, plo, phi
+        c = (start + t + b) % chi
+        lo = offsets[c]
+        hi = offsets[c + 1]
+        row = block[b]
+        m = _colour_kernel(prev, row, gu, gv, eid, lo, hi, plo, phi, rule, local_max, lm_mode, halted, any_halted,
+                           flows)
+        plo = lo
+        phi = hi
+        moved[b] = m
+        messages[b] = 2 * (hi - lo)
+        prev = row
+        if not add_moved(info, m):
+            return b + 1, plo, phi
+        if stop_idle and m == 0 and (any_halted or _all_equal(row)):
+            return b + 1, plo, phi
+    return k, plo, phi
+
+
 @numba.njit(cache=True, nogil=True)
 def threshold1_steps(gu, gv, eid, offsets, start, flows, plo, phi, no_max, no_halted, t, k, stop_idle, keys, visits,
                      info, loads, block, moved, messages):  # pragma: no cover - compiled
@@ -136,7 +193,6 @@ def threshold1_steps(gu, gv, eid, offsets, start, flows, plo, phi, no_max, no_ha
     period = info[PERIOD]
     state = np.zeros(0, dtype=np.uint8)  # (Threshold1.state_key: b"", no state)
     prev = loads
-    n = loads.shape[0]
     for b in range(k):
         if period > 0 and (t + b) % period == 0 and seen_before(keys, visits, info, prev.view(np.uint8), state, t + b):
             return b, plo, phi
@@ -152,14 +208,8 @@ def threshold1_steps(gu, gv, eid, offsets, start, flows, plo, phi, no_max, no_ha
         prev = row
         if not add_moved(info, m):
             return b + 1, plo, phi
-        if stop_idle and m == 0:
-            equal = True
-            for i in range(1, n):
-                if row[i] != row[0]:
-                    equal = False
-                    break
-            if equal:
-                return b + 1, plo, phi
+        if stop_idle and m == 0 and _all_equal(row):
+            return b + 1, plo, phi
     return k, plo, phi
 
 
