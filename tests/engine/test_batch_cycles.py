@@ -5,7 +5,8 @@ Every protocol whose ``steps`` checks states is run in blocks and step by step (
 and everything but the clock must agree: loads, steps, stop reason, cycle length, trace, totals,
 report, variants. Runs that stop on a cycle or a fixed point inside a block, at a block's first
 row, at ``max_steps`` not a multiple of the block, a run that switches to single steps half way
-(the table becomes the loop's dict) and a run with sha256 keys (no blocks).
+(the table becomes the loop's dict), a run with sha256 keys (no blocks), and the table's keys
+against the loop's, lane for lane.
 """
 
 import numpy as np
