@@ -2,8 +2,8 @@
 
     TOKENDIST_SMALL_RUN_REFERENCE=0 python benchmarks/probes/block_steps.py --reps 3
 
-For each protocol with a ``steps`` method (``--algos``, default the twelve of the default
-``tokendist compare``: seven randomized, five deterministic whose blocks detect cycles), runs
+For each protocol with a ``steps`` method (``--algos``, default the thirteen of the default
+``tokendist compare``: seven randomized, six deterministic whose blocks detect cycles), runs
 :func:`tokendist.simulate` on ``--graph`` (``random:0..200``, seed 0, ``--steps`` steps) in
 blocks (:mod:`tokendist.engine._batch`) and step by step (``BLOCK_STEPS`` set to 0 for the run),
 alternating, and prints the best CPU milliseconds of each over ``--reps`` rounds (after a warm-up
@@ -25,7 +25,7 @@ from tokendist.engine import _batch, make_loads
 from tokendist.graphs import make_graph
 
 ALGOS = "randomized-diffusion,random-matching,balancing-circuit,stratified-diffusion,pairwise-averaging," \
-        "single-port,diffusion-random,quasirandom,rotor-router,flow-imitation,threshold1,discrepancy1"
+        "single-port,diffusion-random,quasirandom,rotor-router,flow-imitation,threshold1,discrepancy1,sos-iou"
 
 
 def _run(graph, algo, loads, steps, blocks: bool):
