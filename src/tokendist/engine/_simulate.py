@@ -553,13 +553,14 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
     if targets and reached(graph, loads):
         stop_reason = "target-reached"
     else:
-        # Randomized protocols on a small static graph: blocks of steps, one compiled call each
+        # A protocol with `steps` on a small static graph: blocks of steps, one compiled call each
         # (engine._batch), for as long as the protocol takes them; then step by step.
         t0, ended = 0, None
         if k := block_steps(protocol, graph, loads, fast, cycles=cycles, targets=targets, check=check,
                             history=history, limit=limit, total=total, dynamics=dynamics, injection=injection,
                             key_of=key_of):
-            # (deterministic protocols: the visited states in a table the block kernels fill)
+            # (cycle detection: the visited states in a table the block kernels fill, the `seen`
+            # below if the run goes on step by step)
             table = CycleTable(protocol.period, min(max_steps // protocol.period + 1, 1 << 14)) if cycles else None
             t0, loads, moved_total, messages_total, infeasible, ended = run_blocks(
                 protocol, graph, loads, fast, k, total=total, tol=tol, max_steps=max_steps, record_every=record_every,
