@@ -175,7 +175,8 @@ def test_engine_step(capsys):
 
 def test_block_steps(capsys):
     _load("block_steps").main(["--graph", "ring:8", "--steps", "50", "--reps", "1",
-                               "--algos", "random-matching,pairwise-averaging"])
+                               "--algos", "random-matching,pairwise-averaging,rotor-router,threshold1"])
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["random-matching", "pairwise-averaging"]
+    assert [line.split(":")[0] for line in lines] == ["random-matching", "pairwise-averaging", "rotor-router",
+                                                      "threshold1"]
     assert all(line.endswith("same run True") for line in lines)

@@ -1,15 +1,16 @@
-"""What blocks of steps save: randomized protocols in blocks against step by step, in one process.
+"""What blocks of steps save: protocols in blocks against step by step, in one process.
 
     TOKENDIST_SMALL_RUN_REFERENCE=0 python benchmarks/probes/block_steps.py --reps 3
 
-For each protocol with a ``steps`` method (``--algos``, default the seven of the default
-``tokendist compare``), runs :func:`tokendist.simulate` on ``--graph`` (``random:0..200``, seed 0,
-``--steps`` steps) in blocks (:mod:`tokendist.engine._batch`) and step by step (``BLOCK_STEPS``
-set to 0 for the run), alternating, and prints the best CPU milliseconds of each over ``--reps``
-rounds (after a warm-up run of each), their ratio and whether the two runs agree (loads, trace
-columns but the clock, totals, stop reason, variants). With ``TOKENDIST_SMALL_RUN_REFERENCE=0`` the
-kernels compile on a cold cache; without it a small run on a cold cache takes the numpy reference
-and no block runs.
+For each protocol with a ``steps`` method (``--algos``, default the thirteen of the default
+``tokendist compare``: seven randomized, six deterministic whose blocks detect cycles), runs
+:func:`tokendist.simulate` on ``--graph`` (``random:0..200``, seed 0, ``--steps`` steps) in
+blocks (:mod:`tokendist.engine._batch`) and step by step (``BLOCK_STEPS`` set to 0 for the run),
+alternating, and prints the best CPU milliseconds of each over ``--reps`` rounds (after a warm-up
+run of each), their ratio and whether the two runs agree (loads, trace columns but the clock,
+totals, stop reason and step, cycle length, report, variants). With
+``TOKENDIST_SMALL_RUN_REFERENCE=0`` the kernels compile on a cold cache; without it a small run on
+a cold cache takes the numpy reference and no block runs.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tokendist.engine import _batch, make_loads
 from tokendist.graphs import make_graph
 
 ALGOS = "randomized-diffusion,random-matching,balancing-circuit,stratified-diffusion,pairwise-averaging," \
-        "single-port,diffusion-random"
+        "single-port,diffusion-random,quasirandom,rotor-router,flow-imitation,threshold1,discrepancy1,sos-iou"
 
 
 def _run(graph, algo, loads, steps, blocks: bool):
@@ -41,7 +42,8 @@ def _run(graph, algo, loads, steps, blocks: bool):
 def _same(a, b) -> bool:
     trace = all(np.array_equal(a.trace[k], b.trace[k]) for k in a.trace)
     return (trace and np.array_equal(a.loads, b.loads) and a.steps == b.steps and a.stop_reason == b.stop_reason
-            and a.tokens_moved == b.tokens_moved and a.messages == b.messages and a.variants == b.variants)
+            and a.cycle_length == b.cycle_length and a.tokens_moved == b.tokens_moved and a.messages == b.messages
+            and a.report == b.report and a.variants == b.variants)
 
 
 def main(argv=None):

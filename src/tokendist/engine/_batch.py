@@ -1,8 +1,8 @@
 """Several steps of a protocol per compiled call: the engine's block loop.
 
-On a small graph a randomized protocol's step is a few microseconds of kernel, and the Python
+On a small graph a protocol's step is a few microseconds of kernel, and the Python
 around it (the protocol's ``step``, the :class:`~tokendist.engine.Step`, the engine's pass and
-bookkeeping) costs as much again. A randomized protocol needs no cycle detection, so a block of
+bookkeeping) costs as much again. So a block of
 steps can run in one compiled call: the protocol's optional :meth:`Protocol.steps
 <tokendist.engine.Protocol.steps>` writes the loads after each of up to ``k`` steps into the rows
 of a buffer the engine owns, then one call of :func:`tokendist.engine._pass.block_pass` does for
@@ -13,12 +13,34 @@ step inside a block gets the time interpolated between the block's start and end
 errors at the same step, the same stop.
 
 Where it applies (:func:`block_steps`): a static network, integer loads, no injection, no load
-history, no stopping targets (they are checked after every step), no model check, no cycle
-detection (randomized protocols, or ``detect_cycles=False``), a total below the protocol's exact
-load limit if it has one, the engine's compiled pass (a small run on a cold cache steps one at a
-time) and a small graph (``k n`` at most :data:`BLOCK_CELLS`). The protocol may decline
-a block (it returns None: its numpy kernel was chosen, the loads do not suit its block kernel);
-the run then goes on step by step.
+history, no stopping targets (they are checked after every step), no model check, a total below
+the protocol's exact load limit if it has one, the engine's compiled pass (a small run on a cold
+cache steps one at a time) and a small graph (``k n`` at most :data:`BLOCK_CELLS`). The protocol
+may decline a block (it returns None: its numpy kernel was chosen, the loads do not suit its
+block kernel); the run then goes on step by step.
+
+Cycle detection inside a block. A deterministic protocol's run stops before a step at a period
+boundary whose state (the loads and :meth:`Protocol.state_key`) it has seen before. A protocol
+whose ``steps`` checks states (:attr:`Protocol.steps_find_cycles`) runs in blocks with detection
+on: the visited states live in numpy arrays, an open-addressing table of the 128-bit keys with
+the step and the tokens moved before it of each first visit (:class:`~._cycles.CycleTable`), and
+the block kernel, before each step at a period boundary, hashes the loads' and the state's bytes
+with the engine's own :func:`~._cycles.hash128` (so the key the step-by-step loop computes, lane
+for lane) and probes and fills the table (:func:`~._cycles.seen_before`). On a state seen before
+it returns before that step, the protocol exactly as after the steps done, and the engine stops
+as the loop does: ``cycle_length`` from the first visit, ``fixed-point`` when no token moved
+since, else ``cycle``. A run whose key function is not :func:`~._cycles.cycle_key` (sha256 keys
+of a small run on a cold cache) gets no blocks. When the blocks end short of a stop (the
+protocol declines one) the table becomes the loop's dict of visited states and the run goes on
+step by step to the same stop. The tokens moved before a checked step are kept in int64 while
+they stay within ``2**62``; past that the blocks end (:func:`~._cycles.add_moved`) and the run
+goes on step by step.
+
+Why a table the kernel fills, and not keys written out for Python to check with the protocol
+rewound to the repeated step: the stop happens where the loop's does with no snapshot of the
+protocol's state and no steps run twice, the check costs a probe in the kernel instead of a dict
+look-up a step in Python (the Python a step is what blocks remove), and a protocol's state
+(rotors, errors, continuous flows) needs no copy and restore.
 """
 
 from __future__ import annotations
@@ -28,6 +50,7 @@ import time
 import numpy as np
 
 from ..errors import ConservationError, InfeasibleStepError
+from ._cycles import CycleTable, cycle_key
 from ._protocol import Protocol
 
 __all__ = ["block_steps", "run_blocks", "BLOCK_STEPS", "BLOCK_CELLS"]
@@ -43,11 +66,18 @@ _SAFE = 1 << 62
 
 
 def block_steps(protocol, graph, loads, fast, *, cycles, targets, check, history, limit, total, dynamics,
-                injection) -> int:
-    """Steps per block for this run, 0 when the run goes step by step (see the module)."""
+                injection, key_of=None) -> int:
+    """Steps per block for this run, 0 when the run goes step by step (see the module).
+
+    With ``cycles`` (the run detects cycles), only for a protocol whose ``steps`` checks states
+    (:attr:`Protocol.steps_find_cycles`) and a run whose keys are :func:`~._cycles.cycle_key`'s
+    (``key_of``: a small run on a cold cache takes sha256 keys, which no block kernel computes).
+    """
     if BLOCK_STEPS < 1 or type(protocol).steps is Protocol.steps or fast is None:
         return 0
-    if dynamics is not None or injection is not None or cycles or targets or check or history is not None:
+    if dynamics is not None or injection is not None or targets or check or history is not None:
+        return 0
+    if cycles and not (protocol.steps_find_cycles and key_of is cycle_key):
         return 0
     if limit is not None and total >= limit:
         return 0
@@ -62,15 +92,18 @@ def _plain(x):
 
 
 def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record_every, allow_infeasible, progress,
-               columns, variants, limit_check=None):
+               columns, variants, limit_check=None, seen=None):
     """Run from step 0 in blocks of up to ``k`` steps, while the protocol takes them.
 
     ``columns`` are the lists of the clock, step, tokens_moved and messages columns, ``variants``
     the run's steps per kernel variant, ``limit_check(loads, low, step)`` the check of a protocol's
-    exact load limit, made (as step by step) on the steps from the first infeasible one. Returns
+    exact load limit, made (as step by step) on the steps from the first infeasible one, ``seen``
+    the run's :class:`~._cycles.CycleTable` when it detects cycles (None: it does not). Returns
     ``(t, loads, moved, messages, infeasible, ended)``: the steps run, the loads after them, the
-    totals, and ``ended`` ``"stable"`` (stopped at a fixed point), ``"max-steps"`` (all steps run)
-    or None (the protocol declined a block: go on step by step).
+    totals, and ``ended`` ``"stable"`` (stopped at a fixed point), ``"fixed-point"`` or ``"cycle"``
+    (stopped before step ``t``, whose state was seen at step ``t - seen.cycle_length``),
+    ``"max-steps"`` (all steps run) or None (the protocol declined a block: go on step by step,
+    with ``seen.to_dict()`` as the visited states).
     """
     n = graph.n
     loads = np.ascontiguousarray(loads)
@@ -89,10 +122,21 @@ def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record
     began = clock_now()
     while t < max_steps:
         size = min(k, max_steps - t)
-        got = steps(t, size, graph, loads, block, moved, messages, stop_idle)
-        if got is None or got[0] == 0:  # (0: the protocol stopped before a step it leaves to step())
-            return t, loads, moved_total, messages_total, infeasible, None
+        if seen is None:
+            got = steps(t, size, graph, loads, block, moved, messages, stop_idle)
+            hit = None
+        else:
+            if not -_SAFE < moved_total < _SAFE:  # (the table keeps the totals in int64)
+                return t, loads, moved_total, messages_total, infeasible, None
+            seen.reserve(size)
+            seen.start(moved_total)
+            got = steps(t, size, graph, loads, block, moved, messages, stop_idle, seen)
+            hit = seen.hit() if got is not None else None
+        if got is None or (got[0] == 0 and hit is None):  # (0: the protocol stopped before a step it
+            return t, loads, moved_total, messages_total, infeasible, None  # leaves to step())
         done, variant = got
+        if done == 0:  # the state before step t was seen before
+            return t, loads, moved_total, messages_total, infeasible, _cycle(seen, t, moved_total, hit)
         variants[variant] = variants.get(variant, 0) + done
         fast.check_block(block, done, loads, tol, t, record_every, max_steps, sums, bads)
         # The first step that broke a rule, in the per-step order: infeasibility, then conservation.
@@ -102,10 +146,10 @@ def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record
         first = int(stops.argmax()) if stops.any() else done
         if limit_check is not None and (infeasible or bad_steps[:first].any()):
             # A protocol exact below a load limit: after an infeasible step a load may pass it.
-            seen = infeasible
+            so_far = infeasible
             for b in range(first):
-                seen += bool(bad_steps[b])
-                if seen:
+                so_far += bool(bad_steps[b])
+                if so_far:
                     limit_check(block[b], block[b].min(), t + b + 1)
         if first < done:
             b = first
@@ -155,4 +199,13 @@ def run_blocks(protocol, graph, loads, fast, k, *, total, tol, max_steps, record
                 messages_col.append(messages_total)
                 fast.add(loads)
             return t, loads, moved_total, messages_total, infeasible, "stable"
+        if hit is not None:  # (after the checks of the steps before it, as step by step)
+            return t, loads, moved_total, messages_total, infeasible, _cycle(seen, t, moved_total, hit)
     return t, loads, moved_total, messages_total, infeasible, "max-steps"
+
+
+def _cycle(seen, t, moved_total, hit) -> str:
+    """The stop before step ``t`` on a state first seen at ``hit``: the loop's rule (_simulate)."""
+    first, moved_then = hit
+    seen.cycle_length = t - first
+    return "fixed-point" if moved_total == moved_then else "cycle"

@@ -41,7 +41,8 @@ import numpy as np
 
 from ..kernels._report import kernel_ready
 
-__all__ = ["cycle_key", "hash128", "key_function", "sha256_key", "state_bytes", "SHA256_KEY_LIMIT"]
+__all__ = ["cycle_key", "hash128", "key_function", "sha256_key", "state_bytes", "SHA256_KEY_LIMIT", "CycleTable",
+           "seen_before", "add_moved", "NO_TABLE"]
 
 # Lane constants: MurmurHash3 x64_128's c2 for lane 1, the xxHash64 prime 2 for lane 2; two more
 # odd constants start the odd-word streams.
@@ -229,3 +230,155 @@ def _hash_ready() -> bool:
         hash128(_EMPTY, _EMPTY)  # (loaded from numba's on-disk cache, not compiled)
         return True
     return False
+
+
+# The visited states of a run in blocks (engine/_batch.py): an open-addressing table a block kernel
+# probes and fills, the same entries as the step-by-step loop's dict.
+#: ``info`` of a :class:`CycleTable`: keys held, tokens moved before the step being checked (int64,
+#: below 2**62), the slot of the state found again (-1: none), the period (0: no cycle detection).
+COUNT, MOVED, HIT, PERIOD = 0, 1, 2, 3
+_SAFE = 1 << 62
+_EMPTY_STEP = -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _insert(keys, visits, h1, h2, step, moved):  # pragma: no cover - compiled
+    # Linear probing from the low bits of the first lane (a hash: its bits are uniform). Returns the
+    # slot of an equal key (the state was seen), or -1 after taking a free slot for this one.
+    mask = np.uint64(keys.shape[0] - 1)
+    s = np.int64(h1 & mask)
+    while visits[s, 0] != _EMPTY_STEP:
+        if keys[s, 0] == h1 and keys[s, 1] == h2:
+            return s
+        s = np.int64(np.uint64(s + 1) & mask)
+    keys[s, 0] = h1
+    keys[s, 1] = h2
+    visits[s, 0] = step
+    visits[s, 1] = moved
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def seen_before(keys, visits, info, loads, state, step):  # pragma: no cover - compiled
+    """The engine's cycle check before ``step``, inside a block kernel.
+
+    Parameters
+    ----------
+    keys, visits, info : ndarray
+        A :class:`CycleTable`'s arrays (``keys`` uint64 ``(slots, 2)``, ``visits`` int64 ``(slots,
+        2)``: the step and the tokens moved before it of each key's first visit; ``info`` int64).
+    loads, state : ndarray of uint8
+        The bytes of the loads before ``step`` and of the protocol's :meth:`state_key`.
+    step : int
+
+    Returns
+    -------
+    bool
+        True when the state was visited before (``info[HIT]`` is then its slot; the kernel stops
+        before ``step``), else False (the state is now in the table, as the loop's ``seen[key]``).
+    """
+    h1, h2 = hash128(loads, state)  # (the key cycle_key gives the step-by-step loop)
+    s = _insert(keys, visits, h1, h2, step, info[MOVED])
+    if s >= 0:
+        info[HIT] = s
+        return True
+    info[COUNT] += 1
+    return False
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def add_moved(info, m):  # pragma: no cover - compiled
+    """Add a step's tokens moved to ``info[MOVED]``; False (the kernel ends its block after this
+    step; ``info[HIT]`` -2) once the total would leave ``(-2**62, 2**62)``: the engine goes on step
+    by step. Nothing to add without cycle detection (``info[PERIOD]`` 0)."""
+    if info[PERIOD] == 0:  # (no cycle detection: no totals kept)
+        return True
+    run = info[MOVED]
+    if m >= _SAFE - run or m <= -_SAFE - run:
+        info[HIT] = -2  # (not a state found: tells a protocol's steps that the block ended)
+        return False
+    info[MOVED] = run + m
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _rehash(keys, visits, new_keys, new_visits):  # pragma: no cover - compiled
+    for s in range(keys.shape[0]):
+        if visits[s, 0] != _EMPTY_STEP:
+            _insert(new_keys, new_visits, keys[s, 0], keys[s, 1], visits[s, 0], visits[s, 1])
+
+
+class CycleTable:
+    """The states a run in blocks has visited at period boundaries, in numpy arrays.
+
+    The step-by-step loop keeps ``seen[key] = (step, tokens moved before it)`` in a dict; a block
+    kernel keeps the same entries here through :func:`seen_before`, under the same keys
+    (:func:`hash128` of the loads' and of the state's bytes, as :func:`cycle_key`), and stops
+    before a step whose state it finds. :meth:`to_dict` gives the loop's dict when the run goes
+    on step by step. At most half the slots are taken (:meth:`reserve`).
+
+    Parameters
+    ----------
+    period : int
+        The protocol's period: states are checked before the steps that are multiples of it.
+    keys : int
+        Keys to make room for at first.
+    """
+
+    def __init__(self, period: int, keys: int = 1024):
+        self.period = int(period)
+        #: Steps from the first visit of the state a block stopped on to the stop.
+        self.cycle_length = None
+        self.info = np.array([0, 0, -1, self.period], dtype=np.int64)
+        self._make(keys)
+
+    def _make(self, keys):
+        slots = 1 << max(4, (2 * keys - 1).bit_length())
+        self.keys = np.zeros((slots, 2), dtype=np.uint64)
+        self.visits = np.full((slots, 2), _EMPTY_STEP, dtype=np.int64)
+
+    def reserve(self, steps: int) -> None:
+        """Make room for the keys of ``steps`` more steps."""
+        need = int(self.info[COUNT]) + steps // self.period + 1
+        if 2 * need > self.keys.shape[0]:
+            keys, visits = self.keys, self.visits
+            self._make(need)
+            _rehash(keys, visits, self.keys, self.visits)
+
+    def start(self, moved: int) -> None:
+        """Before a block: ``moved`` the tokens moved so far (within 2**62), no state found yet."""
+        self.info[MOVED] = moved
+        self.info[HIT] = -1
+
+    def arrays(self):
+        """``(keys, visits, info)``: a block kernel's arguments."""
+        return self.keys, self.visits, self.info
+
+    def seen(self, loads, state, step: int) -> bool:
+        """:func:`seen_before` from Python, for a step a protocol's ``steps`` takes outside its kernel:
+        ``state`` as :meth:`~tokendist.engine.Protocol.state_key` returns it (an array or a tuple of
+        arrays, or ``b""``), hashed as :func:`cycle_key` hashes it."""
+        if isinstance(state, np.ndarray):
+            state = _bytes_view(state)
+        elif isinstance(state, tuple):
+            state = np.concatenate([_bytes_view(np.asarray(p)) for p in state]) if state else _EMPTY
+        else:
+            assert type(state) is bytes and not state  # (other forms take no blocks)
+            state = _EMPTY
+        return seen_before(self.keys, self.visits, self.info, _bytes_view(loads), state, step)
+
+    def hit(self) -> tuple[int, int] | None:
+        """``(step, tokens moved before it)`` of the first visit of the state the last block stopped
+        on, or None."""
+        s = int(self.info[HIT])
+        return None if s < 0 else (int(self.visits[s, 0]), int(self.visits[s, 1]))
+
+    def to_dict(self) -> dict:
+        """The step-by-step loop's ``seen``: ``{(lane 1, lane 2): (step, tokens moved before it)}``."""
+        used = np.flatnonzero(self.visits[:, 0] != _EMPTY_STEP)
+        return dict(zip(map(tuple, self.keys[used].tolist()), map(tuple, self.visits[used].tolist())))
+
+
+#: The arrays a block kernel takes when the run detects no cycles (``info[PERIOD]`` 0).
+NO_TABLE = (np.zeros((1, 2), dtype=np.uint64), np.full((1, 2), _EMPTY_STEP, dtype=np.int64),
+            np.array([0, 0, -1, 0], dtype=np.int64))

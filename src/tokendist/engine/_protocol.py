@@ -211,20 +211,32 @@ class Protocol:
         """Perform synchronous step ``t`` (0-based) on ``graph`` from ``loads``; do not modify ``loads``."""
         raise NotImplementedError
 
+    #: Whether :meth:`steps` takes the run's visited states (its ``seen``) and checks each state at
+    #: a period boundary as the engine's loop does: a deterministic protocol then runs in blocks with
+    #: cycle detection on.
+    steps_find_cycles: ClassVar[bool] = False
+
     def steps(self, t: int, k: int, graph, loads: np.ndarray, block: np.ndarray, moved: np.ndarray,
-              messages: np.ndarray, stop_idle: bool) -> tuple[int, str] | None:
+              messages: np.ndarray, stop_idle: bool, seen=None) -> tuple[int, str] | None:
         """Optional: up to ``k`` steps from step ``t`` in one call (the engine's block loop,
         :mod:`tokendist.engine._batch`); None (the default) when the protocol cannot, for this call.
 
         Writes the loads after each step into the rows ``block[0..done-1]`` of the ``(k, n)`` int64
         buffer, each step's tokens moved and messages into ``moved[b]`` and ``messages[b]`` (what
         :meth:`step` would report), and stops right after a step that moved nothing when
-        ``stop_idle`` (the engine then asks :meth:`is_stable`). Afterwards the protocol is exactly as
+        ``stop_idle`` (the engine then asks :meth:`is_stable`; a kernel that can tell
+        :meth:`is_stable`'s answer itself may stop only where it would be true). Afterwards the protocol is exactly as
         after ``done`` calls of :meth:`step`. Only for steps whose feasibility the sign of the new
         loads tells (no flows or outflow needed: the engine checks that no load went below zero).
         Returns ``(done, variant)``, ``variant`` the kernel :meth:`step` would report for each step;
         ``done`` 0 (a protocol that stops before a step it leaves to :meth:`step`) declines as None does:
         the run goes on step by step.
+
+        ``seen`` (only for a protocol with :attr:`steps_find_cycles`, on a run that detects cycles) is
+        the run's :class:`~tokendist.engine._cycles.CycleTable`: before each step ``t + b`` at a
+        multiple of :attr:`period` the kernel calls :func:`~tokendist.engine._cycles.seen_before` on
+        the loads and on the bytes :meth:`state_key` would return, and returns ``done = b`` (0
+        included) when the state was seen, the protocol exactly as after ``t + b`` steps.
         """
         return None
 

@@ -34,7 +34,7 @@ from ..kernels._choice import reference_is_cheaper, why_reference
 from ..kernels._report import _last as _report_last
 from ..kernels._report import REFERENCE, CompileAvoided, avoid_compiling
 from ..graphs import Graph, make_graph
-from ._cycles import key_function
+from ._cycles import CycleTable, key_function
 from ._initial import make_loads, parse_range
 from ._injection import stream_summary
 from ._metrics import SUMMARY_METRICS, at_most, exact_total, measure, sum_min, target_reached
@@ -553,18 +553,26 @@ def _run(graph, protocol, loads, *, seed, max_steps, until_discrepancy, until_lo
     if targets and reached(graph, loads):
         stop_reason = "target-reached"
     else:
-        # Randomized protocols on a small static graph: blocks of steps, one compiled call each
+        # A protocol with `steps` on a small static graph: blocks of steps, one compiled call each
         # (engine._batch), for as long as the protocol takes them; then step by step.
         t0, ended = 0, None
         if k := block_steps(protocol, graph, loads, fast, cycles=cycles, targets=targets, check=check,
-                            history=history, limit=limit, total=total, dynamics=dynamics, injection=injection):
+                            history=history, limit=limit, total=total, dynamics=dynamics, injection=injection,
+                            key_of=key_of):
+            # (cycle detection: the visited states in a table the block kernels fill, the `seen`
+            # below if the run goes on step by step)
+            table = CycleTable(protocol.period, min(max_steps // protocol.period + 1, 1 << 14)) if cycles else None
             t0, loads, moved_total, messages_total, infeasible, ended = run_blocks(
                 protocol, graph, loads, fast, k, total=total, tol=tol, max_steps=max_steps, record_every=record_every,
                 allow_infeasible=allow_infeasible, progress=progress,
                 columns=(clock, trace["step"], trace["tokens_moved"], trace["messages"]), variants=variants,
                 limit_check=None if limit is None else
-                lambda w, low, at: _check_load_limit(protocol, w, low, limit, at))
-            stop_reason = "stable" if ended == "stable" else stop_reason
+                lambda w, low, at: _check_load_limit(protocol, w, low, limit, at), seen=table)
+            if ended in ("stable", "fixed-point", "cycle"):
+                stop_reason = ended
+                cycle_length = None if ended == "stable" else table.cycle_length
+            elif ended is None and table is not None:
+                seen = table.to_dict()  # (the rest of the run goes step by step)
         for t in range(t0, max_steps if ended is None else t0):
             g = dynamics.graph_at(t) if dynamics is not None else graph
             current_graph = g

@@ -25,13 +25,19 @@ from .kernels._serial import (LM_KEEP, LM_MAX, LM_SET, THRESHOLD1, THRESHOLD1_PL
                                           NodeColourStep, colour_step_numba)
 from ._schedule import SPANNING_TREES, make_schedule
 from . import _partitioned
-from ...kernels._report import instrument_kernels
+from .kernels._serial import _NO_HALTED, _NO_MAX
+from .kernels._serial import discrepancy1_steps as _discrepancy1_steps
+from .kernels._serial import threshold1_steps as _threshold1_steps
+from ...engine._cycles import _SAFE, NO_TABLE, seen_before
+from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
 
 instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
 
 __all__ = ["Threshold2", "Threshold1", "Discrepancy1"]
 
 _NO_ARRAY = np.zeros(0, dtype=np.int64)  # (discrepancy1's state_key before the first B-phase)
+_NO_BYTES = np.zeros(0, dtype=np.uint8)
+_VARIANT = kernel_label(colour_step_numba)  # (what a step of the numba kernel reports, in blocks too)
 
 _COMMON = (
     Param("colouring", str, "auto", "edge colouring: auto (Delta colours on trees and bipartite graphs, "
@@ -82,6 +88,7 @@ class _DimensionExchange(Protocol):
         self._reference = self.options["kernel"] == "numpy"
         self._spanning = self.sched.graph is not graph
         self._numpy = None  # the numpy step's per-colour constants (NodeColourStep), made on its first step
+        self._all_matchings = None  # (_matchings)
 
     def _rule(self, t, loads) -> int:
         raise NotImplementedError
@@ -122,6 +129,17 @@ class _DimensionExchange(Protocol):
         self._buf = loads  # ping-pong buffers: the engine keeps what it needs
         lo, hi = active
         return Step(out, moved, 2 * (hi - lo), self._flows)
+
+    def _matchings(self) -> bool:
+        """Whether every colour class of the schedule is a matching (made once per run): the blocks
+        of steps take it for granted; a step on a class that is not one shows in its flows, step by step."""
+        if self._all_matchings is None:
+            sched = self.sched
+            colour = np.repeat(np.arange(sched.chi, dtype=np.int64), np.diff(sched.offsets))
+            ends = np.concatenate([sched.run_u[sched.eid], sched.run_v[sched.eid]]).astype(np.int64)
+            keys = np.concatenate([colour, colour]) * self.n + ends
+            self._all_matchings = bool(np.unique(keys).size == keys.size)
+        return self._all_matchings
 
     def _tree_edges_equal(self, loads) -> bool:
         # The tree spans every node of the (connected) graph, so its edges are all level exactly
@@ -215,6 +233,31 @@ class Threshold1(_DimensionExchange):
     def _sends(self, t, node, view, lw):
         return view.load >= lw + 1
 
+    steps_find_cycles = True
+
+    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle, seen=None):
+        """Up to ``k`` steps of the numba kernel in one call (:meth:`Protocol.steps`,
+        :func:`.kernels._serial.threshold1_steps`), with the cycle check on the loads (no state).
+
+        None with ``kernel=numpy``, while a small run would compile the block kernel, and from a
+        negative load: from loads >= 0 every exchange is feasible (a node sends only to a lighter
+        one), which the block's check (the sign of the loads) takes for granted; a step's flows
+        tell the engine otherwise.
+        """
+        if self._reference or loads.min() < 0 or not self._matchings():
+            return None
+        sched = self.sched
+        table = NO_TABLE if seen is None else seen.arrays()
+        plo, phi = self._prev
+        args = (sched.run_u, sched.run_v, sched.eid, sched.offsets, sched.start, self._flows, plo, phi, _NO_MAX,
+                _NO_HALTED, t, k, stop_idle, *table, loads, block, moved, messages)
+        if not block_kernel_ready(_threshold1_steps, args):
+            return None
+        done, plo, phi = _threshold1_steps(*args)
+        self._prev = (int(plo), int(phi))  # (the flows buffer holds the last step's: step() clears them)
+        return done, _VARIANT
+
+
     # Partitioned form (tokendist.engine.mpi): the active tree edges with an owned end (:mod:`._partitioned`).
     partitioned_setup = _partitioned.de_setup
     partitioned_step = _partitioned.de_step
@@ -269,6 +312,7 @@ class Discrepancy1(_DimensionExchange):
         self.stop_discrepancy = np.full(graph.n, -1, dtype=np.int64)
         self.cycles = []
         self._next = 0
+        self._state_bytes = None  # (_scratch)
 
     def _advance(self, t, loads):
         """Update localMax and the termination bookkeeping from the loads at the start of step t.
@@ -346,6 +390,79 @@ class Discrepancy1(_DimensionExchange):
         out = super().step(t, graph, loads)
         self._next = t + 1
         return out
+
+    steps_find_cycles = True
+
+    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle, seen=None):
+        """Up to ``k`` steps in one call (:meth:`Protocol.steps`): within a phase the numba kernel
+        (:func:`.kernels._serial.discrepancy1_steps`), the first step of each phase through
+        :meth:`step` (its bookkeeping: cycles, localMax, termination), each with the cycle check.
+
+        None with ``kernel=numpy``, while a small run would compile the block kernel, from a
+        negative load or on a schedule whose colour classes are not matchings (as
+        :meth:`Threshold1.steps`).
+        """
+        if self._reference or loads.min() < 0 or not self._matchings():
+            return None
+        table = NO_TABLE if seen is None else seen.arrays()
+        if not block_kernel_ready(_discrepancy1_steps, self._kernel_args(t, 1, stop_idle, table, loads, block, moved,
+                                                                          messages)):
+            return None
+        if seen is not None and not block_kernel_ready(seen_before, (*table, _NO_BYTES, _NO_BYTES, 0)):
+            return None
+        info = table[2]
+        A, L = self.A, self.L
+        b = 0
+        prev = loads
+        while b < k:
+            s = t + b
+            pos = s % L
+            if pos == 0 or pos == A:  # a phase starts: this step through step()
+                if seen is not None and s % seen.period == 0 and seen.seen(prev, self.state_key(), s):
+                    break
+                buf = self._buf
+                out = self.step(s, graph, prev)
+                block[b] = out.loads
+                self._buf = buf if buf is not prev else np.empty_like(buf)  # (never a row of the block)
+                moved[b], messages[b] = out.moved, out.messages
+                b += 1
+                if seen is not None:  # (add_moved's rule)
+                    if not -_SAFE < int(info[1]) + out.moved < _SAFE:
+                        break
+                    info[1] += out.moved
+                if stop_idle and out.moved == 0:
+                    break
+            else:
+                end = min(k, b + ((A if pos < A else L) - pos))  # (up to the next phase's start)
+                done, plo, phi = _discrepancy1_steps(*self._kernel_args(s, end - b, stop_idle, table, prev,
+                                                                        block[b:end], moved[b:end], messages[b:end]))
+                self._prev = (int(plo), int(phi))
+                self._next = s + done
+                b += done
+                # (a state seen before, the totals' limit, an idle step: the engine takes it from here)
+                if b < end or info[2] != -1 or (stop_idle and moved[b - 1] == 0):
+                    break
+            prev = block[b - 1]
+        return b, _VARIANT
+
+    def _kernel_args(self, s, k, stop_idle, table, loads, block, moved, messages):
+        """The arguments of :func:`.kernels._serial.discrepancy1_steps` for up to ``k`` steps from
+        step ``s`` (within one phase)."""
+        sched, A = self.sched, self.A
+        a_phase = s % self.L < A
+        plo, phi = self._prev
+        return (sched.run_u, sched.run_v, sched.eid, sched.offsets, sched.start, self._flows, plo, phi,
+                THRESHOLD1 if a_phase else THRESHOLD1_PLUS, LM_MAX if a_phase else LM_KEEP, self.lm,
+                self.halted, self._any_halted, self.L,  # (halted: part of the state's bytes either way)
+                _NO_ARRAY if self.prev_lm is None else self.prev_lm, self.same, self.pending, self._scratch(), s, k,
+                stop_idle, *table, loads, block, moved, messages)
+
+    def _scratch(self):
+        # The bytes of state_key() for the block kernel's cycle check (their length: the state's).
+        size = 8 + 8 * (3 * self.n - (self.prev_lm is None) * self.n) + 2 * self.n
+        if self._state_bytes is None or self._state_bytes.size != size:
+            self._state_bytes = np.empty(size, dtype=np.uint8)
+        return self._state_bytes
 
     # Partitioned form (tokendist.engine.mpi): localMax and the bookkeeping of the local nodes,
     # discrepancies reduced over the ranks (:mod:`._partitioned`).

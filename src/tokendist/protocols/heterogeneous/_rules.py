@@ -48,6 +48,7 @@ from ...graphs._stencil import lower_edge_runs
 from .kernels._serial import (COEF_EDGE, COEF_NODE, COEF_SCALAR, fos_floor_step, fos_real_step, node_alpha_sums,
                               sos_iou_step, sos_real_step)
 from .kernels._stencil import fos_floor_stencil, fos_real_stencil, sos_iou_stencil, sos_real_stencil
+from .kernels._stencil import sos_iou_stencil_steps as _sos_iou_stencil_steps
 from .kernels._sos_cube import (SOS_CUBE_MIN_DIMENSION, flows_from_cube, flows_to_cube, sos_iou_cube,
                                       sos_real_cube)
 from .kernels._threaded import (AUTO_THREADS_PARAM, SOS_BLOCK, THREADS_PARAM, block_edge_starts, check_threads,
@@ -64,10 +65,12 @@ from ._partitioned import partitioned_coefs as _partitioned_coefs
 from ._matrix import (SPEED_SCALES, EdgeIndex, apply_flows, check_diagonal, diffusion_norm, edge_coefficients,
                       fos_flows, node_degrees, raise_on_negative_diagonal, regular_flow_sums, regular_slot_tables,
                       scaled_speeds, sos_beta)
-from ...kernels._report import instrument_kernels
+from ...engine._cycles import NO_TABLE
+from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
 from ...kernels._rows import RowOrder, sequential_sum
 
 instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
+_SOS_IOU_STENCIL = kernel_label(sos_iou_stencil)  # (what a step of it reports: in blocks too)
 
 __all__ = ["FOS", "SOS", "FOSFloor", "SOSIOU", "HeterogeneousDiffusion", "COMMON_PARAMS", "KERNEL_PARAM"]
 
@@ -87,6 +90,7 @@ KERNEL_PARAM = Param("kernel", str, "numba", "numba (fused per-node CSR loop) or
                      "bincount, the reference)", ("numba", "numpy"))
 
 _EMPTY = np.zeros(0)
+_NO_BYTES = np.zeros(0, dtype=np.uint8)
 #: float64 adds integers exactly while the partial sums stay below this: sos-iou's numpy step then
 _EXACT_SUMS = 2**53  # takes its cheaper forms (the tests set it to 0 to compare them with the plain ones)
 
@@ -724,6 +728,8 @@ class SOSIOU(_SecondOrder):
         self.event_steps = 0
         self.iou_series: list[float] = []
         self.iou_max = 0.0
+        # steps(): its key buffer, the step whose state that buffer holds, its per-step outputs
+        self._block_key, self._block_key_at, self._block_out = None, -1, None
 
     # The fast kernel may keep the amounts owed o (all paid in full) instead of the IOUs
     # o - trunc(o), to save a pass (see sos_iou_step); ``_iou`` always gives the IOUs.
@@ -956,6 +962,71 @@ class SOSIOU(_SecondOrder):
                 self._net = RowOrder(graph)
             new = loads + self._net.net(flows)
         return Step(new, moved=moved, messages=2 * m, flows=flows, info={"iou_units": units})
+
+    steps_find_cycles = True
+
+    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle, seen=None):
+        """Up to ``k`` steps in one call (:meth:`Protocol.steps`): the serial stencil kernel and the
+        shadow update of :meth:`step`, with the cycle check on the state's bytes
+        (:func:`.kernels._stencil.sos_iou_stencil_steps`).
+
+        Only where :meth:`step` runs exactly that: ``kernel=numba``, ``ideal=shadow``, unit speeds,
+        a torus or ring, one thread (no ``threads=auto`` race), and ``overdraw=iou`` from loads
+        >= 0: a node then pays at most what it holds and the new loads stay >= 0, so the block's
+        check (the sign of the loads) finds what the outflow the step reports would. Else None,
+        as while a small run would compile the block kernel.
+        """
+        if (not self._fast() or self.options["ideal"] != "shadow" or self.options["overdraw"] != "iou"
+                or not self._unit or graph.m == 0 or loads.min() < 0):
+            return None
+        run, d = self._plan if graph is self._plan_graph else self._kernel_plan(graph)
+        if d is not None or not (isinstance(run, partial) and run.func is sos_iou_stencil):
+            return None
+        if self._prev is None:
+            if self._k:
+                return None
+            yhat, iou = np.zeros(graph.m), np.zeros(graph.m)
+        elif graph is self._state_graph and self._prev.ndim == 1:
+            yhat, iou = self._prev, self._iou_raw
+        else:
+            return None
+        bits = self._exc_bits
+        if bits is None or bits.shape[0] != (graph.m + 7) // 8:
+            bits = np.zeros((graph.m + 7) // 8, np.uint8)
+        size = 2 * graph.m + graph.n
+        if self._block_key is None or self._block_key.shape[0] != size:
+            self._block_key = np.empty(size)
+        if self._prev is None:
+            state = _NO_BYTES
+        elif self._block_key_at == self._k:  # (the key the last block wrote: this state's)
+            state = self._block_key.view(np.uint8)
+        else:  # (state_key()'s bytes)
+            state = np.concatenate((self._prev, self._iou, self._shadow)).view(np.uint8)
+        if self._block_out is None or self._block_out[0].shape[0] != k:
+            self._block_out = (np.empty(k), np.empty(k, dtype=np.int64))
+        units, shorts = self._block_out
+        table = NO_TABLE if seen is None else seen.arrays()
+        args = (*run.args, self.beta, self._k == 0, self._owed_stored, self._has_exc, bits, graph.u, graph.v,
+                self._shadow, yhat, iou, self._outflow_buffer(graph.n, np.float64), state, self._block_key, t, k,
+                stop_idle, *table, loads, block, moved, messages, 2 * graph.m, units, shorts)
+        if not block_kernel_ready(_sos_iou_stencil_steps, args):
+            return None
+        done, has_exc, top = _sos_iou_stencil_steps(*args)
+        if done:  # (as after `done` calls of step: _fast_step's bookkeeping)
+            self.path = "numba"
+            self._exc_bits = bits
+            self._owed_stored, self._has_exc = True, bool(has_exc)
+            self._k += done
+            self._block_key_at = self._k
+            self._state_graph = graph
+            self._prev, self._iou_raw = yhat, iou
+            self._state.views = None  # (state_key: the arrays themselves, not a buffer of an older step)
+            short = shorts[:done]
+            self.events += int(short.sum())
+            self.event_steps += int(np.count_nonzero(short))
+            self.iou_series.extend(units[:done].tolist())
+            self.iou_max = max(self.iou_max, float(top))
+        return done, _SOS_IOU_STENCIL
 
     def publish(self, rnd, t, node, view):
         if self.options["ideal"] == "shadow":

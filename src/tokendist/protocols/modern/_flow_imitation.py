@@ -15,16 +15,20 @@ from ...errors import TokendistError
 from ...graphs import edge_colouring
 from ...graphs._model import unsigned_view
 from ...graphs._stencil import lower_edge_runs
-from ...kernels._report import instrument_kernels
+from ...engine._cycles import NO_TABLE
+from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
 from ...kernels._rows import RowOrder
 from ._common import edge_coefficients, matrix_param
 from ._matching import random_matching
 from .kernels._flow_imitation import (FOS, MATCHED, SOS, flow_imitation_stencil_step, flow_imitation_step,
                                      flow_imitation_step_uniform)
+from .kernels._flow_imitation import flow_imitation_stencil_steps as _flow_imitation_stencil_steps
 
 instrument_kernels(globals())  # runs report which kernel ran each step
 
 __all__ = ["FlowImitation"]
+
+_STENCIL_VARIANT = kernel_label(flow_imitation_stencil_step)
 
 _PROCESSES = ("fos", "sos", "circuit", "random-matching")
 #: float64 adds integers exactly while every partial sum stays below this: the numpy step then takes
@@ -320,6 +324,39 @@ class FlowImitation(Protocol):
         if gap > self.max_gap:  # (max(max_gap, gap), without the call)
             self.max_gap = gap
         return Step(new, moved=int(moved), messages=self._messages, outflow=self._step_outflow)
+
+    steps_find_cycles = True
+
+    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle, seen=None):
+        """Up to ``k`` steps of the stencil kernel in one call (:meth:`Protocol.steps`), with the cycle
+        check on F and xi (:meth:`state_key` while ``D = trunc(F)``). None where :meth:`step` takes
+        another kernel (no stencil, speeds, ``D`` behind ``trunc(F)``, the numpy reference), with
+        ``guard=off`` (its steps report their outflow, which the block's sign check does not see)
+        or while a small run would compile the block kernel. The block ends before a step the
+        stencil kernel cannot take (:func:`.kernels._flow_imitation.flow_imitation_stencil_steps`)."""
+        if (graph is not self._graph or not self._compiled or self._stencil_args is None
+                or not self._d_is_trunc or self._step_outflow is not None):
+            return None
+        cur = self._cur
+        d, f, xi = self._views[cur]
+        if not (self._D is d and self.F is f and self.xi is xi):
+            return None
+        table = NO_TABLE if seen is None else seen.arrays()
+        skip = self._without_d
+        args = (*self._stencil_args, self._bufs[0, skip], self._bufs[1, skip], cur, t, k, stop_idle, *table, loads,
+                block, moved, messages, self._messages)
+        if not block_kernel_ready(_flow_imitation_stencil_steps, args):
+            return None
+        done, cur, gap = _flow_imitation_stencil_steps(*args)
+        if done:  # (as after `done` calls of _stencil_step)
+            self._cur = cur
+            self._D, self.F, self.xi = self._views[cur]
+            self._d_stale = True
+            if self._prev is not None:
+                self._prev = self._prevs[cur]
+            if gap > self.max_gap:
+                self.max_gap = gap
+        return done, _STENCIL_VARIANT
 
     def _guarded(self, graph, loads, send, out):
         over = np.flatnonzero(self._order.sums(np.maximum(out, 0)) > loads)

@@ -22,8 +22,12 @@ import numpy as np
 from ...engine import Param, Protocol, Step, register_protocol
 from ...errors import TokendistError
 from ...graphs._model import unsigned_view
+from ...engine._cycles import NO_TABLE
 from .kernels._quasirandom import quasirandom_stencil_step, quasirandom_step, quasirandom_step_regular
-from ...kernels._report import instrument_kernels
+from .kernels._quasirandom import quasirandom_regular_steps as _quasirandom_regular_steps
+from .kernels._quasirandom import quasirandom_stencil_steps as _quasirandom_stencil_steps
+from .kernels._quasirandom import quasirandom_steps as _quasirandom_steps
+from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
 from ...kernels._rows import RowOrder
 from ._common import edge_coefficients, matrix_param, slot_rows
 
@@ -257,14 +261,17 @@ class Quasirandom(Protocol):
         # torus is a few microseconds of kernel; looking them up every step cost about as much).
         run = (self._ties_up, self._guard, self._buf)
         if self.options["kernel"] == "numpy":
-            self._fast = None
+            self._fast = self._blocks = None
         elif self._degree and self._stencil is not None:
             self._fast = (quasirandom_stencil_step,
                           (self._indices, self._degree, int(self._q[0])) + run + self._stencil)
+            self._blocks = _quasirandom_stencil_steps
         elif self._degree:
             self._fast = (quasirandom_step_regular, (self._indices, self._degree, int(self._q[0])) + run)
+            self._blocks = _quasirandom_regular_steps
         else:
             self._fast = (quasirandom_step, (graph.indptr, self._indices, self._q) + run)
+            self._blocks = _quasirandom_steps
 
     @property
     def err(self) -> np.ndarray:
@@ -306,13 +313,34 @@ class Quasirandom(Protocol):
                                         self._guard, self._buf, self.err_units, loads, new)
         return self._kernel_step(graph, new, moved, held, loads)
 
-    def _kernel_step(self, graph, new, moved, held, loads):
-        # The bookkeeping after a kernel's step.
+    steps_find_cycles = True
+
+    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle, seen=None):
+        """Up to ``k`` steps of the step kernel in one call (:meth:`Protocol.steps`), with the cycle
+        check on the errors (:meth:`state_key`); None where :meth:`step` takes another path (the
+        numpy reference, another graph, ``track``) or a small run would compile the block kernel."""
+        fast = self._fast
+        if fast is None or graph is not self._graph or self._xi is not None:
+            return None
+        kernel, fixed = fast
+        table = NO_TABLE if seen is None else seen.arrays()
+        args = (*fixed, self.err_units, t, k, stop_idle, *table, loads, block, moved, messages, self._messages)
+        if not block_kernel_ready(self._blocks, args):
+            return None
+        done, held = self._blocks(*args)
+        self._held(held)
+        return done, kernel_label(kernel)
+
+    def _held(self, held):
         if held < 0:  # (error_dtype leaves a margin of q/2 over the errors ever measured: not expected)
             raise TokendistError(f"{self.name}: an accumulated error left the range of its "
                                  f"{self.err_units.dtype} store; the run cannot continue exactly")
-        self._out = loads
         self.held_back += int(held)
+
+    def _kernel_step(self, graph, new, moved, held, loads):
+        # The bookkeeping after a kernel's step.
+        self._held(held)
+        self._out = loads
         if self._xi is not None:
             self._track(graph, new)
         return Step(new, moved=int(moved), messages=self._messages if graph is self._graph else 2 * graph.m)

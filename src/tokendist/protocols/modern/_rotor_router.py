@@ -11,8 +11,11 @@ import numpy as np
 
 from ...engine import Param, Protocol, Step, register_protocol
 from ...graphs._model import unsigned_view
+from ...engine._cycles import NO_TABLE
 from .kernels._rotor import rotor_stencil_step, rotor_step
-from ...kernels._report import instrument_kernels
+from .kernels._rotor import rotor_stencil_steps as _rotor_stencil_steps
+from .kernels._rotor import rotor_steps as _rotor_steps
+from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
 from ...kernels._rows import RowOrder
 
 
@@ -114,6 +117,7 @@ class RotorRouter(Protocol):
         # torus is a few microseconds of kernel; looking them up every step cost about as much).
         fixed = (graph.indptr, unsigned_view(graph.indices), lazy, self._maxdeg)
         self._fast = (rotor_stencil_step, fixed + stencil) if stencil is not None else (rotor_step, fixed)
+        self._blocks = _rotor_stencil_steps if stencil is not None else _rotor_steps
         self._messages = 2 * graph.m
 
     def step(self, t, graph, loads):
@@ -141,6 +145,21 @@ class RotorRouter(Protocol):
             moved = rotor_step(graph.indptr, unsigned_view(graph.indices), lazy, self._maxdeg, self.rotor, loads, new)
         self._out = loads
         return Step(new, moved=int(moved), messages=self._messages)
+
+    steps_find_cycles = True
+
+    def steps(self, t, k, graph, loads, block, moved, messages, stop_idle, seen=None):
+        """Up to ``k`` steps of the step kernel in one call (:meth:`Protocol.steps`), with the cycle
+        check on the rotors (:meth:`state_key`); None where :meth:`step` takes another path (the
+        numpy reference, another graph) or a small run would compile the block kernel."""
+        if self.options["kernel"] == "numpy" or graph is not self._graph:
+            return None
+        kernel, fixed = self._fast
+        table = NO_TABLE if seen is None else seen.arrays()
+        args = (*fixed, self.rotor, t, k, stop_idle, *table, loads, block, moved, messages, self._messages)
+        if not block_kernel_ready(self._blocks, args):
+            return None
+        return self._blocks(*args), kernel_label(kernel)
 
     def _slots(self, graph, lazy: bool):
         # The numpy step's per-slot constants, made once per graph.

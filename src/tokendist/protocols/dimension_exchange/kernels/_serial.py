@@ -18,8 +18,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ....engine._cycles import PERIOD, add_moved, seen_before
+
 __all__ = ["THRESHOLD2", "THRESHOLD1", "THRESHOLD1_PLUS", "LM_KEEP", "LM_MAX", "LM_SET", "colour_step_numba",
-           "colour_step_numpy", "NodeColourStep", "naive_step"]
+           "colour_step_numpy", "NodeColourStep", "naive_step", "threshold1_steps", "discrepancy1_steps"]
 
 THRESHOLD2, THRESHOLD1, THRESHOLD1_PLUS = 0, 1, 2
 
@@ -113,6 +115,102 @@ def colour_step_numba(loads, out, sched, t, prev, rule, local_max, halted, flows
 
 _NO_HALTED = np.zeros(1, dtype=np.bool_)
 _NO_MAX = np.zeros(1, dtype=np.int64)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _all_equal(loads):  # pragma: no cover - compiled
+    for i in range(1, loads.shape[0]):
+        if loads[i] != loads[0]:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def discrepancy1_steps(gu, gv, eid, offsets, start, flows, plo, phi, rule, lm_mode, local_max, halted, any_halted,
+                       cycle, prev_max, same, pending, scratch, t, k, stop_idle, keys, visits, info, loads, block,
+                       moved, messages):  # pragma: no cover - compiled
+    """Up to ``k`` DISCREPANCY-1 steps from step ``t`` within one phase of a cycle (``Protocol.steps``).
+
+    The steps of :func:`threshold1_steps` with the phase's ``rule`` (THRESHOLD-1 or THRESHOLD-1
+    PLUS) and ``lm_mode`` (``LM_MAX`` in the A-phase, ``LM_KEEP`` in the B-phase), ``halted`` read
+    only when ``any_halted``; the caller takes the steps at a phase's start (their bookkeeping is
+    Python's). The cycle check's state is the protocol's ``state_key`` bytes: the position
+    ``(t + b) mod cycle`` (int64), ``local_max``, ``prev_max``, ``same``, ``halted``, ``pending``,
+    one after another in ``scratch``. With ``stop_idle`` the block ends after a step that moved
+    nothing when all loads are equal or some node is halted (then the engine asks ``is_stable``).
+    """
+    chi = offsets.shape[0] - 1
+    period = info[PERIOD]
+    n = loads.shape[0]
+    prev = loads
+    for b in range(k):
+        if period > 0 and (t + b) % period == 0:
+            scratch[:8].view(np.int64)[0] = (t + b) % cycle
+            o = 8
+            for arr in (local_max, prev_max, same):
+                w = arr.shape[0] * 8
+                scratch[o:o + w].view(np.int64)[:] = arr
+                o += w
+            for i in range(n):
+                scratch[o + i] = 1 if halted[i] else 0
+                scratch[o + n + i] = 1 if pending[i] else 0
+            if seen_before(keys, visits, info, prev.view(np.uint8), scratch, t + b):
+                return b, plo, phi
+        c = (start + t + b) % chi
+        lo = offsets[c]
+        hi = offsets[c + 1]
+        row = block[b]
+        m = _colour_kernel(prev, row, gu, gv, eid, lo, hi, plo, phi, rule, local_max, lm_mode, halted, any_halted,
+                           flows)
+        plo = lo
+        phi = hi
+        moved[b] = m
+        messages[b] = 2 * (hi - lo)
+        prev = row
+        if not add_moved(info, m):
+            return b + 1, plo, phi
+        if stop_idle and m == 0 and (any_halted or _all_equal(row)):
+            return b + 1, plo, phi
+    return k, plo, phi
+
+
+@numba.njit(cache=True, nogil=True)
+def threshold1_steps(gu, gv, eid, offsets, start, flows, plo, phi, no_max, no_halted, t, k, stop_idle, keys, visits,
+                     info, loads, block, moved, messages):  # pragma: no cover - compiled
+    """Up to ``k`` THRESHOLD-1 steps from step ``t`` (``Protocol.steps``, engine/_batch.py).
+
+    Each step is :func:`_colour_kernel` on the colour ``(start + t) mod chi`` (``eid[offsets[c]:
+    offsets[c + 1]]``), as :func:`colour_step_numba` calls it, ``(plo, phi)`` the range of the
+    previous step's flows; before each step at a period boundary the engine's cycle check
+    (:func:`tokendist.engine._cycles.seen_before`: the loads, and no state). The loads after step
+    ``t + b`` go to ``block[b]``, its tokens moved and messages (two per active edge) to ``moved[b]``
+    and ``messages[b]``. With ``stop_idle`` the block ends after a step that moved nothing only when
+    all loads are equal (the protocol's ``is_stable``: otherwise the engine's answer is no and the
+    block goes on). ``no_max``, ``no_halted``: the kernel's unused arrays. Returns ``(steps done,
+    range of the last step's flows)``; a state seen before ends the block before its step.
+    """
+    chi = offsets.shape[0] - 1
+    period = info[PERIOD]
+    state = np.zeros(0, dtype=np.uint8)  # (Threshold1.state_key: b"", no state)
+    prev = loads
+    for b in range(k):
+        if period > 0 and (t + b) % period == 0 and seen_before(keys, visits, info, prev.view(np.uint8), state, t + b):
+            return b, plo, phi
+        c = (start + t + b) % chi
+        lo = offsets[c]
+        hi = offsets[c + 1]
+        row = block[b]
+        m = _colour_kernel(prev, row, gu, gv, eid, lo, hi, plo, phi, 1, no_max, 0, no_halted, False, flows)
+        plo = lo
+        phi = hi
+        moved[b] = m
+        messages[b] = 2 * (hi - lo)
+        prev = row
+        if not add_moved(info, m):
+            return b + 1, plo, phi
+        if stop_idle and m == 0 and _all_equal(row):
+            return b + 1, plo, phi
+    return k, plo, phi
 
 
 def colour_step_numpy(loads, sched, t, rule, local_max, halted, m_run) -> tuple[np.ndarray, np.ndarray, int]:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ....engine._cycles import PERIOD, add_moved, seen_before
+from .._sos_readings import shadow_step
 from ._common import _U
 from ._iou import _clear_bits, _iou_settle, _largest, _pay_run, _pay_short_rows, _run_transfers, _run_upper
 
-__all__ = ["fos_real_stencil", "fos_floor_stencil", "sos_real_stencil", "sos_iou_stencil"]
+__all__ = ["fos_real_stencil", "fos_floor_stencil", "sos_real_stencil", "sos_iou_stencil", "sos_iou_stencil_steps"]
 
 @numba.njit(cache=True, nogil=True)
 def fos_real_stencil(indptr, indices, starts, ends, lower, upper, a0, x, loads, out, outflow):
@@ -352,3 +354,48 @@ def sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper, edge
     if not any_exc:
         return moved, short, 0.0, biggest, False
     return moved, short, units, exc_big, True
+
+
+@numba.njit(cache=True, nogil=True)
+def sos_iou_stencil_steps(indptr, indices, csr_edges, starts, ends, lower, upper, edge_delta, a0, beta, first,
+                          owed_stored, has_exc, exc_bits, u, v, shadow, yhat, iou, owe, state, key, t, k, stop_idle,
+                          keys, visits, info, loads, block, moved, messages, msg, units,
+                          shorts):  # pragma: no cover - compiled
+    """Up to ``k`` steps of ``sos-iou`` (``ideal=shadow``, ``overdraw=iou``, unit speeds) on a stencil
+    (``Protocol.steps``, engine/_batch.py): each step :func:`sos_iou_stencil` fed the shadow loads,
+    then :func:`.._sos_readings.shadow_step`, as :meth:`~.._rules.SOSIOU.step` calls them.
+
+    ``first``, ``owed_stored``, ``has_exc``, ``exc_bits``, ``yhat``, ``iou``, ``shadow``: the
+    protocol's kernel state (updated in place); ``owe``: the per-node scratch. ``state``: the bytes
+    of :meth:`~.._rules.SOSIOU.state_key` before step ``t``; ``key``: a float64 buffer of ``2 m +
+    n`` where each step writes ``[y | IOUs | w']``, the state before the next. Before each step at
+    a period boundary the engine's cycle check (:func:`tokendist.engine._cycles.seen_before`); a
+    state seen before ends the block before its step. The loads after step ``t + b`` go to
+    ``block[b]``, its tokens moved, messages, IOU units and negative-load events to ``moved[b]``,
+    ``messages[b]``, ``units[b]``, ``shorts[b]``. Returns ``(steps done, has_exc, the largest
+    IOU of those steps)``.
+    """
+    period = info[PERIOD]
+    prev = loads
+    top = 0.0
+    for b in range(k):
+        if period > 0 and (t + b) % period == 0 and seen_before(keys, visits, info, prev.view(np.uint8), state, t + b):
+            return b, has_exc, top
+        row = block[b]
+        row[:] = 0  # (the kernel adds load corrections into it)
+        m, short, unit, biggest, has_exc = sos_iou_stencil(indptr, indices, csr_edges, starts, ends, lower, upper,
+                                                          edge_delta, a0, beta, first, owed_stored, has_exc,
+                                                          exc_bits, True, shadow, prev, yhat, iou, row, owe)
+        first = False
+        owed_stored = True
+        shadow_step(u, v, yhat, shadow, iou, has_exc, exc_bits, key)
+        state = key.view(np.uint8)
+        top = biggest if biggest > top else top
+        moved[b] = m
+        messages[b] = msg
+        units[b] = unit
+        shorts[b] = short
+        prev = row
+        if not add_moved(info, m) or (stop_idle and m == 0):
+            return b + 1, has_exc, top
+    return k, has_exc, top

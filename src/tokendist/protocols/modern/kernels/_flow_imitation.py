@@ -24,7 +24,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["flow_imitation_step", "flow_imitation_step_uniform", "flow_imitation_stencil_step", "FOS", "SOS", "MATCHED"]
+from ....engine._cycles import PERIOD, add_moved, seen_before
+
+__all__ = ["flow_imitation_step", "flow_imitation_step_uniform", "flow_imitation_stencil_step",
+           "flow_imitation_stencil_steps", "FOS", "SOS", "MATCHED"]
 
 #: ``mode``: first-order diffusion, second-order diffusion, a matching (circuit or random).
 FOS, SOS, MATCHED = 0, 1, 2
@@ -322,3 +325,45 @@ def _stencil_rows(ustart, indptr, indices, csr_edges, starts, ends, lower, upper
                 outflow[ui] = out
             binding += guard and out > x
     return moved, binding, gap
+
+
+@numba.njit(cache=True, nogil=True)
+def flow_imitation_stencil_steps(args0, args1, state0, state1, cur, t, k, stop_idle, keys, visits, info, loads,
+                                 block, moved, messages, msg):  # pragma: no cover - compiled
+    """Up to ``k`` steps of :func:`flow_imitation_stencil_step` (``Protocol.steps``, engine/_batch.py).
+
+    ``args0``, ``args1``: the step's arguments but its own (``sos_on``, loads, new) reading state
+    buffer 0 or 1 (writing the other); ``state0``, ``state1``: the bytes of each buffer that
+    :meth:`~.._flow_imitation.FlowImitation.state_key` returns while ``D = trunc(F)`` (F and xi);
+    ``cur``: the buffer in use. Then the first step ``t``, at most ``k`` steps, ``stop_idle``, the
+    cycle table (keys, visits, info: engine/_cycles.py), the loads before step ``t``, the ``(k, n)``
+    block of the loads after each step, the per-step tokens moved and messages, a step's messages.
+
+    Each step is taken first and kept only if it may be: the block ends before a step that binds
+    (a node owes more than it holds: :meth:`step` takes it with the general kernel) or whose state
+    (the loads before it and buffer ``cur``, which the step only reads) was seen before at a period
+    boundary (:func:`~tokendist.engine._cycles.seen_before`). A step not kept changed only the other
+    buffer and the block's row. Returns ``(steps done, buffer in use after them, max |F - D|)``.
+    """
+    period = info[PERIOD]
+    prev = loads
+    gap = 0.0
+    for b in range(k):
+        row = block[b]
+        if cur == 0:
+            m, binding, g = flow_imitation_stencil_step(*args0, t + b > 0, prev, row)
+        else:
+            m, binding, g = flow_imitation_stencil_step(*args1, t + b > 0, prev, row)
+        if binding:
+            return b, cur, gap
+        if period > 0 and (t + b) % period == 0 and seen_before(keys, visits, info, prev.view(np.uint8),
+                                                                state0 if cur == 0 else state1, t + b):
+            return b, cur, gap
+        cur = 1 - cur
+        gap = g if g > gap else gap
+        moved[b] = m
+        messages[b] = msg
+        prev = row
+        if not add_moved(info, m) or (stop_idle and m == 0):
+            return b + 1, cur, gap
+    return k, cur, gap

@@ -16,9 +16,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ....engine._cycles import PERIOD, add_moved, seen_before
 from ....kernels._divide import divmod_by
 
-__all__ = ["quasirandom_step", "quasirandom_step_regular", "quasirandom_stencil_step"]
+__all__ = ["quasirandom_step", "quasirandom_step_regular", "quasirandom_stencil_step", "quasirandom_steps",
+           "quasirandom_regular_steps", "quasirandom_stencil_steps"]
 
 _U = np.uint64
 
@@ -234,3 +236,84 @@ def quasirandom_stencil_step(indices, D, q, ties_up, guard, buf, starts, ends, o
         return _stencil_rows(indices, D, q, loads, err, tie, guard, out, buf, starts, ends, offsets, shift, True,
                              qarr)
     return _stencil_rows(indices, D, q, loads, err, tie, guard, out, buf, starts, ends, offsets, 0, False, qarr)
+
+
+# Blocks of steps (Protocol.steps, engine/_batch.py): each a loop over one step kernel above, with
+# the engine's cycle check before each step at a period boundary (engine/_cycles.py seen_before: the
+# key of the loads and of the errors' bytes, the protocol's state_key). Arguments: the step kernel's
+# fixed ones, the errors, the first step t, at most k steps, stop_idle, the cycle table (keys,
+# visits, info), the loads before step t, the (k, n) block the loads after each step go to, the
+# per-step tokens moved and messages, the messages of a step. Return (steps done, tokens held back),
+# held back -1 when an error did not fit its type (the block ends after that step); a state seen
+# before ends the block before its step.
+
+@numba.njit(cache=True, nogil=True)
+def quasirandom_steps(indptr, indices, q, ties_up, guard, buf, err, t, k, stop_idle, keys, visits, info, loads,
+                      block, moved, messages, msg):  # pragma: no cover - compiled
+    """Up to ``k`` steps of :func:`quasirandom_step` (the block comment above)."""
+    state = err.view(np.uint8)
+    period = info[PERIOD]
+    held = 0
+    prev = loads
+    for b in range(k):
+        if period > 0 and (t + b) % period == 0 and seen_before(keys, visits, info, prev.view(np.uint8), state, t + b):
+            return b, held
+        row = block[b]
+        m, h = quasirandom_step(indptr, indices, q, ties_up, guard, buf, err, prev, row)
+        if h < 0:
+            return b + 1, -1
+        held += h
+        moved[b] = m
+        messages[b] = msg
+        prev = row
+        if not add_moved(info, m) or (stop_idle and m == 0):
+            return b + 1, held
+    return k, held
+
+
+@numba.njit(cache=True, nogil=True)
+def quasirandom_regular_steps(indices, D, q, ties_up, guard, buf, err, t, k, stop_idle, keys, visits, info, loads,
+                              block, moved, messages, msg):  # pragma: no cover - compiled
+    """Up to ``k`` steps of :func:`quasirandom_step_regular` (the block comment above)."""
+    state = err.view(np.uint8)
+    period = info[PERIOD]
+    held = 0
+    prev = loads
+    for b in range(k):
+        if period > 0 and (t + b) % period == 0 and seen_before(keys, visits, info, prev.view(np.uint8), state, t + b):
+            return b, held
+        row = block[b]
+        m, h = quasirandom_step_regular(indices, D, q, ties_up, guard, buf, err, prev, row)
+        if h < 0:
+            return b + 1, -1
+        held += h
+        moved[b] = m
+        messages[b] = msg
+        prev = row
+        if not add_moved(info, m) or (stop_idle and m == 0):
+            return b + 1, held
+    return k, held
+
+
+@numba.njit(cache=True, nogil=True)
+def quasirandom_stencil_steps(indices, D, q, ties_up, guard, buf, starts, ends, offsets, err, t, k, stop_idle, keys,
+                              visits, info, loads, block, moved, messages, msg):  # pragma: no cover - compiled
+    """Up to ``k`` steps of :func:`quasirandom_stencil_step` (the block comment above)."""
+    state = err.view(np.uint8)
+    period = info[PERIOD]
+    held = 0
+    prev = loads
+    for b in range(k):
+        if period > 0 and (t + b) % period == 0 and seen_before(keys, visits, info, prev.view(np.uint8), state, t + b):
+            return b, held
+        row = block[b]
+        m, h = quasirandom_stencil_step(indices, D, q, ties_up, guard, buf, starts, ends, offsets, err, prev, row)
+        if h < 0:
+            return b + 1, -1
+        held += h
+        moved[b] = m
+        messages[b] = msg
+        prev = row
+        if not add_moved(info, m) or (stop_idle and m == 0):
+            return b + 1, held
+    return k, held

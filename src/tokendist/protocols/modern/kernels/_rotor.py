@@ -8,9 +8,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ....engine._cycles import PERIOD, add_moved, seen_before
 from ....kernels._divide import divmod_by
 
-__all__ = ["rotor_step", "rotor_stencil_step"]
+__all__ = ["rotor_step", "rotor_stencil_step", "rotor_steps", "rotor_stencil_steps"]
 
 _U = np.uint64
 
@@ -117,3 +118,51 @@ def rotor_stencil_step(indptr, indices, lazy, maxdeg, starts, ends, offsets, rot
             out[ui] += x - sent
             moved += sent
     return moved
+
+
+# Blocks of steps (Protocol.steps, engine/_batch.py): each a loop over one step kernel above, with
+# the engine's cycle check before each step at a period boundary (engine/_cycles.py seen_before: the
+# key of the loads and of the rotors' bytes, the protocol's state_key). Arguments: the step kernel's
+# fixed ones, the rotors, the first step t, at most k steps, stop_idle, the cycle table (keys,
+# visits, info), the loads before step t, the (k, n) block the loads after each step go to, the
+# per-step tokens moved and messages, the messages of a step. Return the steps done; a state seen
+# before ends the block before its step.
+
+@numba.njit(cache=True, nogil=True)
+def rotor_steps(indptr, indices, lazy, maxdeg, rotor, t, k, stop_idle, keys, visits, info, loads, block, moved,
+                messages, msg):  # pragma: no cover - compiled
+    """Up to ``k`` steps of :func:`rotor_step` (the block comment above)."""
+    state = rotor.view(np.uint8)
+    period = info[PERIOD]
+    prev = loads
+    for b in range(k):
+        if period > 0 and (t + b) % period == 0 and seen_before(keys, visits, info, prev.view(np.uint8), state, t + b):
+            return b
+        row = block[b]
+        m = rotor_step(indptr, indices, lazy, maxdeg, rotor, prev, row)
+        moved[b] = m
+        messages[b] = msg
+        prev = row
+        if not add_moved(info, m) or (stop_idle and m == 0):
+            return b + 1
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def rotor_stencil_steps(indptr, indices, lazy, maxdeg, starts, ends, offsets, rotor, t, k, stop_idle, keys, visits,
+                        info, loads, block, moved, messages, msg):  # pragma: no cover - compiled
+    """Up to ``k`` steps of :func:`rotor_stencil_step` (the block comment above)."""
+    state = rotor.view(np.uint8)
+    period = info[PERIOD]
+    prev = loads
+    for b in range(k):
+        if period > 0 and (t + b) % period == 0 and seen_before(keys, visits, info, prev.view(np.uint8), state, t + b):
+            return b
+        row = block[b]
+        m = rotor_stencil_step(indptr, indices, lazy, maxdeg, starts, ends, offsets, rotor, prev, row)
+        moved[b] = m
+        messages[b] = msg
+        prev = row
+        if not add_moved(info, m) or (stop_idle and m == 0):
+            return b + 1
+    return k
