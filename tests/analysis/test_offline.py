@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tokendist.analysis._offline import lemma_6_3_time, offline_feasible, offline_optimum
 from tokendist.engine import simulate
@@ -190,3 +190,37 @@ def test_offline_zero_when_already_below_target(seed):
     cap = -(-loads.sum() // g.n)
     r = offline_optimum(g, loads, slack=2)
     assert (r.steps == 0) == (loads.max() <= cap + 2)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=st.sampled_from(["path:5", "ring:6", "star:4", "torus:3x3", "hypercube:3", "random-regular:8,3",
+                             "complete:4"]),
+       seed=st.integers(0, 50), high=st.integers(1, 40), slack=st.integers(0, 2),
+       model=st.sampled_from(["multi-port", "single-port"]))
+def test_the_search_starts_at_a_true_lower_bound_and_ends_at_the_least_feasible_t(spec, seed, high, slack, model):
+    # The search trusts its lower bound (the per-node and the cut bound): a T below it is never
+    # checked. So T = bound - 1 must be infeasible, and the T found the least feasible one.
+    from tokendist.analysis._offline import _lower_bound
+
+    g = make_graph(spec, seed=seed)
+    loads = np.random.default_rng(seed).integers(0, high + 1, size=g.n)
+    cap = -(-int(loads.sum()) // g.n) + slack
+    bound = _lower_bound(g, loads, cap, model)
+    if bound > 0:
+        assert not offline_feasible(g, loads, bound - 1, slack=slack, model=model)
+    T = offline_optimum(g, loads, slack=slack, model=model).steps
+    assert T >= bound and offline_feasible(g, loads, T, slack=slack, model=model)
+    assert T == 0 or not offline_feasible(g, loads, T - 1, slack=slack, model=model)
+
+
+def test_the_cut_bound_is_the_optimum_with_half_the_nodes_loaded():
+    # ghosh-scaling's distributions (2 Delta on the first n/2 nodes): (n/2)(2 Delta - cap) tokens
+    # leave the loaded half over its cut, one an edge a step; one max-flow confirms that T.
+    from tokendist.experiments._repro_ghosh import half_loads
+
+    for spec, delta, cut in [("ring:32", 50, 2), ("torus:6x6", 50, 12), ("hypercube:5", 50, 16)]:
+        g = make_graph(spec, seed=0)
+        loads = half_loads(g, delta)
+        cap = -(-int(loads.sum()) // g.n)
+        r = offline_optimum(g, loads)
+        assert r.steps == -(-(g.n // 2) * (2 * delta - cap) // cut) and r.flow_checks == 1

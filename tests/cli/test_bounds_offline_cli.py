@@ -11,7 +11,7 @@ import pytest
 from tokendist.analysis import predict
 from tokendist.analysis._bound_checks import BoundRow, bound_tables
 from tokendist.analysis._offline import (BYTES_PER_ARC, _time_expanded, available_memory, memory_limit,
-                                         network_arcs, offline_optimum)
+                                         _lower_bound, network_arcs, offline_optimum)
 from tokendist.cli import main
 from tokendist.engine import make_loads, simulate
 from tokendist.errors import TokendistError
@@ -124,10 +124,11 @@ def test_the_search_stops_before_a_network_too_large():
     g = Graph(10, [a for a, _ in edges], [b for _, b in edges], spec="barbell")
     loads = np.array([100, 0, 0, 0, 0, 0, 0, 0, 0, 0])
     best = offline_optimum(g, loads)
-    # The first T tried is the lower bound max_v ceil((w(v) - cap) / deg(v)); tokens must also travel.
+    # The first T tried is the search's lower bound: here the cut bound, 50 tokens over the bridge
+    # one a step; they must also reach the bridge and spread beyond it.
     cap = -(-int(loads.sum()) // g.n)
-    lo = int(np.max(-(-np.maximum(loads - cap, 0) // g.degrees)))
-    assert best.steps > lo and best.flow_checks > 1
+    lo = _lower_bound(g, loads, cap, "multi-port")
+    assert lo == 50 and best.steps > lo and best.flow_checks > 1
     # Memory for that first T but not for the optimum: refused mid-search, before building it.
     budget = network_arcs(g, loads, lo, "multi-port") * BYTES_PER_ARC
     with pytest.raises(TokendistError, match="more than .* steps"):
