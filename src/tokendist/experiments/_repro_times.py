@@ -36,7 +36,7 @@ WALL_SECONDS: dict[str, tuple[float | None, float | None]] = {
     "elsasser-fig4": (114, 2.3),
     "elsasser-fig5": (110, 2.2),
     "elsasser-choices": (8, 3.0),
-    "ghosh-scaling": (631, 1.7),
+    "ghosh-scaling": (243, 1.4),
     "ghosh-local-balance": (17, 1.6),
     "ghosh-dynamic": (14, 2.1),
     "sos-iou-readings": (31, 16.5),
