@@ -2,9 +2,9 @@
 
 Each entry's figures are measured, not estimated at list time: one ``tokendist reproduce NAME
 --json`` process per entry (and one with ``--quick``), sequential (no ``--workers``), warm numba
-cache, on the project's reference machine (2 shared cores). The figure is the process's CPU time
-(user + sys), which is its wall time on a free core: the machine was shared at load average 9-22
-while they were measured, and the wall times were 3-10x longer (docs/performance.md, "Reproductions").
+cache, on the project's reference machine (2 cores). The figure is the process's CPU time
+(user + sys), which is its wall time on a free core (they were measured at load average 1.0-1.3,
+the wall times within 0.2 s of the CPU times; docs/performance.md, "Reproductions").
 Re-measure with
 
     python benchmarks/time_reproductions.py [--quick|--full] [NAME ...]
@@ -19,34 +19,34 @@ __all__ = ["WALL_SECONDS"]
 
 #: name -> (seconds of the full run, seconds of the ``--quick`` run).
 WALL_SECONDS: dict[str, tuple[float | None, float | None]] = {
-    "houle-sg1": (1, 1.4),
-    "houle-fig1": (2, 1.5),
-    "houle-stars-paths": (2, 1.5),
-    "houle-kary-msd": (1, 1.4),
-    "houle-termination": (11, 1.9),
-    "table1": (7, 10.8),
-    "margara": (5, 1.5),
-    "subramanian-fig3": (1, 1.4),
-    "subramanian-fig4": (1, 1.5),
-    "subramanian-roundings": (8, 1.6),
-    "subramanian-fig1": (6, 1.4),
-    "elsasser-fig1": (4, 1.9),
-    "elsasser-fig2": (2, 1.6),
-    "elsasser-fig3": (2, 1.7),
-    "elsasser-fig4": (114, 2.3),
-    "elsasser-fig5": (110, 2.2),
-    "elsasser-choices": (8, 3.0),
-    "ghosh-scaling": (243, 1.4),
-    "ghosh-local-balance": (17, 1.6),
-    "ghosh-dynamic": (14, 2.1),
-    "sos-iou-readings": (31, 16.5),
-    "quasirandom": (30, 1.5),
-    "rotor-router": (24, 1.4),
-    "randomized-diffusion": (14, 1.6),
-    "random-matching": (39, 3.8),
-    "flow-imitation": (2, 1.4),
-    "stratified-diffusion": (18, 1.6),
-    "pairwise-averaging": (35, 2.3),
-    "rsw-lower-bound": (2, 1.7),
-    "modern-vs-classic": (156, 5.3),
+    "houle-sg1": (1, 0.8),
+    "houle-fig1": (1, 0.9),
+    "houle-stars-paths": (1, 0.9),
+    "houle-kary-msd": (1, 0.8),
+    "houle-termination": (2, 0.9),
+    "table1": (2, 1.7),
+    "margara": (3, 1.1),
+    "subramanian-fig3": (1, 0.9),
+    "subramanian-fig4": (1, 0.9),
+    "subramanian-roundings": (3, 1.1),
+    "subramanian-fig1": (1, 0.8),
+    "elsasser-fig1": (2, 1.2),
+    "elsasser-fig2": (1, 1.1),
+    "elsasser-fig3": (1, 1.0),
+    "elsasser-fig4": (87, 1.6),
+    "elsasser-fig5": (87, 1.7),
+    "elsasser-choices": (7, 2.4),
+    "ghosh-scaling": (205, 1.0),
+    "ghosh-local-balance": (11, 1.0),
+    "ghosh-dynamic": (10, 1.6),
+    "sos-iou-readings": (14, 1.6),
+    "quasirandom": (17, 0.9),
+    "rotor-router": (14, 1.0),
+    "randomized-diffusion": (3, 1.0),
+    "random-matching": (11, 1.5),
+    "flow-imitation": (2, 1.3),
+    "stratified-diffusion": (3, 1.0),
+    "pairwise-averaging": (39, 1.1),
+    "rsw-lower-bound": (1, 1.0),
+    "modern-vs-classic": (19, 1.9),
 }
