@@ -91,3 +91,42 @@ def test_the_next_command_finds_the_kernels_the_first_one_left_to_compile(tmp_pa
     # The same run either way (the kernel and the reference give the same loads).
     keep = ("steps", "stop_reason", "tokens_moved", "messages")
     assert {k: row[k] for k in keep} == {k: again[k] for k in keep}
+
+
+def _group(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_kill_of_the_background_process_ends_its_workers_too(tmp_path, monkeypatch):
+    # The command names the process; `kill PID` must not leave its forked workers behind (they
+    # blocked for good on a result queue nobody reads).
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("TOKENDIST_SMALL_RUN_REFERENCE", "1")
+    monkeypatch.delenv("TOKENDIST_BACKGROUND_COMPILE", raising=False)
+    scenario = Scenario("s", "torus:6x6", "random:0..50", algos=["multi-port", "sos-iou", "quasirandom"],
+                        max_steps=300)
+    pid = compile_later(scenario, scenario.algos)
+    assert pid is not None
+    deadline = time.monotonic() + 120
+    while len(_group(pid)) < 3:  # the process and its two workers (one per core, at least two here)
+        assert time.monotonic() < deadline and _running(pid), "the background process forked no workers"
+        time.sleep(0.1)
+    os.kill(pid, 15)
+    deadline = time.monotonic() + 30
+    while _group(pid):
+        assert time.monotonic() < deadline, f"left behind after SIGTERM: {_group(pid)}"
+        time.sleep(0.1)

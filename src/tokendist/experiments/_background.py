@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -98,8 +99,27 @@ def _idle_priority(pid: int = 0) -> None:
         pass
 
 
+def _end_with_workers() -> None:
+    """On SIGTERM (a user's ``kill PID`` of the process the command named), end the workers too.
+
+    They are forked into this process's group (its own session). Left alone they would outlive it,
+    blocked for good on a result queue nobody reads (seen here: two processes asleep on its lock).
+    """
+    leader = os.getpid()
+
+    def stop(signum, frame):  # (the workers inherit it: they just exit)
+        if os.getpid() == leader:
+            signal.signal(signum, signal.SIG_IGN)
+            os.killpg(leader, signum)
+        os._exit(128 + signum)
+
+    if os.getpgrp() == leader:  # (started by compile_later: the group is this process and its workers)
+        signal.signal(signal.SIGTERM, stop)
+
+
 def _main(argv) -> int:
     _idle_priority()
+    _end_with_workers()
     with open(_lock_path(), "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
