@@ -247,7 +247,8 @@ def _check_memory(graph, loads, T: int, model: str, limit: int, known_bad: int |
     if need <= limit:
         return
     where = (f"the optimum is more than {known_bad} steps, and checking T = {T}" if known_bad else
-             f"at least {T} steps are needed (a node sheds at most its degree a step), and T = {T}")
+             f"at least {T} steps are needed (a node sheds at most its degree a step, a set of nodes at most "
+             f"its cut edges), and T = {T}")
     raise TokendistError(f"offline: {where} needs a time-expanded network of {network_arcs(graph, loads, T, model):,} "
                          f"arcs, about {_gb(need)} of memory; the limit is {_gb(limit)} (half of the memory "
                          "available); use a smaller graph, fewer tokens or a larger --slack")
