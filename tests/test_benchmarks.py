@@ -180,3 +180,9 @@ def test_block_steps(capsys):
     assert [line.split(":")[0] for line in lines] == ["random-matching", "pairwise-averaging", "rotor-router",
                                                       "threshold1"]
     assert all(line.endswith("same run True") for line in lines)
+
+
+def test_csr_build(capsys):
+    _load("csr_build").main(["--nodes", "64,512", "--reps", "1"])
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert len(rows) == 2 and all(row.split()[-1] == "True" for row in rows)

@@ -21,9 +21,10 @@ __all__ = ["Graph", "unsigned_view"]
 
 
 #: Graphs with fewer edges build their CSR arrays by one sort (``Graph._csr_sorted``), larger ones by
-#: scipy's counting sort (``Graph._csr_counting``): at m = 4,116 the two took 101 and 144 us, at
-#: m = 23,845 2.0 and 1.1 ms.
-_SORTED_CSR_EDGES = 1 << 13
+#: scipy's counting sort (``Graph._csr_counting``): on disc graphs the sort took 0.43 of the
+#: conversions' time at 1,012 edges, 0.90 at 4,086 and 1.50 at 6,152
+#: (``python benchmarks/probes/csr_build.py``).
+_SORTED_CSR_EDGES = 1 << 12
 
 
 def _index_dtype(count: int):
@@ -213,7 +214,7 @@ class Graph:
     def _csr(self):
         # The CSR structure and, for each CSR slot, the edge it belongs to. A small graph sorts its
         # 2m slots at once: scipy's conversions below cost about 0.1 ms a call whatever the size,
-        # which a graph rebuilt every step (mobility) paid every step (21 against 86 us at m = 1,017).
+        # which a graph rebuilt every step (mobility) paid every step (35 against 83 us at m = 1,012).
         if self.m < _SORTED_CSR_EDGES:
             return self._csr_sorted()
         return self._csr_counting()
