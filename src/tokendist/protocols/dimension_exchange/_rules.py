@@ -28,7 +28,7 @@ from . import _partitioned
 from .kernels._serial import _NO_HALTED, _NO_MAX
 from .kernels._serial import discrepancy1_steps as _discrepancy1_steps
 from .kernels._serial import threshold1_steps as _threshold1_steps
-from ...engine._cycles import _SAFE, NO_TABLE, seen_before
+from ...engine._cycles import _SAFE, HIT, MOVED, NO_TABLE, seen_before
 from ...kernels._report import block_kernel_ready, instrument_kernels, kernel_label
 
 instrument_kernels(globals())  # every run reports which kernel ran each step (tokendist.kernels._report)
@@ -427,9 +427,9 @@ class Discrepancy1(_DimensionExchange):
                 moved[b], messages[b] = out.moved, out.messages
                 b += 1
                 if seen is not None:  # (add_moved's rule)
-                    if not -_SAFE < int(info[1]) + out.moved < _SAFE:
+                    if not -_SAFE < int(info[MOVED]) + out.moved < _SAFE:
                         break
-                    info[1] += out.moved
+                    info[MOVED] += out.moved
                 if stop_idle and out.moved == 0:
                     break
             else:
@@ -440,7 +440,7 @@ class Discrepancy1(_DimensionExchange):
                 self._next = s + done
                 b += done
                 # (a state seen before, the totals' limit, an idle step: the engine takes it from here)
-                if b < end or info[2] != -1 or (stop_idle and moved[b - 1] == 0):
+                if b < end or info[HIT] != -1 or (stop_idle and moved[b - 1] == 0):
                     break
             prev = block[b - 1]
         return b, _VARIANT
